@@ -1,0 +1,45 @@
+# One command per job, on a fresh clone: each target builds .venv from pyproject.toml when it is
+# missing or older than pyproject.toml.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(CURDIR)/$(VENV)/bin
+STAMP  := $(VENV)/.installed
+# nbgrader runs `alembic` (and Jupyter finds its kernels) through PATH.
+export PATH := $(BIN):$(PATH)
+export JAX_PLATFORMS := cpu
+
+LAB_ARGS ?=
+PYTEST_ARGS ?=
+
+.PHONY: help lab check test bench venv clean
+
+help:
+	@echo "make lab    - open the course in JupyterLab (start with course/00_start_here.ipynb)"
+	@echo "make check  - grade your work in problems/ with the hidden tests"
+	@echo "make test   - run the project's test-suite"
+	@echo "make bench  - grading speed benchmarks"
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11+ or run 'make PYTHON=/path/to/python3.11'"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] < (3, 14) else "error: Python 3.11 to 3.13 is needed, found " + sys.version.split()[0])'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(LAB_ARGS) course/00_start_here.ipynb
+
+check: $(STAMP)
+	@$(BIN)/python -m autograder grade problems/
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python bench/bench_grading.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

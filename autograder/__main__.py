@@ -1,0 +1,7 @@
+"""Entry point for ``python -m autograder``."""
+
+import sys
+
+from autograder.cli import main
+
+sys.exit(main())

@@ -1,0 +1,228 @@
+"""Find problem functions in a submission by parsing its code, never by running it.
+
+A submission is a notebook or a .py file. Cells (or files) are parsed one by one; a unit with a
+syntax error is split into top-level blocks so that one broken cell or function costs only the
+problems that live in it. For each problem we keep its function, the top-level definitions it
+uses (transitively) and every import, and nothing else: top-level calls such as plots, checks or
+training loops in the notebook are never run by the grader.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_MAGIC = re.compile(r"^(\s*)([%!]|\?\w|\w[\w.]*\?\s*$)")
+_BINDING = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
+
+
+@dataclass
+class Block:
+    """One parsed top-level statement, where it came from, and the names it binds."""
+
+    node: ast.stmt
+    source: str
+    origin: str  # e.g. "cell 4, line 2" or "file.py, line 10"
+    binds: set[str] = field(default_factory=set)
+
+
+@dataclass
+class BrokenBlock:
+    source: str
+    origin: str
+    error: str  # "SyntaxError: ... (cell 3, line 2)"
+    defines: str | None  # the function name it seems to define, if any
+
+
+@dataclass
+class Submission:
+    path: str
+    blocks: list[Block] = field(default_factory=list)
+    broken: list[BrokenBlock] = field(default_factory=list)
+    unreadable: str | None = None  # the whole file could not be read
+
+    def function(self, name: str) -> Block | None:
+        found = [b for b in self.blocks if isinstance(b.node, (ast.FunctionDef, ast.AsyncFunctionDef)) and b.node.name == name]
+        return found[-1] if found else None  # like a notebook run top to bottom: last one wins
+
+    def broken_function(self, name: str) -> BrokenBlock | None:
+        found = [b for b in self.broken if b.defines == name]
+        return found[-1] if found else None
+
+    def module_source(self, name: str) -> str:
+        """Source of a module holding every import, the function ``name`` and what it uses."""
+        target = self.function(name)
+        assert target is not None
+        wanted: set[str] = set()
+        keep: set[int] = {id(target)}
+        frontier = [target]
+        definers: dict[str, list[Block]] = {}
+        for b in self.blocks:
+            for n in b.binds:
+                definers.setdefault(n, []).append(b)
+        while frontier:
+            block = frontier.pop()
+            for n in _loaded_names(block.node) - wanted:
+                wanted.add(n)
+                for d in definers.get(n, []):
+                    if id(d) not in keep and d is not target and not _shadows(d, name):
+                        keep.add(id(d))
+                        frontier.append(d)
+        parts = []
+        for b in self.blocks:
+            if isinstance(b.node, (ast.Import, ast.ImportFrom)) or id(b) in keep:
+                if b is not target and _shadows(b, name):
+                    continue
+                parts.append(f"# {b.origin}\n{b.source}")
+        return "\n\n".join(parts) + "\n"
+
+
+def _shadows(block: Block, name: str) -> bool:
+    """Another definition of the problem function (an earlier version in another cell)."""
+    return name in block.binds
+
+
+def _loaded_names(node: ast.AST) -> set[str]:
+    names = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            names.add(sub.id)
+    return names
+
+
+def _binds(node: ast.stmt) -> set[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    names = set()
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    for t in targets:
+        if t is None:
+            continue
+        for sub in ast.walk(t):
+            if isinstance(sub, ast.Name):
+                names.add(sub.id)
+    return names
+
+
+def _clean(source: str) -> str:
+    """Comment out IPython magics and shell escapes so the cell parses as Python."""
+    return "\n".join(_MAGIC.sub(r"\1# \2", line) if _MAGIC.match(line) else line for line in source.splitlines())
+
+
+def _split_top_level(source: str) -> list[tuple[int, str]]:
+    """Split source at lines that start in column 0 (decorators stay with what they decorate)."""
+    lines = source.splitlines()
+    chunks: list[tuple[int, list[str]]] = []
+    pending_decorator = False
+    for i, line in enumerate(lines):
+        starts = bool(line) and not line[0].isspace() and not line.startswith((")", "]", "}", "#"))
+        if starts and not pending_decorator:
+            chunks.append((i, [line]))
+        elif chunks:
+            chunks[-1][1].append(line)
+        else:
+            chunks.append((i, [line]))
+        if starts:
+            pending_decorator = line.startswith("@")
+    return [(start, "\n".join(body)) for start, body in chunks]
+
+
+_DEF = re.compile(r"^(?:async\s+)?def\s+(\w+)", re.M)
+
+
+def _add_unit(sub: Submission, source: str, where: str) -> None:
+    source = _clean(source)
+    try:
+        tree = ast.parse(source)
+        pieces = [(0, source, tree)]
+    except SyntaxError:
+        pieces = []
+        for start, chunk in _split_top_level(source):
+            try:
+                pieces.append((start, chunk, ast.parse(chunk)))
+            except SyntaxError as e:
+                line = start + (e.lineno or 1)
+                m = _DEF.search(chunk)
+                sub.broken.append(
+                    BrokenBlock(chunk, f"{where}, line {line}", f"SyntaxError: {e.msg} ({where}, line {line})", m.group(1) if m else None)
+                )
+    for start, chunk, tree in pieces:
+        chunk_lines = chunk.splitlines()
+        for node in tree.body:
+            first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            text = "\n".join(chunk_lines[first - 1 : node.end_lineno])
+            binds = _binds(node) if isinstance(node, _BINDING) else set()
+            if isinstance(node, (ast.Import, ast.ImportFrom)) or binds:
+                sub.blocks.append(Block(node, text, f"{where}, line {start + first}", binds))
+
+
+def load_submission(path: str | Path) -> Submission:
+    """Parse a notebook (.ipynb) or a Python file; never raises for bad content."""
+    path = Path(path)
+    sub = Submission(str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        sub.unreadable = f"could not read {path.name}: {e}"
+        return sub
+    if path.suffix == ".ipynb":
+        try:
+            nb = json.loads(text)
+            cells = [c for c in nb.get("cells", []) if c.get("cell_type") == "code"]
+        except (ValueError, AttributeError) as e:
+            sub.unreadable = f"{path.name} is not a valid notebook ({e}); open it in Jupyter and save it again"
+            return sub
+        for i, cell in enumerate(cells, 1):
+            src = cell.get("source", "")
+            src = "".join(src) if isinstance(src, list) else str(src)
+            _add_unit(sub, src, f"{path.name} code cell {i}")
+    else:
+        _add_unit(sub, text, path.name)
+    return sub
+
+
+def load_submissions(paths) -> Submission:
+    """Merge several files (or folders of them) into one submission, in sorted order."""
+    merged = Submission(", ".join(str(p) for p in paths))
+    problems = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            files = sorted(f for f in p.rglob("*") if f.suffix in (".ipynb", ".py") and ".ipynb_checkpoints" not in f.parts)
+        else:
+            files = [p]
+        for f in files:
+            s = load_submission(f)
+            merged.blocks += s.blocks
+            merged.broken += s.broken
+            if s.unreadable:
+                problems.append(s.unreadable)
+    merged.unreadable = "; ".join(problems) or None
+    return merged
+
+
+def is_stub(node: ast.FunctionDef) -> bool:
+    """True for an untouched stub: only a docstring, pass, ``...`` or ``raise NotImplementedError``."""
+    body = list(node.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+        body = body[1:]
+    for stmt in body:
+        if isinstance(stmt, ast.Pass):
+            continue
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and stmt.value.value is Ellipsis:
+            continue
+        if isinstance(stmt, ast.Raise) and stmt.exc is not None:
+            exc = stmt.exc.func if isinstance(stmt.exc, ast.Call) else stmt.exc
+            if isinstance(exc, ast.Name) and exc.id == "NotImplementedError":
+                continue
+        return False
+    return True
+
+
+def positional_params(node: ast.FunctionDef) -> tuple[list[str], bool]:
+    """Names of positional parameters, and whether it accepts ``*args``."""
+    a = node.args
+    return [p.arg for p in a.posonlyargs + a.args], a.vararg is not None

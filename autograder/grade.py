@@ -1,0 +1,247 @@
+"""Grade a submission: find each problem's function, run hidden cases in a worker, judge here.
+
+The judging (types, values, scores, messages) happens in this process, from plain data. The
+learner's code never runs here; the reference solutions do, to compute expected values.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from autograder import extract, registry, sandbox
+from autograder.hidden import Case, Hidden, load
+
+STATUSES = ("correct", "incorrect", "not_attempted", "error", "timeout")
+DEFAULT_SALT = "sharded-ckpt-course/2026"
+
+
+@dataclass
+class ProblemResult:
+    id: str
+    function: str
+    status: str
+    score: float
+    max_score: float
+    message: str
+    seconds: float = 0.0
+
+    def public(self) -> dict:
+        d = asdict(self)
+        d.pop("seconds")
+        return d
+
+
+@dataclass
+class Report:
+    learner: str
+    problems: list[ProblemResult] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return sum(p.score for p in self.problems)
+
+    @property
+    def max_score(self) -> float:
+        return sum(p.max_score for p in self.problems)
+
+    def to_json(self) -> dict:
+        return {"learner": self.learner, "score": self.score, "max_score": self.max_score,
+                "problems": [p.public() for p in self.problems]}
+
+
+def course_salt() -> str:
+    return os.environ.get("CKPT_COURSE_SALT", DEFAULT_SALT)
+
+
+def case_seed(learner: str, problem_id: str, salt: str | None = None) -> int:
+    """Same learner and problem, same cases; another learner, other cases."""
+    digest = hashlib.sha256(f"{salt or course_salt()}\x00{learner}\x00{problem_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def hidden_cases(problem: registry.Problem, learner: str, salt: str | None = None) -> tuple[Hidden, list[Case]]:
+    hidden = load(problem.hidden)
+    public = [Case("public", tuple(ex.args)) for ex in problem.examples]
+    return hidden, public + hidden.cases(np.random.default_rng(case_seed(learner, problem.id, salt)))
+
+
+def reference(problem: registry.Problem):
+    return getattr(importlib.import_module(f"solutions.unit{problem.unit}"), problem.function)
+
+
+def _result(problem, status, message, seconds=0.0):
+    return ProblemResult(problem.id, problem.function, status, float(problem.points if status == "correct" else 0),
+                         float(problem.points), message, seconds)
+
+
+def _signature_error(problem, node) -> str | None:
+    names, varargs = extract.positional_params(node)
+    want = list(problem.signature)
+    if varargs and len(names) <= len(want):
+        return None
+    required = len(names) - len(node.args.defaults)
+    if not (required <= len(want) <= len(names)):
+        return (f"{problem.function} must take {len(want)} arguments ({', '.join(want)}), in that order; yours "
+                f"takes ({', '.join(names)}). Keep the signature from the problem statement.")
+    if set(names[: len(want)]) == set(want) and names[: len(want)] != want:
+        return (f"{problem.function}'s arguments are in the wrong order: it is called as "
+                f"{problem.call}, yours is ({', '.join(names)}).")
+    return None
+
+
+def _origin_of(module_source: str, line: int | None) -> str:
+    """Map a line of the module the worker ran back to the learner's cell/file and line."""
+    if not line:
+        return ""
+    lines = module_source.splitlines()
+    header = re.compile(r"^# (.*), line (\d+)$")
+    for i in range(min(line, len(lines)) - 1, -1, -1):
+        m = header.match(lines[i])
+        if m:
+            code = lines[line - 1].strip() if line - 1 < len(lines) else ""
+            where = f"{m.group(1)}, line {int(m.group(2)) + line - i - 2}"
+            return f" at {where}" + (f": `{code[:100]}`" if code else "")
+    return ""
+
+
+def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandbox.RunResult,
+          module_source: str, timeout: float) -> tuple[str, str]:
+    """Turn a worker's plain-data outputs into (status, message). Never shows hidden data."""
+    if run.status == "timeout":
+        return "timeout", (f"Did not finish within {timeout:.0f} s for all hidden cases. Look for an endless "
+                           "loop, or work that grows much faster than the input.")
+    if run.status == "crashed":
+        how = f"killed by signal {-run.returncode}" if (run.returncode or 0) < 0 else f"exit code {run.returncode}"
+        return "error", (f"The worker running your code stopped without a result ({how}). This usually means it "
+                         f"ran out of memory (the limit is {sandbox.DEFAULT_MEMORY // 2**30} GiB) or your code "
+                         "exits the interpreter (sys.exit / os._exit).")
+    if run.setup:
+        kind, name = run.setup.get("kind"), run.setup.get("type")
+        where = _origin_of(module_source, run.setup.get("line"))
+        if kind == "memory":
+            return "error", f"Ran out of memory while loading your code{where}. Avoid huge allocations at top level."
+        if kind == "devices":
+            return "error", f"The grader could not set up its simulated devices: {run.setup.get('detail', '')}"
+        return "error", (f"{name} while loading the code {problem.function} needs{where}. Make sure your notebook "
+                         "runs top to bottom in a fresh kernel.")
+    if len(run.cases) != len(cases):
+        return "error", "The worker returned an incomplete result; please grade again."
+
+    outcomes = list(zip(cases, expected, run.cases))
+    if all(o.get("error", {}).get("kind") == "not_implemented" for _, _, o in outcomes):
+        return "not_attempted", f"{problem.function} still raises NotImplementedError: replace it with your code."
+    failing: list[tuple[Case, str | None]] = []
+    for case, exp, out in outcomes:
+        if "error" in out:
+            err = out["error"]
+            where = _origin_of(module_source, err.get("line"))
+            label = "a public example" if case.category == "public" else "a hidden case"
+            if err.get("kind") == "memory":
+                return "error", (f"Ran out of memory{where} on {label} (the limit is "
+                                 f"{sandbox.DEFAULT_MEMORY // 2**30} GiB). Nothing here needs more than a few MB: "
+                                 "look for an allocation that grows with a value instead of a shape.")
+            if err.get("kind") == "bad_return":
+                return "incorrect", f"{problem.function} must return {problem.returns.describe}: {err.get('detail', '')}."
+            if err.get("kind") == "not_implemented":
+                return "error", f"Raised NotImplementedError{where} on {label}: finish every branch of your function."
+            hint = "Run the check cell in the notebook to see the full traceback." if case.category == "public" \
+                else hidden.on_exception
+            return "error", " ".join(x for x in (f"Raised {err.get('type', 'an exception')}{where} on {label}.", hint) if x)
+        actual = out["value"]
+        bad_type = problem.returns.type_error(actual)
+        if bad_type:
+            return "incorrect", f"{problem.function} {bad_type}."
+        if problem.returns.has_nan(actual):
+            return "incorrect", f"{problem.function} returned NaN on {'a public example' if case.category == 'public' else 'a hidden case'}: look for 0/0 or an uninitialised value."
+        if not problem.returns.equal(actual, exp):
+            diagnosis = None
+            if hidden.diagnose is not None:
+                try:
+                    diagnosis = hidden.diagnose(case.args, actual, exp)
+                except Exception:  # noqa: BLE001 - a diagnosis is a nicety, never a crash
+                    diagnosis = None
+            failing.append((case, diagnosis))
+    if not failing:
+        return "correct", f"All {len(cases)} cases passed."
+    diagnosed = [d for _, d in failing if d]
+    if diagnosed:
+        message = hidden.messages[diagnosed[0]]
+    elif any(c.category == "public" for c, _ in failing):
+        message = "It fails a public example: run the check cell in the notebook for details."
+    else:
+        order = list(hidden.messages)
+        first = min((c.category for c, _ in failing), key=order.index)
+        message = hidden.messages[first]
+    return "incorrect", f"Wrong on {len(failing)} of {len(cases)} cases. {message}"
+
+
+@dataclass
+class _Plan:
+    problem: registry.Problem
+    result: ProblemResult | None = None
+    source: str = ""
+    hidden: Hidden | None = None
+    cases: list = field(default_factory=list)
+    expected: list = field(default_factory=list)
+    timeout: float = 0.0
+
+
+def _plan(problem, sub: extract.Submission, learner: str, salt: str | None, timeout: float | None) -> _Plan:
+    plan = _Plan(problem, timeout=timeout or problem.timeout)
+    block = sub.function(problem.function)
+    if block is None:
+        broken = sub.broken_function(problem.function)
+        if broken is not None:
+            plan.result = _result(problem, "error", f"{broken.error}: fix the syntax error in {problem.function}.")
+        elif sub.unreadable:
+            plan.result = _result(problem, "error", f"{sub.unreadable}.")
+        else:
+            plan.result = _result(problem, "not_attempted",
+                                  f"No function named {problem.function} found. Define it as `def {problem.call}:`.")
+        return plan
+    if extract.is_stub(block.node):
+        plan.result = _result(problem, "not_attempted", "Not attempted yet: the function is still the stub.")
+        return plan
+    bad = _signature_error(problem, block.node)
+    if bad:
+        plan.result = _result(problem, "error", bad)
+        return plan
+    plan.source = sub.module_source(problem.function)
+    plan.hidden, plan.cases = hidden_cases(problem, learner, salt)
+    ref = reference(problem)
+    plan.expected = [ref(*copy.deepcopy(c.args)) for c in plan.cases]
+    return plan
+
+
+def grade(paths, learner: str = "local", *, problems=None, salt: str | None = None,
+          timeout: float | None = None, jobs: int | None = None) -> Report:
+    """Grade the files or folders in ``paths`` for ``learner``; never raises for bad submissions."""
+    from ckptlab import setup_devices
+
+    setup_devices()  # the references run here and need the course's 16 devices
+    chosen = [registry.get(p) for p in problems] if problems else list(registry.PROBLEMS)
+    sub = extract.load_submissions(list(paths))
+    plans = [_plan(p, sub, learner, salt, timeout) for p in chosen]
+
+    def run(plan: _Plan) -> ProblemResult:
+        if plan.result is not None:
+            return plan.result
+        out = sandbox.run(plan.source, plan.problem.function, [c.args for c in plan.cases], timeout=plan.timeout)
+        try:
+            status, message = judge(plan.problem, plan.hidden, plan.cases, plan.expected, out, plan.source, plan.timeout)
+        except Exception as exc:  # noqa: BLE001 - a judging bug must not sink the other problems
+            status, message = "error", f"The grader failed on this problem ({type(exc).__name__}); please report it."
+        return _result(plan.problem, status, message, out.seconds)
+
+    jobs = jobs or min(2, os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(run, plans))
+    return Report(learner, results)

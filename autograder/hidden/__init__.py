@@ -1,0 +1,44 @@
+"""Hidden tests: case generators and failure messages. Loaded by the grader only; never released."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Case:
+    category: str
+    args: tuple
+
+
+@dataclass(frozen=True)
+class Hidden:
+    """Hidden cases of one problem and what to tell a learner who fails them.
+
+    ``messages`` maps a case category or a diagnosed mistake to the learner-facing text; its order
+    is the order in which failing categories are reported. ``diagnose(args, actual, expected)``
+    recognises common mistakes from the output and returns a key of ``messages``.
+    """
+
+    generate: Callable[[np.random.Generator], list[Case]]
+    messages: dict[str, str]
+    diagnose: Callable[[tuple, Any, Any], str | None] | None = None
+    on_exception: str = ""
+    fixed: tuple[Case, ...] = field(default_factory=tuple)
+
+    def cases(self, rng: np.random.Generator) -> list[Case]:
+        cases = list(self.fixed) + list(self.generate(rng))
+        missing = {c.category for c in cases} - set(self.messages)
+        assert not missing, f"hidden categories without a message: {missing}"
+        return cases
+
+
+def load(ref: str) -> Hidden:
+    import importlib
+
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)

@@ -1,0 +1,30 @@
+"""Human-readable grading reports: the table `make check` prints."""
+
+from __future__ import annotations
+
+import textwrap
+
+from autograder.grade import Report
+
+_LABEL = {"correct": "correct", "incorrect": "incorrect", "not_attempted": "not attempted",
+          "error": "error", "timeout": "timeout"}
+
+
+def _points(x: float) -> str:
+    return f"{x:g}"
+
+
+def table(report: Report, width: int = 100) -> str:
+    rows = [("Problem", "Function", "Status", "Score")]
+    for p in report.problems:
+        rows.append((p.id, p.function, _LABEL[p.status], f"{_points(p.score)}/{_points(p.max_score)}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [f"Learner: {report.learner}", fmt.format(*rows[0]), "  ".join("-" * w for w in widths)]
+    for p, row in zip(report.problems, rows[1:]):
+        lines.append(fmt.format(*row))
+        if p.status != "correct" and p.message:
+            lines += textwrap.wrap(p.message, width=width, initial_indent="    ", subsequent_indent="    ")
+    lines.append("  ".join("-" * w for w in widths))
+    lines.append(f"Total: {_points(report.score)}/{_points(report.max_score)}")
+    return "\n".join(lines)

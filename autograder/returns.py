@@ -1,0 +1,102 @@
+"""What each problem must return: exact type, shape and dtype checks, then value comparison.
+
+These are public (the problem statements say the same); the grader checks the type before it
+compares values, so an object that pretends to equal everything earns nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_KIND_NAMES = {"f": "floating", "i": "integer", "u": "unsigned integer", "b": "boolean"}
+
+
+def _type_name(value) -> str:
+    from autograder.codec import JaxArray
+
+    if isinstance(value, JaxArray):
+        return f"jax.Array of shape {value.shape} and dtype {value.dtype}"
+    if isinstance(value, np.ndarray):
+        return f"np.ndarray of shape {value.shape} and dtype {value.dtype}"
+    return type(value).__name__
+
+
+def _is_int(v) -> bool:
+    return (type(v) is int) or isinstance(v, np.integer)
+
+
+@dataclass(frozen=True)
+class ArrayOf:
+    """A NumPy or JAX array of a fixed shape whose dtype is of the given kind."""
+
+    shape: tuple
+    kind: str = "f"
+    rtol: float = 1e-6
+
+    @property
+    def describe(self) -> str:
+        return f"a {len(self.shape)}-D array of shape {self.shape} with a {_KIND_NAMES[self.kind]} dtype (np.ndarray or jax.Array)"
+
+    def type_error(self, v) -> str | None:
+        if not isinstance(v, np.ndarray):
+            return f"must return {self.describe}, but returned a {_type_name(v)}"
+        if v.shape != self.shape:
+            return f"must return an array of shape {self.shape}, but returned shape {v.shape}"
+        if v.dtype.kind != self.kind and not (self.kind == "f" and v.dtype.name.startswith(("bfloat16", "float8"))):
+            hint = " (per_shard is a fraction, so use a float dtype)" if self.kind == "f" else ""
+            return f"must return an array with a {_KIND_NAMES[self.kind]} dtype, but its dtype is {v.dtype}{hint}"
+        return None
+
+    def has_nan(self, v) -> bool:
+        return bool(np.isnan(np.asarray(v, dtype=np.float64)).any())
+
+    def equal(self, actual, expected) -> bool:
+        return bool(np.allclose(np.asarray(actual, np.float64), np.asarray(expected, np.float64), rtol=self.rtol, atol=0))
+
+
+@dataclass(frozen=True)
+class Int:
+    """A Python int (NumPy integers are accepted too); never a float or a bool."""
+
+    @property
+    def describe(self) -> str:
+        return "an int"
+
+    def type_error(self, v) -> str | None:
+        if isinstance(v, (bool, np.bool_)) or not _is_int(v):
+            extra = " (byte counts are whole numbers: use int(...) or //)" if isinstance(v, (float, np.floating)) else ""
+            return f"must return an int, but returned a {_type_name(v)}{extra}"
+        return None
+
+    def has_nan(self, v) -> bool:
+        return False
+
+    def equal(self, actual, expected) -> bool:
+        return int(actual) == int(expected)
+
+
+@dataclass(frozen=True)
+class DictStrInt:
+    """A dict from str keys to int values."""
+
+    @property
+    def describe(self) -> str:
+        return "a dict mapping str paths to int counts"
+
+    def type_error(self, v) -> str | None:
+        if type(v) is not dict:
+            return f"must return a dict, but returned a {_type_name(v)}"
+        for k, x in v.items():
+            if type(k) is not str:
+                return f"dict keys must be str paths like 'layers/0/kernel', but one key is a {_type_name(k)}"
+            if isinstance(x, (bool, np.bool_)) or not _is_int(x):
+                return f"dict values must be int parameter counts, but the value for {k!r} is a {_type_name(x)}"
+        return None
+
+    def has_nan(self, v) -> bool:
+        return False
+
+    def equal(self, actual, expected) -> bool:
+        return set(actual) == set(expected) and all(int(actual[k]) == int(expected[k]) for k in expected)

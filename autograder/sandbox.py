@@ -1,0 +1,87 @@
+"""The grader side of the sandbox: start a worker, enforce the time limit, read its plain data."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from autograder import codec
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MEMORY = 4 * 2**30
+DEFAULT_FILE_BYTES = 256 * 2**20
+# The worker must not see grading secrets; everything else (PATH, HOME, locale) it may.
+_SECRET_ENV = ("CKPT_COURSE_SALT",)
+
+
+@dataclass
+class RunResult:
+    status: str  # "ok", "timeout", "crashed"
+    setup: dict | None = None
+    cases: list = field(default_factory=list)  # per case: {"value": decoded} or {"error": {...}}
+    seconds: float = 0.0
+    returncode: int | None = None
+    stderr_tail: str = ""  # for instructors' debugging logs only, never shown in reports
+
+
+def run(source: str, function: str, cases: list[tuple], *, timeout: float = DEFAULT_TIMEOUT,
+        memory_bytes: int = DEFAULT_MEMORY, file_bytes: int = DEFAULT_FILE_BYTES) -> RunResult:
+    """Run ``function`` from ``source`` on each tuple of args in ``cases`` in a fresh process."""
+    workdir = tempfile.mkdtemp(prefix="ckpt-worker-")
+    job_path = os.path.join(workdir, ".job.json")
+    result_path = os.path.join(workdir, ".result.json")
+    with open(job_path, "w") as f:
+        json.dump({"source": source, "function": function, "cases": [codec.encode(tuple(c)) for c in cases],
+                   "memory_bytes": memory_bytes, "file_bytes": file_bytes}, f, allow_nan=False)
+    env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENV}
+    env["JAX_PLATFORMS"] = "cpu"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["MPLBACKEND"] = "Agg"
+    start = time.monotonic()
+    log = open(os.path.join(workdir, ".log"), "w+b")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autograder.worker", job_path, result_path],
+        cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+    )
+    try:
+        proc.wait(timeout=timeout)
+        status = "ok"
+    except subprocess.TimeoutExpired:
+        status = "timeout"
+    finally:
+        _kill_group(proc)
+    seconds = time.monotonic() - start
+    log.seek(0)
+    tail = log.read()[-4000:].decode("utf-8", "replace")
+    log.close()
+    result = RunResult(status, seconds=seconds, returncode=proc.returncode, stderr_tail=tail)
+    try:
+        if status == "ok":
+            with open(result_path) as f:
+                raw = json.load(f)
+            result.setup = raw.get("setup")
+            for case in raw.get("cases", []):
+                if "value" in case:
+                    result.cases.append({"value": codec.decode(case["value"])})
+                else:
+                    result.cases.append({"error": case.get("error") or {"kind": "exception"}})
+    except (OSError, ValueError, TypeError, KeyError):
+        result.status = "crashed"
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return result
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the learner's code may have started children
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()

@@ -1,0 +1,107 @@
+"""The sandbox side: run one problem's learner function on a list of inputs, return plain data.
+
+Started by :func:`autograder.sandbox.run` as ``python -m autograder.worker JOB RESULT`` in a
+fresh temporary directory, with memory, file-size and core-dump limits set before anything else
+is imported. It never sees expected values; it writes JSON results and nothing else.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import json
+import os
+import resource
+import sys
+import traceback
+
+SUBMISSION = "<submission>"
+_BLOCKED = ("solutions", "autograder.hidden")
+
+
+def _limit(memory_bytes: int, file_bytes: int) -> None:
+    for kind, value in ((resource.RLIMIT_AS, memory_bytes), (resource.RLIMIT_FSIZE, file_bytes), (resource.RLIMIT_CORE, 0)):
+        if value:
+            resource.setrlimit(kind, (value, value))
+
+
+class _BlockHidden(importlib.abc.MetaPathFinder):
+    """Learner code may not import the reference solutions or the hidden tests."""
+
+    def find_spec(self, name, path=None, target=None):
+        if any(name == b or name.startswith(b + ".") for b in _BLOCKED):
+            raise ImportError(f"{name} is not available to submissions")
+        return None
+
+
+def _where(tb) -> int | None:
+    line = None
+    for frame, lineno in traceback.walk_tb(tb):
+        if frame.f_code.co_filename == SUBMISSION:
+            line = lineno
+    return line
+
+
+def _error(exc: BaseException, kind: str = "exception") -> dict:
+    if isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in str(exc)[:500] or "Out of memory" in str(exc)[:500]:
+        kind = "memory"
+    return {"kind": kind, "type": type(exc).__name__, "line": _where(exc.__traceback__)}
+
+
+def main(job_path: str, result_path: str) -> int:
+    with open(job_path) as f:
+        job = json.load(f)
+    os.unlink(job_path)  # the learner's code has no business reading the job file
+    _limit(job.get("memory_bytes", 0), job.get("file_bytes", 0))
+    sys.meta_path.insert(0, _BlockHidden())
+    for name in list(sys.modules):
+        if any(name == b or name.startswith(b + ".") for b in _BLOCKED):
+            del sys.modules[name]
+
+    from autograder import codec  # numpy only
+    from ckptlab.devices import setup_devices
+
+    results: dict = {"setup": None, "cases": []}
+
+    def write() -> None:
+        tmp = result_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(results, f, allow_nan=False)
+        os.replace(tmp, result_path)
+
+    try:
+        setup_devices(job.get("num_devices", 16))
+    except BaseException as exc:  # noqa: BLE001 - report, never crash silently
+        results["setup"] = {"kind": "devices", "type": type(exc).__name__, "line": None, "detail": str(exc)}
+        write()
+        return 0
+
+    namespace = {"__name__": "submission", "__builtins__": __builtins__}
+    try:
+        code = compile(job["source"], SUBMISSION, "exec")
+        exec(code, namespace)  # noqa: S102 - this process exists to run learner code
+        fn = namespace[job["function"]]
+    except BaseException as exc:  # noqa: BLE001
+        results["setup"] = _error(exc, "setup")
+        write()
+        return 0
+
+    for encoded_args in job["cases"]:
+        args = codec.decode(encoded_args)
+        try:
+            value = fn(*args)
+        except NotImplementedError as exc:
+            results["cases"].append({"error": _error(exc, "not_implemented")})
+            continue
+        except BaseException as exc:  # noqa: BLE001 - SystemExit and friends cost one case only
+            results["cases"].append({"error": _error(exc)})
+            continue
+        try:
+            results["cases"].append({"value": codec.encode(value)})
+        except (codec.EncodeError, ValueError, TypeError) as exc:
+            results["cases"].append({"error": {"kind": "bad_return", "type": type(exc).__name__, "line": None, "detail": str(exc)}})
+    write()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))

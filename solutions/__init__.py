@@ -1,0 +1,1 @@
+"""Reference solutions. Never shipped to learners; the grader computes expected values with them."""
