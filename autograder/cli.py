@@ -54,6 +54,14 @@ def cmd_list(args) -> int:
     return 0
 
 
+def cmd_notebooks(args) -> int:
+    from autograder.notebooks import write_problem_notebooks
+
+    for path in write_problem_notebooks(Path(args.root)):
+        print(f"wrote {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m autograder", description="The course autograder.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -67,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=cmd_grade)
     ls = sub.add_parser("list", help="list the problems")
     ls.set_defaults(func=cmd_list)
+    nb = sub.add_parser("notebooks", help="(maintainers) rebuild problems/*.ipynb from the registry")
+    nb.add_argument("--root", default=".", help="repository root")
+    nb.set_defaults(func=cmd_notebooks)
     return parser
 
 

@@ -152,9 +152,9 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
                 return "incorrect", f"{problem.function} must return {problem.returns.describe}: {err.get('detail', '')}."
             if err.get("kind") == "not_implemented":
                 return "error", f"Raised NotImplementedError{where} on {label}: finish every branch of your function."
-            hint = "Run the check cell in the notebook to see the full traceback." if case.category == "public" \
-                else hidden.on_exception
-            return "error", " ".join(x for x in (f"Raised {err.get('type', 'an exception')}{where} on {label}.", hint) if x)
+            see = "Run the check cell in the notebook to see the full traceback." if case.category == "public" else ""
+            return "error", " ".join(x for x in (f"Raised {err.get('type', 'an exception')}{where} on {label}.",
+                                                 hidden.on_exception, see) if x)
         actual = out["value"]
         bad_type = problem.returns.type_error(actual)
         if bad_type:
@@ -216,8 +216,6 @@ def _plan(problem, sub: extract.Submission, learner: str, salt: str | None, time
         return plan
     plan.source = sub.module_source(problem.function)
     plan.hidden, plan.cases = hidden_cases(problem, learner, salt)
-    ref = reference(problem)
-    plan.expected = [ref(*copy.deepcopy(c.args)) for c in plan.cases]
     return plan
 
 
@@ -234,7 +232,15 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
     def run(plan: _Plan) -> ProblemResult:
         if plan.result is not None:
             return plan.result
-        out = sandbox.run(plan.source, plan.problem.function, [c.args for c in plan.cases], timeout=plan.timeout)
+        worker = sandbox.Worker(plan.source, plan.problem.function, [c.args for c in plan.cases], timeout=plan.timeout)
+        try:
+            # Expected values are computed while the worker runs: the two overlap on two cores.
+            ref = reference(plan.problem)
+            plan.expected = [ref(*copy.deepcopy(c.args)) for c in plan.cases]
+        except BaseException:
+            worker.kill()
+            raise
+        out = worker.wait()
         try:
             status, message = judge(plan.problem, plan.hidden, plan.cases, plan.expected, out, plan.source, plan.timeout)
         except Exception as exc:  # noqa: BLE001 - a judging bug must not sink the other problems

@@ -51,6 +51,13 @@ class Problem:
 
 _U1 = "unit1_parameter_accounting.ipynb"
 
+UNITS: dict[int, tuple[str, str]] = {
+    1: ("Parameter accounting",
+        "Count what a checkpoint holds: the parameters of Linen `nn.Dense` and NNX `nnx.Linear`, how "
+        "many land on each shard, and how many bytes they take in a given dtype. The lesson is "
+        "`course/01_parameter_accounting.ipynb`."),
+}
+
 PROBLEMS: tuple[Problem, ...] = (
     Problem(
         id="1.1",

@@ -31,52 +31,67 @@ class RunResult:
     stderr_tail: str = ""  # for instructors' debugging logs only, never shown in reports
 
 
-def run(source: str, function: str, cases: list[tuple], *, timeout: float = DEFAULT_TIMEOUT,
-        memory_bytes: int = DEFAULT_MEMORY, file_bytes: int = DEFAULT_FILE_BYTES) -> RunResult:
+class Worker:
+    """A started worker process; :meth:`wait` enforces the time limit and reads the results."""
+
+    def __init__(self, source: str, function: str, cases: list[tuple], *, timeout: float = DEFAULT_TIMEOUT,
+                 memory_bytes: int = DEFAULT_MEMORY, file_bytes: int = DEFAULT_FILE_BYTES):
+        self.timeout = timeout
+        self.workdir = tempfile.mkdtemp(prefix="ckpt-worker-")
+        job_path = os.path.join(self.workdir, ".job.json")
+        self.result_path = os.path.join(self.workdir, ".result.json")
+        with open(job_path, "w") as f:
+            json.dump({"source": source, "function": function, "cases": [codec.encode(tuple(c)) for c in cases],
+                       "memory_bytes": memory_bytes, "file_bytes": file_bytes}, f, allow_nan=False)
+        env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENV}
+        env.update(JAX_PLATFORMS="cpu", PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg")
+        self.log = open(os.path.join(self.workdir, ".log"), "w+b")
+        self.start = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "autograder.worker", job_path, self.result_path],
+            cwd=self.workdir, env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
+            start_new_session=True,
+        )
+
+    def wait(self) -> RunResult:
+        remaining = max(0.0, self.timeout - (time.monotonic() - self.start))
+        try:
+            self.proc.wait(timeout=remaining)
+            status = "ok"
+        except subprocess.TimeoutExpired:
+            status = "timeout"
+        finally:
+            _kill_group(self.proc)
+        seconds = time.monotonic() - self.start
+        self.log.seek(0)
+        tail = self.log.read()[-4000:].decode("utf-8", "replace")
+        self.log.close()
+        result = RunResult(status, seconds=seconds, returncode=self.proc.returncode, stderr_tail=tail)
+        try:
+            if status == "ok":
+                with open(self.result_path) as f:
+                    raw = json.load(f)
+                result.setup = raw.get("setup")
+                for case in raw.get("cases", []):
+                    if "value" in case:
+                        result.cases.append({"value": codec.decode(case["value"])})
+                    else:
+                        result.cases.append({"error": case.get("error") or {"kind": "exception"}})
+        except (OSError, ValueError, TypeError, KeyError):
+            result.status = "crashed"
+        finally:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        return result
+
+    def kill(self) -> None:
+        _kill_group(self.proc)
+        self.log.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def run(source: str, function: str, cases: list[tuple], **limits) -> RunResult:
     """Run ``function`` from ``source`` on each tuple of args in ``cases`` in a fresh process."""
-    workdir = tempfile.mkdtemp(prefix="ckpt-worker-")
-    job_path = os.path.join(workdir, ".job.json")
-    result_path = os.path.join(workdir, ".result.json")
-    with open(job_path, "w") as f:
-        json.dump({"source": source, "function": function, "cases": [codec.encode(tuple(c)) for c in cases],
-                   "memory_bytes": memory_bytes, "file_bytes": file_bytes}, f, allow_nan=False)
-    env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENV}
-    env["JAX_PLATFORMS"] = "cpu"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["MPLBACKEND"] = "Agg"
-    start = time.monotonic()
-    log = open(os.path.join(workdir, ".log"), "w+b")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "autograder.worker", job_path, result_path],
-        cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-    )
-    try:
-        proc.wait(timeout=timeout)
-        status = "ok"
-    except subprocess.TimeoutExpired:
-        status = "timeout"
-    finally:
-        _kill_group(proc)
-    seconds = time.monotonic() - start
-    log.seek(0)
-    tail = log.read()[-4000:].decode("utf-8", "replace")
-    log.close()
-    result = RunResult(status, seconds=seconds, returncode=proc.returncode, stderr_tail=tail)
-    try:
-        if status == "ok":
-            with open(result_path) as f:
-                raw = json.load(f)
-            result.setup = raw.get("setup")
-            for case in raw.get("cases", []):
-                if "value" in case:
-                    result.cases.append({"value": codec.decode(case["value"])})
-                else:
-                    result.cases.append({"error": case.get("error") or {"kind": "exception"}})
-    except (OSError, ValueError, TypeError, KeyError):
-        result.status = "crashed"
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return result
+    return Worker(source, function, cases, **limits).wait()
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -161,6 +161,9 @@ def _diagnose_bytes(args, actual, expected):
     itemsize = expected // max(1, sum(leaf.size for leaf in leaves)) if expected else 0
     if itemsize and actual == len(leaves) * itemsize and actual != expected:
         return "leaf_count"
+    shallow = sum(v.size for v in params.values() if not isinstance(v, dict)) * itemsize
+    if itemsize and actual == shallow and actual != expected:
+        return "nested"
     return None
 
 

@@ -1,0 +1,168 @@
+"""In-notebook checks: run a problem's public examples in the kernel, and give hints in steps.
+
+    from autograder.notebook import problem
+    q1 = problem("1.1")
+    q1.check()    # not attempted / incorrect (with what to do next) / correct
+    q1.hint()     # the next hint; q1.hint(2) shows hint 2
+
+Only public examples run here; the hidden tests run when you grade (``make check``).
+"""
+
+from __future__ import annotations
+
+import html
+import inspect
+import sys
+import traceback
+
+import numpy as np
+
+from autograder import registry
+
+_COLOURS = {"correct": "#1a7f37", "incorrect": "#cf222e", "not_attempted": "#6e7781", "error": "#cf222e"}
+_LABELS = {"correct": "Correct", "incorrect": "Incorrect", "not_attempted": "Not attempted", "error": "Error"}
+
+
+class CheckResult:
+    """What a check found; shows itself as coloured HTML in Jupyter and as text elsewhere."""
+
+    def __init__(self, problem: registry.Problem, status: str, message: str, detail: str = ""):
+        self.problem, self.status, self.message, self.detail = problem, status, message, detail
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "correct"
+
+    def __repr__(self) -> str:
+        text = f"[{_LABELS[self.status]}] {self.problem.id} {self.problem.function}: {self.message}"
+        return text + (f"\n{self.detail}" if self.detail else "")
+
+    def _repr_html_(self) -> str:
+        colour = _COLOURS[self.status]
+        detail = f"<pre style='margin:4px 0 0 0'>{html.escape(self.detail)}</pre>" if self.detail else ""
+        return (f"<div style='border-left:4px solid {colour};padding:4px 10px'>"
+                f"<b style='color:{colour}'>{_LABELS[self.status]}</b> &nbsp;"
+                f"<code>{self.problem.function}</code>: {html.escape(self.message)}{detail}</div>")
+
+
+def _fmt(v) -> str:
+    if isinstance(v, np.ndarray):
+        return np.array2string(v, separator=", ") + f" (dtype {v.dtype})"
+    if isinstance(v, dict) and len(v) > 3:
+        return "{" + ", ".join(f"{k!r}: {x!r}" for k, x in v.items()) + "}"
+    return repr(v)
+
+
+def _args(args) -> str:
+    parts = []
+    for a in args:
+        parts.append(f"<array shape={a.shape} dtype={a.dtype}>" if isinstance(a, np.ndarray) else _fmt(a))
+    return ", ".join(parts)
+
+
+def _to_plain(value):
+    """Bring JAX arrays to NumPy so the same type checks as the grader apply."""
+    from autograder.codec import EncodeError, decode, encode
+
+    try:
+        return decode(encode(value))
+    except (EncodeError, ValueError, TypeError) as e:
+        raise TypeError(str(e)) from None
+
+
+class ProblemHandle:
+    """One problem, as seen from a notebook."""
+
+    def __init__(self, problem: registry.Problem, namespace: dict | None = None):
+        self.problem = problem
+        self._namespace = namespace
+        self._hints_shown = 0
+
+    def __repr__(self) -> str:
+        p = self.problem
+        return f"Problem {p.id} ({p.points} points): {p.title}\n  {p.call}\n\n{p.statement}"
+
+    def _repr_markdown_(self) -> str:
+        p = self.problem
+        return f"**Problem {p.id}** ({p.points} points): {p.title}\n\n`{p.call}`\n\n{p.statement}"
+
+    def _find(self):
+        ns = self._namespace if self._namespace is not None else vars(sys.modules["__main__"])
+        return ns.get(self.problem.function)
+
+    def check(self, fn=None) -> CheckResult:
+        """Run the public examples against your function and say how it went."""
+        p = self.problem
+        fn = fn or self._find()
+        if fn is None:
+            return CheckResult(p, "not_attempted", f"no function named {p.function} yet: run the cell that defines it.")
+        try:
+            params = [q for q in inspect.signature(fn).parameters.values()
+                      if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)]
+            if len(params) != len(p.signature) and not any(q.kind == q.VAR_POSITIONAL for q in inspect.signature(fn).parameters.values()):
+                return CheckResult(p, "error", f"{p.function} must take {len(p.signature)} arguments: {p.call}.")
+        except (TypeError, ValueError):
+            pass
+        for i, ex in enumerate(p.examples, 1):
+            try:
+                got = fn(*_copy(ex.args))
+            except NotImplementedError:
+                return CheckResult(p, "not_attempted", "still the stub: replace `raise NotImplementedError` with your code.")
+            except Exception as exc:  # noqa: BLE001 - show the learner their own traceback
+                tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next))
+                return CheckResult(p, "error", f"example {i} raised {type(exc).__name__}: {exc}", tb[-3000:])
+            try:
+                got = _to_plain(got)
+            except TypeError as e:
+                return CheckResult(p, "incorrect", f"{p.function} must return {p.returns.describe}: {e}.")
+            bad = p.returns.type_error(got)
+            if bad:
+                return CheckResult(p, "incorrect", f"example {i}: {p.function} {bad}.")
+            if p.returns.has_nan(got) or not p.returns.equal(got, ex.expected):
+                note = f" ({ex.note})" if ex.note else ""
+                return CheckResult(p, "incorrect", f"example {i} is wrong{note}.",
+                                   f"{p.function}({_args(ex.args)})\n  expected {_fmt(ex.expected)}\n  got      {_fmt(got)}")
+        n = len(p.examples)
+        return CheckResult(p, "correct", f"public examples {n}/{n} passed. Hidden tests run when graded (make check).")
+
+    def hint(self, n: int | None = None) -> str | None:
+        """Show hint ``n`` (1-based), or the next one you have not seen."""
+        hints = self.problem.hints
+        if n is None:
+            n = min(self._hints_shown + 1, len(hints))
+        if not 1 <= n <= len(hints):
+            raise ValueError(f"problem {self.problem.id} has hints 1 to {len(hints)}")
+        self._hints_shown = max(self._hints_shown, n)
+        text = f"Hint {n}/{len(hints)}: {hints[n - 1]}"
+        if n < len(hints):
+            text += f"\n(More: .hint({n + 1}))"
+        try:
+            from IPython.display import Markdown, display
+
+            if _in_ipython():
+                display(Markdown(text.replace("\n", "  \n")))
+                return None
+        except ImportError:
+            pass
+        print(text)
+        return None
+
+
+def _in_ipython() -> bool:
+    try:
+        from IPython import get_ipython
+
+        return get_ipython() is not None
+    except ImportError:
+        return False
+
+
+def _copy(args):
+    import copy
+
+    return copy.deepcopy(args)
+
+
+def problem(key: str) -> ProblemHandle:
+    """The problem with this id (e.g. "1.1") or function name."""
+    return ProblemHandle(registry.get(key))

@@ -1,0 +1,115 @@
+"""Build the problem notebooks from the registry, so statements, stubs and checks never drift.
+
+``python -m autograder notebooks`` rewrites ``problems/*.ipynb``; a test checks the committed
+notebooks equal what this module builds. Issue-6 exports reuse :func:`problem_notebook`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from autograder import registry
+
+SETUP_CELL = (
+    "# Run this cell first: it creates the course's 16 simulated CPU devices before JAX starts.\n"
+    "from ckptlab import setup_devices\n"
+    "\n"
+    "devices = setup_devices()\n"
+    'print(f"{len(devices)} {devices[0].platform.upper()} devices ready")'
+)
+
+IMPORTS_CELL = (
+    "import jax\n"
+    "import jax.numpy as jnp\n"
+    "import numpy as np\n"
+    "from flax import linen as nn\n"
+    "from flax import nnx\n"
+    "\n"
+    "from ckptlab.models import MLP\n"
+    "from autograder.notebook import problem"
+)
+
+METADATA = {
+    "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+    "language_info": {"name": "python"},
+}
+
+
+def _var(p: registry.Problem) -> str:
+    return "q" + p.id.replace(".", "_")
+
+
+def stub_source(p: registry.Problem, solution: str | None = None) -> str:
+    doc = textwrap.fill(p.statement.replace("`", ""), width=88, initial_indent="    ", subsequent_indent="    ")
+    head = f"def {p.call}:\n    \"\"\"\n{doc}\n    \"\"\"\n"
+    if solution is None:
+        return head + "    # YOUR CODE HERE\n    raise NotImplementedError"
+    return head + "    ### BEGIN SOLUTION\n" + solution.rstrip() + "\n    ### END SOLUTION"
+
+
+def solution_body(p: registry.Problem) -> str:
+    """The reference function's body (for instructor exports only)."""
+    from autograder.grade import reference
+
+    src = inspect.getsource(reference(p))
+    lines = src.splitlines()
+    body = lines[1:]
+    return "\n".join(body)
+
+
+def problem_notebook(unit: int, with_solutions: bool = False) -> nbformat.NotebookNode:
+    title, intro = registry.UNITS[unit]
+    problems = [p for p in registry.PROBLEMS if p.unit == unit]
+    total = sum(p.points for p in problems)
+    cells = [
+        new_markdown_cell(
+            f"# Unit {unit} problems: {title}\n\n{intro}\n\n"
+            "**How to work.** Write each function in its cell, run it, then run the check cell "
+            "under it. A check runs the public examples here, in your kernel, and says *not "
+            "attempted*, *incorrect* (with what to look at) or *correct*. `.hint()` gives hints one "
+            "step at a time.\n\n"
+            "**How you are graded.** Hidden tests run when you grade: `make check` in a terminal "
+            "at the top of the repository. They call your functions with other inputs (fresh for "
+            "each learner), in a separate process with a time and a memory limit, and compare "
+            "with the reference solutions. Keep the function names and argument orders as given; "
+            f"this notebook is worth {total} points."
+        ),
+        new_code_cell(SETUP_CELL),
+        new_code_cell(IMPORTS_CELL),
+    ]
+    for p in problems:
+        v = _var(p)
+        cells += [
+            new_markdown_cell(f"## Problem {p.id} ({p.points} points): {p.title}\n\n`{p.call}`\n\n{p.statement}"),
+            new_code_cell(stub_source(p, solution_body(p) if with_solutions else None)),
+            new_code_cell(f'{v} = problem("{p.id}")\n{v}.check()'),
+            new_markdown_cell(f"Stuck? `{v}.hint()` shows the next hint ({len(p.hints)} in all)."),
+            new_code_cell(f"# {v}.hint()"),
+        ]
+    cells.append(new_markdown_cell(
+        "## Done?\n\nRun `make check` in a terminal to grade this notebook with the hidden tests. "
+        "Save the notebook first: the grader reads the file, not the kernel."
+    ))
+    nb = new_notebook(cells=cells, metadata=METADATA)
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"u{unit}-{i:02d}"
+    return nb
+
+
+def notebook_path(unit: int, root: Path) -> Path:
+    return root / "problems" / next(p.notebook for p in registry.PROBLEMS if p.unit == unit)
+
+
+def write_problem_notebooks(root: Path) -> list[Path]:
+    written = []
+    for unit in registry.units():
+        path = notebook_path(unit, root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(problem_notebook(unit), str(path))
+        written.append(path)
+    return written

@@ -1,0 +1,31 @@
+"""Shared fixtures: the course's 16 devices for this process, and a quick way to grade code."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ckptlab import setup_devices
+
+ROOT = Path(__file__).resolve().parents[1]
+setup_devices()  # before any test touches JAX
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture
+def grade_code(tmp_path):
+    """Grade a snippet of Python source (as a learner's .py file) for the given problems."""
+    from autograder.grade import grade
+
+    def run(source: str, problems=None, learner="tester", **kw):
+        path = tmp_path / f"submission_{len(list(tmp_path.iterdir()))}.py"
+        path.write_text(textwrap.dedent(source))
+        return grade([path], learner, problems=problems, **kw)
+
+    return run

@@ -1,0 +1,226 @@
+"""The hidden tests grade the way they promise: references full, stubs not attempted, curated
+wrong answers rejected with their intended messages, and bad submissions cost one problem only."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+
+import numpy as np
+import pytest
+
+from autograder import grade as grading
+from autograder import registry
+from autograder.hidden import load
+from tests.wrong_answers import IMPORTS, WRONG
+
+pytestmark = pytest.mark.slow
+
+
+def _status(report, pid):
+    return next(p for p in report.problems if p.id == pid)
+
+
+def test_reference_solutions_get_full_marks(root):
+    report = grading.grade([root / "solutions" / "unit1.py"], "reference-check")
+    assert [p.status for p in report.problems] == ["correct"] * len(report.problems), report.to_json()
+    assert report.score == report.max_score == sum(p.points for p in registry.PROBLEMS)
+
+
+def test_untouched_problems_are_not_attempted(root):
+    report = grading.grade([root / "problems"], "fresh-clone")
+    assert {p.status for p in report.problems} == {"not_attempted"}
+    assert report.score == 0
+
+
+@pytest.mark.parametrize(
+    ("pid", "name", "source", "status", "fragment"),
+    [pytest.param(pid, n, s, st, f, id=f"{pid}-{n}") for pid, items in WRONG.items() for n, s, st, f in items],
+)
+def test_curated_wrong_answers_are_rejected_with_their_message(grade_code, pid, name, source, status, fragment):
+    report = grade_code(IMPORTS + source, problems=[pid], learner=f"wrong-{name}")
+    (result,) = report.problems
+    assert result.status == status, result.message
+    assert fragment in result.message
+    assert result.score == 0
+
+
+def test_every_problem_has_curated_wrong_answers():
+    for p in registry.PROBLEMS:
+        assert len(WRONG.get(p.id, [])) >= 4, f"problem {p.id} needs curated wrong answers"
+
+
+MIXED = IMPORTS + '''
+from solutions_are_not_here import nothing  # an import that fails must not sink everything
+
+def dense_checkpoint_accounting(seed, x, num_shards, features):
+    seed, num_shards, features = int(seed), int(num_shards), int(features)
+    total = x.shape[-1] * features + features
+    return np.array([total, total / num_shards])
+
+def orbax_save_count(seed, x, features, num_shards)
+    return None
+
+def param_bytes(params, dtype):
+    while True:
+        pass
+
+def nnx_param_table(seed, layer_sizes):
+    return {}["boom"]
+'''
+
+
+def test_mixed_submission_gets_exactly_the_correct_problems_points(grade_code):
+    # The failing import would break everything; drop it, the rest is the scenario of the issue.
+    report = grade_code(MIXED.replace("from solutions_are_not_here import nothing", ""), timeout=20)
+    by = {p.id: p for p in report.problems}
+    assert by["1.1"].status == "correct" and by["1.1"].score == 10
+    assert by["1.2"].status == "error" and "SyntaxError" in by["1.2"].message
+    assert by["1.3"].status == "timeout" and by["1.3"].seconds < 20 + 5
+    assert by["1.4"].status == "error" and "KeyError" in by["1.4"].message
+    assert report.score == 10
+
+
+def test_a_failing_top_level_import_costs_only_what_uses_it(grade_code):
+    report = grade_code(MIXED, problems=["1.1", "1.4"], timeout=20)
+    by = {p.id: p for p in report.problems}
+    # every import is kept, so the broken one is reported as a load error, clearly
+    assert by["1.1"].status == "error" and "ModuleNotFoundError" in by["1.1"].message
+    assert "while loading" in by["1.1"].message
+
+
+def test_syntax_error_in_one_cell_keeps_the_others(tmp_path, root):
+    import nbformat
+
+    from autograder.notebooks import problem_notebook
+
+    nb = problem_notebook(1, with_solutions=True)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.source.startswith("def param_bytes"):
+            cell.source = cell.source.replace("itemsize = ", "itemsize = = ")
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nb, str(path))
+    report = grading.grade([path], "nb-syntax")
+    by = {p.id: p for p in report.problems}
+    assert by["1.3"].status == "error" and "SyntaxError" in by["1.3"].message and "code cell" in by["1.3"].message
+    assert all(by[i].status == "correct" for i in ("1.1", "1.2", "1.4"))
+
+
+HOSTILE = {
+    "huge_allocation": ("""
+def param_bytes(params, dtype):
+    big = np.ones((64, 1024, 1024, 1024), dtype=np.float32)
+    return int(big.sum())
+""", "error", "memory"),
+    "nan": ("""
+def dense_checkpoint_accounting(seed, x, num_shards, features):
+    return np.array([np.nan, 1.0])
+""", "incorrect", "NaN"),
+    "always_equal_object": ("""
+class Sneaky(np.ndarray):
+    def __eq__(self, other):
+        return True
+def dense_checkpoint_accounting(seed, x, num_shards, features):
+    class Anything:
+        def __eq__(self, other): return True
+        shape = (2,)
+    return Anything()
+""", "incorrect", "must return"),
+    "missing_function": ("""
+def dense_checkpoint_accounting_v2(seed, x, num_shards, features):
+    return np.zeros(2)
+""", "not_attempted", "No function named dense_checkpoint_accounting"),
+    "wrong_signature": ("""
+def dense_checkpoint_accounting(seed, x):
+    return np.zeros(2)
+""", "error", "must take 4 arguments"),
+    "exits_interpreter": ("""
+import os
+def dense_checkpoint_accounting(seed, x, num_shards, features):
+    os._exit(3)
+""", "error", "stopped without a result"),
+    "sys_exit": ("""
+import sys
+def dense_checkpoint_accounting(seed, x, num_shards, features):
+    sys.exit(0)
+""", "error", "SystemExit"),
+    "imports_the_reference": ("""
+def dense_checkpoint_accounting(seed, x, num_shards, features):
+    from solutions.unit1 import dense_checkpoint_accounting as ref
+    return ref(seed, x, num_shards, features)
+""", "error", "ImportError"),
+    "reads_hidden_tests": ("""
+def dense_checkpoint_accounting(seed, x, num_shards, features):
+    import autograder.hidden.unit1
+    return np.zeros(2)
+""", "error", "ImportError"),
+    "stub_with_docstring": ('''
+def dense_checkpoint_accounting(seed, x, num_shards, features):
+    """Return [total, per_shard]."""
+    # YOUR CODE HERE
+    raise NotImplementedError()
+''', "not_attempted", "stub"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_bad_submissions_get_a_clear_status(grade_code, name):
+    source, status, fragment = HOSTILE[name]
+    pid = "1.3" if "param_bytes" in source else "1.1"
+    (result,) = grade_code(IMPORTS + source, problems=[pid], timeout=30).problems
+    assert result.status == status, result.message
+    assert fragment in result.message, result.message
+
+
+def test_same_learner_same_cases_other_learner_other_cases():
+    p = registry.get("1.1")
+    _, a1 = grading.hidden_cases(p, "ada")
+    _, a2 = grading.hidden_cases(p, "ada")
+    _, b = grading.hidden_cases(p, "bob")
+    key = lambda cases: [(c.category, repr(c.args)) for c in cases]  # noqa: E731
+    assert key(a1) == key(a2)
+    assert key(a1) != key(b)
+    assert grading.case_seed("ada", "1.1", salt="course-A") != grading.case_seed("ada", "1.1", salt="course-B")
+
+
+def test_every_hidden_category_has_a_message_and_cases_are_plain_data():
+    from autograder import codec
+
+    for p in registry.PROBLEMS:
+        hidden, cases = grading.hidden_cases(p, "someone")
+        assert {c.category for c in cases} - {"public"} <= set(hidden.messages)
+        for c in cases:
+            assert codec.loads(codec.dumps(c.args)) is not None
+
+
+def _hidden_strings(p):
+    hidden, cases = grading.hidden_cases(p, "leak-check")
+    ref = grading.reference(p)
+    out = set()
+    for c in cases:
+        if c.category == "public":
+            continue
+        exp = ref(*c.args)
+        for v in list(np.ravel(np.asarray(exp if not isinstance(exp, dict) else list(exp.values()), dtype=object))):
+            if isinstance(v, (int, float, np.number)) and abs(float(v)) >= 10:
+                out.add(f"{float(v):g}")
+        for a in c.args:
+            if isinstance(a, np.ndarray) and a.ndim:
+                out.add(str(a.shape))
+    return out
+
+
+def test_messages_never_show_hidden_inputs_or_expected_values(grade_code):
+    sources = "\n".join(s for items in WRONG.values() for _, s, _, _ in items[:2])
+    report = grade_code(IMPORTS + sources, learner="leak-check")
+    text = json.dumps(report.to_json())
+    for p in registry.PROBLEMS:
+        for secret in _hidden_strings(p):
+            assert not re.search(rf"(?<![\d.]){re.escape(secret)}(?![\d.])", text), (p.id, secret)
+    # and no hidden-test source either
+    for p in registry.PROBLEMS:
+        src = inspect.getsource(load(p.hidden).generate)
+        for line in src.splitlines()[1:]:
+            if len(line.strip()) > 30:
+                assert line.strip() not in text
