@@ -1,0 +1,37 @@
+"""The command line, as `make check` and instructors use it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_grade_cli_writes_the_documented_json(root, tmp_path):
+    out = tmp_path / "r" / "result.json"
+    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", str(root / "problems"), "--learner", "ada",
+                           "--json", str(out)], capture_output=True, text=True, timeout=300, cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert "not attempted" in proc.stdout and "Total: 0/40" in proc.stdout
+    data = json.loads(out.read_text())
+    assert set(data) == {"learner", "score", "max_score", "problems"}
+    assert data["learner"] == "ada" and data["score"] == 0 and data["max_score"] == 40
+    for p in data["problems"]:
+        assert set(p) == {"id", "function", "status", "score", "max_score", "message"}
+        assert p["status"] == "not_attempted"
+
+
+def test_grade_cli_rejects_missing_paths_clearly(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", str(tmp_path / "nope")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "no such file or folder" in proc.stderr
+
+
+def test_list_shows_every_problem():
+    proc = subprocess.run([sys.executable, "-m", "autograder", "list"], capture_output=True, text=True, timeout=60)
+    assert "dense_checkpoint_accounting(seed, x, num_shards, features)" in proc.stdout
+    assert "orbax_save_count(seed, x, features, num_shards)" in proc.stdout

@@ -1,0 +1,120 @@
+"""Unit tests of the grader's parts: devices, the plain-data codec, and code extraction."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from autograder import codec, extract
+
+
+def test_sixteen_devices_here():
+    import jax
+
+    assert len(jax.devices()) == 16
+
+
+def test_setup_after_jax_started_says_how_to_recover():
+    code = ("import jax; jax.numpy.zeros(1)\n"
+            "from ckptlab import setup_devices\n"
+            "try:\n    setup_devices()\nexcept Exception as e:\n    print(type(e).__name__, e)\n")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120).stdout
+    assert "DeviceSetupError" in out and "Restart the kernel" in out
+
+
+@pytest.mark.parametrize("value", [
+    1, 2.5, "s", None, True, (1, 2), [1, (2, 3)], {"a": 1}, {(0, 1): [2]}, {1: "x"},
+    np.arange(6, dtype=np.int8).reshape(2, 3), np.float32(1.5), np.int64(7),
+    np.array([1.0, np.nan, np.inf]), np.zeros((0, 3)), np.array(3.0),
+])
+def test_codec_round_trip_keeps_exact_types(value):
+    back = codec.loads(codec.dumps(value))
+    assert type(back) is type(value)
+    if isinstance(value, np.ndarray):
+        assert back.dtype == value.dtype and back.shape == value.shape
+        np.testing.assert_array_equal(back, value)
+    elif isinstance(value, np.generic):
+        assert back.dtype == value.dtype and back == value
+    else:
+        assert back == value
+
+
+def test_codec_low_precision_and_jax_arrays():
+    import jax.numpy as jnp
+
+    a = np.array([1.5, -2.0], dtype=ml_dtypes.bfloat16)
+    assert codec.loads(codec.dumps(a)).dtype == a.dtype
+    back = codec.loads(codec.dumps(jnp.ones(3)))
+    assert isinstance(back, codec.JaxArray) and back.dtype == np.float32
+
+
+def test_codec_refuses_objects():
+    class Sneaky:
+        def __eq__(self, other):
+            return True
+
+    for bad in (Sneaky(), object(), np.array([object()]), {1, 2}, lambda: 1):
+        with pytest.raises(codec.EncodeError):
+            codec.encode(bad)
+    with pytest.raises(ValueError):
+        codec.decode({"$pickle": "..."})
+    json.loads(codec.dumps({"a": np.ones(2)}))  # plain JSON, no NaN tokens
+
+
+def _nb(tmp_path, *cells):
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    path = tmp_path / "sub.ipynb"
+    nbformat.write(new_notebook(cells=[new_code_cell(c) for c in cells]), str(path))
+    return path
+
+
+def test_extract_keeps_what_the_function_uses_and_drops_top_level_calls(tmp_path):
+    path = _nb(tmp_path,
+               "%matplotlib inline\n!ls\nimport numpy as np",
+               "SCALE = 2\ndef helper(v):\n    return v * SCALE",
+               "def f(x):\n    return helper(x)",
+               "train_forever()\nunused = expensive()",
+               "def f(x):\n    return helper(x) + 1")
+    sub = extract.load_submission(path)
+    src = sub.module_source("f")
+    assert "import numpy" in src and "SCALE = 2" in src and "def helper" in src
+    assert "train_forever" not in src and "expensive" not in src
+    assert src.count("def f(") == 1 and "+ 1" in src  # the last definition wins
+    ns = {}
+    exec(compile(src, "<t>", "exec"), ns)
+    assert ns["f"](3) == 7
+
+
+def test_extract_survives_syntax_errors_in_one_block(tmp_path):
+    path = tmp_path / "s.py"
+    path.write_text("import math\n\ndef good(x):\n    return math.sqrt(x)\n\ndef bad(x)\n    return x\n\n"
+                    "@staticmethod\ndef decorated():\n    pass\n")
+    sub = extract.load_submission(path)
+    assert sub.function("good") is not None and sub.function("decorated") is not None
+    assert sub.broken_function("bad").error.startswith("SyntaxError")
+
+
+def test_stub_detection():
+    import ast
+
+    def node(src):
+        return ast.parse(src).body[0]
+
+    assert extract.is_stub(node('def f(x):\n    """doc"""\n    # YOUR CODE HERE\n    raise NotImplementedError'))
+    assert extract.is_stub(node("def f(x):\n    ..."))
+    assert not extract.is_stub(node("def f(x):\n    return x"))
+
+
+def test_unreadable_notebook_is_reported_not_raised(tmp_path):
+    bad = tmp_path / "broken.ipynb"
+    bad.write_text("{ not json")
+    assert "not a valid notebook" in extract.load_submission(bad).unreadable

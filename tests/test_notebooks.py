@@ -1,0 +1,82 @@
+"""Every notebook runs top to bottom in a real Jupyter kernel, and is committed clean."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from autograder.notebooks import problem_notebook, write_problem_notebooks
+
+pytestmark = pytest.mark.slow
+
+
+def _notebooks(root):
+    return sorted((root / "course").glob("*.ipynb")) + sorted((root / "problems").glob("*.ipynb"))
+
+
+def _execute(nb, cwd):
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    return nb
+
+
+def _text(nb) -> str:
+    out = []
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            out.append(o.get("text", ""))
+            data = o.get("data", {})
+            out.append(data.get("text/markdown") or data.get("text/plain", ""))
+    return "\n".join(out)
+
+
+def test_notebooks_are_committed_without_outputs(root):
+    for path in _notebooks(root):
+        nb = json.loads(path.read_text())
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "code":
+                assert not cell["outputs"] and cell["execution_count"] is None, f"{path.name} has outputs"
+        assert "pip install" not in path.read_text() and "wget" not in path.read_text()
+
+
+def test_first_code_cell_sets_up_devices(root):
+    for path in _notebooks(root):
+        nb = nbformat.read(path, as_version=4)
+        first = next(c for c in nb.cells if c.cell_type == "code")
+        assert "setup_devices()" in first.source, path.name
+
+
+def test_problem_notebooks_match_the_registry(root, tmp_path):
+    write_problem_notebooks(tmp_path)
+    for built in (tmp_path / "problems").glob("*.ipynb"):
+        committed = root / "problems" / built.name
+        assert committed.exists(), f"run `python -m autograder notebooks` to create {built.name}"
+        assert nbformat.read(committed, as_version=4) == nbformat.read(built, as_version=4), (
+            f"{built.name} is out of date with the registry: run `python -m autograder notebooks`")
+
+
+@pytest.mark.parametrize("name", ["00_start_here.ipynb", "01_parameter_accounting.ipynb"])
+def test_lessons_execute(root, name):
+    nb = _execute(nbformat.read(root / "course" / name, as_version=4), root / "course")
+    text = _text(nb)
+    assert "16 CPU devices ready" in text
+    figures = sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+    assert figures >= 1, "every lesson draws at least one figure"
+
+
+def test_untouched_problem_notebook_runs_and_says_not_attempted(root):
+    nb = _execute(nbformat.read(root / "problems" / "unit1_parameter_accounting.ipynb", as_version=4), root / "problems")
+    text = _text(nb)
+    assert text.count("Not attempted") == 4 and "Correct" not in text
+
+
+def test_solved_problem_notebook_passes_its_checks(root, tmp_path):
+    nb = problem_notebook(1, with_solutions=True)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.source.startswith("# q"):
+            cell.source = cell.source[2:]  # also run the hint cells
+    text = _text(_execute(nb, tmp_path))
+    assert text.count("public examples") == 4 and "Incorrect" not in text and "Not attempted" not in text
+    assert "Hint 1/3" in text

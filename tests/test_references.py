@@ -1,0 +1,82 @@
+"""The reference solutions agree with the real libraries, not only with themselves."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+import orbax.checkpoint as ocp
+from flax import linen as nn
+from flax import nnx
+
+from autograder import registry
+from autograder.grade import hidden_cases, reference
+from ckptlab.models import MLP
+from solutions import unit1
+
+
+def _saved_sizes(tmp_path, tree, name):
+    """Save ``tree`` with Orbax and return {path: size} read back from the checkpoint's metadata."""
+    ckpt = ocp.StandardCheckpointer()
+    ckpt.save(tmp_path / name, tree)
+    ckpt.wait_until_finished()
+    meta = ckpt.metadata(tmp_path / name).item_metadata.tree
+    flat, _ = jax.tree_util.tree_flatten_with_path(meta, is_leaf=lambda m: hasattr(m, "shape"))
+    return {jax.tree_util.keystr(p): int(np.prod(m.shape)) for p, m in flat}
+
+
+@pytest.mark.parametrize(("d", "f", "shards"), [(4, 3, 4), (17, 5, 3), (64, 32, 16)])
+def test_dense_count_matches_an_orbax_save(tmp_path, d, f, shards):
+    params = nn.Dense(f).init(jax.random.PRNGKey(0), jnp.ones((2, d)))
+    on_disk = sum(_saved_sizes(tmp_path, params, "dense").values())
+    got = unit1.dense_checkpoint_accounting(0.0, np.ones((5, d), np.float32), float(shards), float(f))
+    assert got.tolist() == [on_disk, on_disk / shards] == [d * f + f, (d * f + f) / shards]
+
+
+@pytest.mark.parametrize(("d", "f"), [(4, 3), (9, 11)])
+def test_nnx_linear_count_matches_an_orbax_save_of_its_state(tmp_path, d, f):
+    model = nnx.Linear(d, f, rngs=nnx.Rngs(1))
+    _, state = nnx.split(model)
+    on_disk = sum(_saved_sizes(tmp_path, state, "linear").values())
+    assert unit1.orbax_save_count(1.0, np.ones((3, d), np.float32), float(f), 2.0).tolist() == [on_disk, on_disk / 2]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int8", "float8_e4m3fn", "float8_e5m2"])
+def test_param_bytes_matches_jax_nbytes_and_orbax_metadata(tmp_path, dtype):
+    tree = {"a": np.zeros((3, 5), np.float32), "b": {"c": np.zeros(7, np.float32), "d": np.zeros((), np.float32)}}
+    cast = jax.tree.map(lambda a: jnp.asarray(a, dtype=dtype), tree)
+    assert unit1.param_bytes(tree, dtype) == sum(leaf.nbytes for leaf in jax.tree.leaves(cast))
+    ckpt = ocp.StandardCheckpointer()
+    ckpt.save(tmp_path / "t", cast)
+    ckpt.wait_until_finished()
+    meta = jax.tree.leaves(ckpt.metadata(tmp_path / "t").item_metadata.tree, is_leaf=lambda m: hasattr(m, "shape"))
+    assert unit1.param_bytes(tree, dtype) == sum(int(np.prod(m.shape)) * np.dtype(m.dtype).itemsize for m in meta)
+
+
+def test_nnx_table_matches_orbax_and_excludes_only_batch_stats(tmp_path):
+    model = MLP([4, 8, 8, 3], rngs=nnx.Rngs(0))
+    table = unit1.nnx_param_table(0, [4, 8, 8, 3])
+    params_on_disk = _saved_sizes(tmp_path, nnx.state(model, nnx.Param), "params")
+    everything = _saved_sizes(tmp_path, nnx.state(model), "all")
+    # Orbax names a leaf "['layers']['0']['kernel']['value']"; the table names it "layers/0/kernel".
+    as_table = {"/".join(k[2:-2].split("']['")[:-1]): n for k, n in params_on_disk.items()}
+    assert table == as_table
+    excluded = {"/".join(k[2:-2].split("']['")[:-1]) for k in set(everything) - set(params_on_disk)}
+    assert excluded == {"norms/0/mean", "norms/0/var", "norms/1/mean", "norms/1/var"}
+
+
+def test_public_examples_agree_with_the_references():
+    for p in registry.PROBLEMS:
+        for ex in p.examples:
+            got = reference(p)(*ex.args)
+            assert p.returns.type_error(got) is None
+            assert p.returns.equal(got, ex.expected), (p.id, ex)
+
+
+def test_references_pass_their_own_type_checks_on_hidden_cases():
+    for p in registry.PROBLEMS:
+        _, cases = hidden_cases(p, "type-check")
+        for c in cases:
+            assert p.returns.type_error(reference(p)(*c.args)) is None
