@@ -31,11 +31,13 @@ class ProblemResult:
     score: float
     max_score: float
     message: str
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall time grading this problem
+    code_seconds: float = 0.0  # of which inside the learner's function
 
     def public(self) -> dict:
         d = asdict(self)
         d.pop("seconds")
+        d.pop("code_seconds")
         return d
 
 
@@ -245,7 +247,9 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
             status, message = judge(plan.problem, plan.hidden, plan.cases, plan.expected, out, plan.source, plan.timeout)
         except Exception as exc:  # noqa: BLE001 - a judging bug must not sink the other problems
             status, message = "error", f"The grader failed on this problem ({type(exc).__name__}); please report it."
-        return _result(plan.problem, status, message, out.seconds)
+        result = _result(plan.problem, status, message, out.seconds)
+        result.code_seconds = out.code_seconds
+        return result
 
     jobs = jobs or min(2, os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=jobs) as pool:

@@ -26,7 +26,8 @@ class RunResult:
     status: str  # "ok", "timeout", "crashed"
     setup: dict | None = None
     cases: list = field(default_factory=list)  # per case: {"value": decoded} or {"error": {...}}
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall time of the worker, start-up included
+    code_seconds: float = 0.0  # time spent inside the learner's function
     returncode: int | None = None
     stderr_tail: str = ""  # for instructors' debugging logs only, never shown in reports
 
@@ -72,6 +73,7 @@ class Worker:
                 with open(self.result_path) as f:
                     raw = json.load(f)
                 result.setup = raw.get("setup")
+                result.code_seconds = float(raw.get("code_seconds", 0.0))
                 for case in raw.get("cases", []):
                     if "value" in case:
                         result.cases.append({"value": codec.decode(case["value"])})

@@ -85,10 +85,15 @@ def main(job_path: str, result_path: str) -> int:
         write()
         return 0
 
+    import time
+
     for encoded_args in job["cases"]:
         args = codec.decode(encoded_args)
+        start = time.perf_counter()
         try:
             value = fn(*args)
+            results.setdefault("code_seconds", 0.0)
+            results["code_seconds"] += time.perf_counter() - start
         except NotImplementedError as exc:
             results["cases"].append({"error": _error(exc, "not_implemented")})
             continue
