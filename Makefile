@@ -9,6 +9,8 @@ export PATH := $(BIN):$(PATH)
 export JAX_PLATFORMS := cpu
 
 LAB_ARGS ?=
+# Containers often run as root, which Jupyter refuses unless told.
+ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 PYTEST_ARGS ?=
 
 .PHONY: help lab check test bench venv clean
@@ -30,7 +32,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(LAB_ARGS) course/00_start_here.ipynb
+	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(ROOT_ARGS) $(LAB_ARGS) course/00_start_here.ipynb
 
 check: $(STAMP)
 	@$(BIN)/python -m autograder grade problems/

@@ -35,3 +35,35 @@ def test_list_shows_every_problem():
     proc = subprocess.run([sys.executable, "-m", "autograder", "list"], capture_output=True, text=True, timeout=60)
     assert "dense_checkpoint_accounting(seed, x, num_shards, features)" in proc.stdout
     assert "orbax_save_count(seed, x, features, num_shards)" in proc.stdout
+
+
+def test_make_lab_serves_the_course(root):
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = f"--no-browser --port {port} --ServerApp.token=test --ServerApp.open_browser=False"
+    proc = subprocess.Popen(["make", "-s", "lab", f"LAB_ARGS={args}"], cwd=root, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        body = None
+        for _ in range(120):
+            try:
+                url = f"http://127.0.0.1:{port}/api/contents/course?token=test"
+                body = json.loads(urllib.request.urlopen(url, timeout=2).read())
+                break
+            except OSError:
+                time.sleep(0.5)
+        assert body is not None, "JupyterLab did not start"
+        assert "00_start_here.ipynb" in {c["name"] for c in body["content"]}
+        page = urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token=test", timeout=5)
+        assert page.status == 200
+    finally:
+        import os
+        import signal
+
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
