@@ -10,6 +10,7 @@ Only public examples run here; the hidden tests run when you grade (``make check
 
 from __future__ import annotations
 
+import copy
 import html
 import inspect
 import sys
@@ -105,7 +106,7 @@ class ProblemHandle:
             pass
         for i, ex in enumerate(p.examples, 1):
             try:
-                got = fn(*_copy(ex.args))
+                got = fn(*copy.deepcopy(ex.args))
             except NotImplementedError:
                 return CheckResult(p, "not_attempted", "still the stub: replace `raise NotImplementedError` with your code.")
             except Exception as exc:  # noqa: BLE001 - show the learner their own traceback
@@ -155,12 +156,6 @@ def _in_ipython() -> bool:
         return get_ipython() is not None
     except ImportError:
         return False
-
-
-def _copy(args):
-    import copy
-
-    return copy.deepcopy(args)
 
 
 def problem(key: str) -> ProblemHandle:
