@@ -45,8 +45,7 @@ class ArrayOf:
         if v.shape != self.shape:
             return f"must return an array of shape {self.shape}, but returned shape {v.shape}"
         if v.dtype.kind != self.kind and not (self.kind == "f" and v.dtype.name.startswith(("bfloat16", "float8"))):
-            hint = " (per_shard is a fraction, so use a float dtype)" if self.kind == "f" else ""
-            return f"must return an array with a {_KIND_NAMES[self.kind]} dtype, but its dtype is {v.dtype}{hint}"
+            return f"must return an array with a {_KIND_NAMES[self.kind]} dtype, but its dtype is {v.dtype}"
         return None
 
     def has_nan(self, v) -> bool:

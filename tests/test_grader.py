@@ -155,6 +155,12 @@ def dense_checkpoint_accounting(seed, x, num_shards, features):
     import autograder.hidden.unit1
     return np.zeros(2)
 """, "error", "ImportError"),
+    "fills_the_disk": ("""
+def param_bytes(params, dtype):
+    with open("big.bin", "wb") as f:
+        while True:
+            f.write(b"x" * 2**20)
+""", "error", "OSError"),
     "stub_with_docstring": ('''
 def dense_checkpoint_accounting(seed, x, num_shards, features):
     """Return [total, per_shard]."""
