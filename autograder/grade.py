@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from autograder import extract, registry, sandbox
+from autograder.returns import Raises
 from autograder.hidden import Case, Hidden, load
 
 STATUSES = ("correct", "incorrect", "not_attempted", "error", "timeout")
@@ -77,6 +78,16 @@ def hidden_cases(problem: registry.Problem, learner: str, salt: str | None = Non
 
 def reference(problem: registry.Problem):
     return getattr(importlib.import_module(f"solutions.unit{problem.unit}"), problem.function)
+
+
+def expected_outcome(problem: registry.Problem, args: tuple):
+    """The reference's return value, or a :class:`Raises` where raising is the right answer."""
+    try:
+        return reference(problem)(*copy.deepcopy(args))
+    except Exception as exc:
+        if type(exc).__name__ in problem.raises or any(c.__name__ in problem.raises for c in type(exc).__mro__):
+            return Raises(next(c.__name__ for c in type(exc).__mro__ if c.__name__ in problem.raises))
+        raise
 
 
 def _result(problem, status, message, seconds=0.0):
@@ -142,6 +153,17 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
         return "not_attempted", f"{problem.function} still raises NotImplementedError: replace it with your code."
     failing: list[tuple[Case, str | None]] = []
     for case, exp, out in outcomes:
+        if isinstance(exp, Raises):
+            err = out.get("error")
+            if err is None:
+                failing.append((case, "should_raise"))
+                continue
+            if err.get("kind") == "exception":
+                if exp.type not in err.get("mro", []):
+                    failing.append((case, "wrong_exception"))
+                elif hidden.check_raise is not None and not hidden.check_raise(case.args, err.get("message", "")):
+                    failing.append((case, "unclear_error"))
+                continue
         if "error" in out:
             err = out["error"]
             where = _origin_of(module_source, err.get("line"))
@@ -238,8 +260,7 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
         worker = sandbox.Worker(plan.source, plan.problem.function, [c.args for c in plan.cases], timeout=plan.timeout)
         try:
             # Expected values are computed while the worker runs: the two overlap on two cores.
-            ref = reference(plan.problem)
-            plan.expected = [ref(*copy.deepcopy(c.args)) for c in plan.cases]
+            plan.expected = [expected_outcome(plan.problem, c.args) for c in plan.cases]
         except BaseException:
             worker.kill()
             raise

@@ -19,6 +19,7 @@ import traceback
 import numpy as np
 
 from autograder import registry
+from autograder.returns import Raises
 
 _COLOURS = {"correct": "#1a7f37", "incorrect": "#cf222e", "not_attempted": "#6e7781", "error": "#cf222e"}
 _LABELS = {"correct": "Correct", "incorrect": "Incorrect", "not_attempted": "Not attempted", "error": "Error"}
@@ -105,6 +106,13 @@ class ProblemHandle:
         except (TypeError, ValueError):
             pass
         for i, ex in enumerate(p.examples, 1):
+            if isinstance(ex.expected, Raises):
+                bad = _expect_raise(fn, ex)
+                if bad:
+                    return CheckResult(p, "incorrect", f"example {i}: {bad}",
+                                       f"{p.function}({_args(ex.args)})\n  expected: raise {ex.expected.type} "
+                                       f"mentioning {ex.expected.mentions!r}")
+                continue
             try:
                 got = fn(*copy.deepcopy(ex.args))
             except NotImplementedError:
@@ -156,6 +164,26 @@ def _in_ipython() -> bool:
         return get_ipython() is not None
     except ImportError:
         return False
+
+
+def _expect_raise(fn, ex) -> str | None:
+    """None when ``fn`` raises the expected exception with a message naming what is wrong."""
+    import re
+
+    want = ex.expected
+    try:
+        got = fn(*copy.deepcopy(ex.args))
+    except NotImplementedError:
+        return "still the stub: replace `raise NotImplementedError` with your code."
+    except Exception as exc:  # noqa: BLE001
+        if want.type not in [c.__name__ for c in type(exc).__mro__]:
+            return f"should raise {want.type}, but raised {type(exc).__name__}: {exc}"
+        m = re.match(r"(\w+)\s+(\d+)", want.mentions)
+        pattern = rf"\b(dimension|dim|axis)\s*{m.group(2)}\b" if m else re.escape(want.mentions)
+        if not re.search(pattern, str(exc), re.I):
+            return f"raised {want.type}, but its message should name {want.mentions!r}; it says: {exc}"
+        return None
+    return f"should raise {want.type}, but returned {_fmt(got)}"
 
 
 def problem(key: str) -> ProblemHandle:

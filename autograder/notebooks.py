@@ -23,16 +23,24 @@ SETUP_CELL = (
     'print(f"{len(devices)} {devices[0].platform.upper()} devices ready")'
 )
 
-IMPORTS_CELL = (
-    "import jax\n"
-    "import jax.numpy as jnp\n"
-    "import numpy as np\n"
-    "from flax import linen as nn\n"
-    "from flax import nnx\n"
-    "\n"
-    "from ckptlab.models import MLP\n"
-    "from autograder.notebook import problem"
-)
+IMPORTS = {
+    1: ("import jax\n"
+        "import jax.numpy as jnp\n"
+        "import numpy as np\n"
+        "from flax import linen as nn\n"
+        "from flax import nnx\n"
+        "\n"
+        "from ckptlab.models import MLP\n"
+        "from autograder.notebook import problem"),
+    2: ("import itertools\n"
+        "import math\n"
+        "\n"
+        "import jax\n"
+        "import numpy as np\n"
+        "from jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
+        "\n"
+        "from autograder.notebook import problem"),
+}
 
 METADATA = {
     "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
@@ -80,7 +88,7 @@ def problem_notebook(unit: int, with_solutions: bool = False) -> nbformat.Notebo
             f"this notebook is worth {total} points."
         ),
         new_code_cell(SETUP_CELL),
-        new_code_cell(IMPORTS_CELL),
+        new_code_cell(IMPORTS[unit]),
     ]
     for p in problems:
         v = _var(p)

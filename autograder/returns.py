@@ -99,3 +99,93 @@ class DictStrInt:
 
     def equal(self, actual, expected) -> bool:
         return set(actual) == set(expected) and all(int(actual[k]) == int(expected[k]) for k in expected)
+
+
+def _describe(t) -> str:
+    if t == "int":
+        return "int"
+    if t == "str":
+        return "str"
+    kind = t[0]
+    if kind == "tuple":
+        return f"tuple of {_describe(t[1])}"
+    if kind == "pair":
+        return f"(start, stop) pair of {_describe(t[1])}"
+    if kind == "list":
+        return f"list of {_describe(t[1])}"
+    if kind == "dict":
+        return f"dict from {_describe(t[1])} to {_describe(t[2])}"
+    raise ValueError(t)
+
+
+def _check(t, v, where: str) -> str | None:
+    if t == "int":
+        if isinstance(v, (bool, np.bool_)) or not _is_int(v):
+            return f"{where} must be an int, but is a {_type_name(v)}"
+        return None
+    if t == "str":
+        return None if type(v) is str else f"{where} must be a str, but is a {_type_name(v)}"
+    kind = t[0]
+    if kind in ("tuple", "pair", "list"):
+        want = list if kind == "list" else tuple
+        if type(v) is not want:
+            return f"{where} must be a {want.__name__}, but is a {_type_name(v)}"
+        if kind == "pair" and len(v) != 2:
+            return f"{where} must have 2 items (start, stop), but has {len(v)}"
+        for i, x in enumerate(v):
+            bad = _check(t[1], x, f"item {i} of {where}")
+            if bad:
+                return bad
+        return None
+    if kind == "dict":
+        if type(v) is not dict:
+            return f"{where} must be a dict, but is a {_type_name(v)}"
+        for k, x in v.items():
+            bad = _check(t[1], k, f"a key of {where}") or _check(t[2], x, f"the value for key {k!r} of {where}")
+            if bad:
+                return bad
+        return None
+    raise ValueError(t)
+
+
+def _plain(v):
+    if isinstance(v, dict):
+        return {_plain(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return type(v)(_plain(x) for x in v)
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+@dataclass(frozen=True)
+class Struct:
+    """Nested plain data of an exact type, e.g. ``("dict", "int", ("tuple", ("pair", "int")))``.
+
+    Containers must be exactly the declared type (a list is not a tuple); NumPy integers count as
+    ints. Values compare exactly.
+    """
+
+    type: object
+
+    @property
+    def describe(self) -> str:
+        return f"a {_describe(self.type)}"
+
+    def type_error(self, v) -> str | None:
+        bad = _check(self.type, v, "the result")
+        return f"must return {self.describe}: {bad}" if bad else None
+
+    def has_nan(self, v) -> bool:
+        return False
+
+    def equal(self, actual, expected) -> bool:
+        return _plain(actual) == _plain(expected)
+
+
+@dataclass(frozen=True)
+class Raises:
+    """An example whose correct outcome is an exception of this type naming ``mentions``."""
+
+    type: str = "ValueError"
+    mentions: str = ""

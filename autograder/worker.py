@@ -44,7 +44,10 @@ def _where(tb) -> int | None:
 def _error(exc: BaseException, kind: str = "exception") -> dict:
     if isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in str(exc)[:500] or "Out of memory" in str(exc)[:500]:
         kind = "memory"
-    return {"kind": kind, "type": type(exc).__name__, "line": _where(exc.__traceback__)}
+    # The message and class names go to the grader only (to check an expected ValueError); they are
+    # never shown in reports, since a message may quote hidden inputs.
+    return {"kind": kind, "type": type(exc).__name__, "line": _where(exc.__traceback__),
+            "mro": [c.__name__ for c in type(exc).__mro__], "message": str(exc)[:500]}
 
 
 def main(job_path: str, result_path: str) -> int:

@@ -29,6 +29,8 @@ class Hidden:
     diagnose: Callable[[tuple, Any, Any], str | None] | None = None
     on_exception: str = ""
     fixed: tuple[Case, ...] = field(default_factory=tuple)
+    # For problems that must raise on some inputs: does the learner's message say what is wrong?
+    check_raise: Callable[[tuple, str], bool] | None = None
 
     def cases(self, rng: np.random.Generator) -> list[Case]:
         cases = list(self.fixed) + list(self.generate(rng))
