@@ -52,32 +52,32 @@ class Submission:
         found = [b for b in self.broken if b.defines == name]
         return found[-1] if found else None
 
-    def module_source(self, name: str) -> str:
-        """Source of a module holding every import, the function ``name`` and what it uses."""
+    def closure(self, name: str) -> list[Block]:
+        """Every import, the function ``name`` and the definitions it uses, transitively, in order."""
         target = self.function(name)
         assert target is not None
+        definers: dict[str, list[Block]] = {}
+        for b in self.blocks:
+            if b is not target and not _shadows(b, name):
+                for n in b.binds:
+                    definers.setdefault(n, []).append(b)
         wanted: set[str] = set()
         keep: set[int] = {id(target)}
         frontier = [target]
-        definers: dict[str, list[Block]] = {}
-        for b in self.blocks:
-            for n in b.binds:
-                definers.setdefault(n, []).append(b)
         while frontier:
             block = frontier.pop()
             for n in _loaded_names(block.node) - wanted:
                 wanted.add(n)
                 for d in definers.get(n, []):
-                    if id(d) not in keep and d is not target and not _shadows(d, name):
+                    if id(d) not in keep:
                         keep.add(id(d))
                         frontier.append(d)
-        parts = []
-        for b in self.blocks:
-            if isinstance(b.node, (ast.Import, ast.ImportFrom)) or id(b) in keep:
-                if b is not target and _shadows(b, name):
-                    continue
-                parts.append(f"# {b.origin}\n{b.source}")
-        return "\n\n".join(parts) + "\n"
+        return [b for b in self.blocks
+                if id(b) in keep or (isinstance(b.node, (ast.Import, ast.ImportFrom)) and not _shadows(b, name))]
+
+    def module_source(self, name: str) -> str:
+        """Source of a module holding :meth:`closure`, each block headed by where it came from."""
+        return "\n\n".join(f"# {b.origin}\n{b.source}" for b in self.closure(name)) + "\n"
 
 
 def _shadows(block: Block, name: str) -> bool:

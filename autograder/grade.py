@@ -97,7 +97,7 @@ def _result(problem, status, message, seconds=0.0):
 
 def _signature_error(problem, node) -> str | None:
     names, varargs = extract.positional_params(node)
-    want = list(problem.signature)
+    want = list(problem.params)
     if varargs and len(names) <= len(want):
         return None
     required = len(names) - len(node.args.defaults)

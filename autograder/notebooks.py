@@ -61,13 +61,17 @@ def stub_source(p: registry.Problem, solution: str | None = None) -> str:
 
 
 def solution_body(p: registry.Problem) -> str:
-    """The reference function's body (for instructor exports only)."""
+    """The reference function's body, with the imports and helpers it uses inlined (for exports)."""
+    from autograder import extract
     from autograder.grade import reference
 
-    src = inspect.getsource(reference(p))
-    lines = src.splitlines()
-    body = lines[1:]
-    return "\n".join(body)
+    sub = extract.load_submission(inspect.getsourcefile(reference(p)))
+    target = sub.function(p.function)
+    helpers = [b.source for b in sub.closure(p.function)
+               if b is not target and "from __future__" not in b.source]
+    lines = target.source.splitlines()
+    body = "\n".join(lines[target.node.body[0].lineno - target.node.lineno:])
+    return (textwrap.indent("\n\n".join(helpers), "    ") + "\n\n" if helpers else "") + body
 
 
 def problem_notebook(unit: int, with_solutions: bool = False) -> nbformat.NotebookNode:

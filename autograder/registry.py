@@ -28,7 +28,7 @@ class Example:
 class Problem:
     id: str  # "1.1": unit 1, problem 1
     function: str
-    signature: tuple[str, ...]
+    signature: tuple[str, ...]  # as the learner writes it, defaults included ("zarr_format=2")
     points: int
     title: str
     statement: str
@@ -44,6 +44,11 @@ class Problem:
     @property
     def unit(self) -> int:
         return int(self.id.split(".")[0])
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """Parameter names, without the defaults the signature may show."""
+        return tuple(s.split("=")[0] for s in self.signature)
 
     @property
     def call(self) -> str:
@@ -259,7 +264,7 @@ PROBLEMS += (
     Problem(
         id="2.3",
         function="orbax_chunk_shape",
-        signature=("global_shape", "mesh_shape", "spec", "replica_parallel"),
+        signature=("global_shape", "mesh_shape", "spec", "replica_parallel=True"),
         points=10,
         title="The chunk shape Orbax writes",
         statement=(
@@ -292,7 +297,7 @@ PROBLEMS += (
     Problem(
         id="2.4",
         function="chunk_files",
-        signature=("global_shape", "chunk_shape", "zarr_format"),
+        signature=("global_shape", "chunk_shape", "zarr_format=2"),
         points=10,
         title="The chunk files inside a leaf's folder",
         statement=(
@@ -321,7 +326,7 @@ PROBLEMS += (
     Problem(
         id="2.5",
         function="bytes_written_per_device",
-        signature=("global_shape", "itemsize", "mesh_shape", "spec", "replica_parallel"),
+        signature=("global_shape", "itemsize", "mesh_shape", "spec", "replica_parallel=True"),
         points=10,
         title="Bytes each device writes",
         statement=(
@@ -353,7 +358,8 @@ PROBLEMS += (
     Problem(
         id="2.6",
         function="bytes_written_per_host",
-        signature=("global_shape", "itemsize", "mesh_shape", "spec", "devices_per_host", "replica_parallel"),
+        signature=("global_shape", "itemsize", "mesh_shape", "spec", "devices_per_host",
+                   "replica_parallel=True"),
         points=10,
         title="Bytes each host writes",
         statement=(

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from autograder import registry
+
 pytestmark = pytest.mark.slow
 
 
@@ -16,10 +18,11 @@ def test_grade_cli_writes_the_documented_json(root, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "autograder", "grade", str(root / "problems"), "--learner", "ada",
                            "--json", str(out)], capture_output=True, text=True, timeout=300, cwd=root)
     assert proc.returncode == 0, proc.stderr
-    assert "not attempted" in proc.stdout and "Total: 0/40" in proc.stdout
+    total = sum(p.points for p in registry.PROBLEMS)
+    assert "not attempted" in proc.stdout and f"Total: 0/{total}" in proc.stdout
     data = json.loads(out.read_text())
     assert set(data) == {"learner", "score", "max_score", "problems"}
-    assert data["learner"] == "ada" and data["score"] == 0 and data["max_score"] == 40
+    assert data["learner"] == "ada" and data["score"] == 0 and data["max_score"] == total
     for p in data["problems"]:
         assert set(p) == {"id", "function", "status", "score", "max_score", "message"}
         assert p["status"] == "not_attempted"

@@ -23,7 +23,7 @@ def _status(report, pid):
 
 
 def test_reference_solutions_get_full_marks(root):
-    report = grading.grade([root / "solutions" / "unit1.py"], "reference-check")
+    report = grading.grade([root / "solutions"], "reference-check")
     assert [p.status for p in report.problems] == ["correct"] * len(report.problems), report.to_json()
     assert report.score == report.max_score == sum(p.points for p in registry.PROBLEMS)
 

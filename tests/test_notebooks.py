@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from autograder.notebooks import problem_notebook, write_problem_notebooks
+from autograder import registry
+from autograder.notebooks import notebook_path, problem_notebook, write_problem_notebooks
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +59,10 @@ def test_problem_notebooks_match_the_registry(root, tmp_path):
             f"{built.name} is out of date with the registry: run `python -m autograder notebooks`")
 
 
-@pytest.mark.parametrize("name", ["00_start_here.ipynb", "01_parameter_accounting.ipynb"])
+LESSONS = sorted(p.name for p in (Path(__file__).resolve().parents[1] / "course").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("name", LESSONS)
 def test_lessons_execute(root, name):
     nb = _execute(nbformat.read(root / "course" / name, as_version=4), root / "course")
     text = _text(nb)
@@ -66,17 +71,21 @@ def test_lessons_execute(root, name):
     assert figures >= 1, "every lesson draws at least one figure"
 
 
-def test_untouched_problem_notebook_runs_and_says_not_attempted(root):
-    nb = _execute(nbformat.read(root / "problems" / "unit1_parameter_accounting.ipynb", as_version=4), root / "problems")
-    text = _text(nb)
-    assert text.count("Not attempted") == 4 and "Correct" not in text
+@pytest.mark.parametrize("unit", registry.units())
+def test_untouched_problem_notebook_runs_and_says_not_attempted(root, unit):
+    path = notebook_path(unit, root)
+    text = _text(_execute(nbformat.read(path, as_version=4), path.parent))
+    n = sum(p.unit == unit for p in registry.PROBLEMS)
+    assert text.count("Not attempted") == n and "Correct" not in text
 
 
-def test_solved_problem_notebook_passes_its_checks(root, tmp_path):
-    nb = problem_notebook(1, with_solutions=True)
+@pytest.mark.parametrize("unit", registry.units())
+def test_solved_problem_notebook_passes_its_checks(tmp_path, unit):
+    nb = problem_notebook(unit, with_solutions=True)
     for cell in nb.cells:
         if cell.cell_type == "code" and cell.source.startswith("# q"):
             cell.source = cell.source[2:]  # also run the hint cells
     text = _text(_execute(nb, tmp_path))
-    assert text.count("public examples") == 4 and "Incorrect" not in text and "Not attempted" not in text
+    n = sum(p.unit == unit for p in registry.PROBLEMS)
+    assert text.count("public examples") == n and "Incorrect" not in text and "Not attempted" not in text
     assert "Hint 1/3" in text
