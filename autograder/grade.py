@@ -11,14 +11,15 @@ import hashlib
 import importlib
 import os
 import re
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from autograder import extract, registry, sandbox
-from autograder.returns import Raises
 from autograder.hidden import Case, Hidden, load
+from autograder.returns import Raises
 
 STATUSES = ("correct", "incorrect", "not_attempted", "error", "timeout")
 DEFAULT_SALT = "sharded-ckpt-course/2026"
@@ -195,15 +196,19 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
             failing.append((case, diagnosis))
     if not failing:
         return "correct", f"All {len(cases)} cases passed."
-    diagnosed = [d for _, d in failing if d]
+    # The mistake that explains the most failing cases; else the first failing family, in message order.
+    diagnosed = Counter(d for _, d in failing if d)
+    hidden_failing = [c.category for c, _ in failing if c.category != "public"]
+    public_failing = len(hidden_failing) < len(failing)
     if diagnosed:
-        message = hidden.messages[diagnosed[0]]
-    elif any(c.category == "public" for c, _ in failing):
-        message = "It fails a public example: run the check cell in the notebook for details."
-    else:
+        message = hidden.messages[diagnosed.most_common(1)[0][0]]
+    elif hidden_failing:
         order = list(hidden.messages)
-        first = min((c.category for c, _ in failing), key=order.index)
-        message = hidden.messages[first]
+        message = hidden.messages[min(hidden_failing, key=order.index)]
+    else:
+        message = ""
+    if public_failing:
+        message += (" " if message else "") + "It fails a public example too: run the check cell in the notebook to see it."
     return "incorrect", f"Wrong on {len(failing)} of {len(cases)} cases. {message}"
 
 

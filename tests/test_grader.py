@@ -13,7 +13,7 @@ import pytest
 from autograder import grade as grading
 from autograder import registry
 from autograder.hidden import load
-from tests.wrong_answers import IMPORTS, WRONG
+from tests.wrong_answers import HEADERS, IMPORTS, WRONG
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +39,7 @@ def test_untouched_problems_are_not_attempted(root):
     [pytest.param(pid, n, s, st, f, id=f"{pid}-{n}") for pid, items in WRONG.items() for n, s, st, f in items],
 )
 def test_curated_wrong_answers_are_rejected_with_their_message(grade_code, pid, name, source, status, fragment):
-    report = grade_code(IMPORTS + source, problems=[pid], learner=f"wrong-{name}")
+    report = grade_code(HEADERS[pid] + source, problems=[pid], learner=f"wrong-{name}")
     (result,) = report.problems
     assert result.status == status, result.message
     assert fragment in result.message

@@ -209,10 +209,10 @@ def _domain_cases(rng):
 
 def _diagnose_domains(args, actual, expected):
     shape, mesh, spec = args
+    if actual == _domains(shape, mesh, spec, minor_first=True) != expected:
+        return "tuple_order"  # checked first: with a tuple over every axis, both mistakes look alike
     if actual == _domains(shape, mesh, spec, order="F") != expected:
         return "column_major"
-    if actual == _domains(shape, mesh, spec, minor_first=True) != expected:
-        return "tuple_order"
     if actual == _domains(shape, mesh, spec, inclusive=True):
         return "inclusive"
     if set(actual) != set(expected):
@@ -370,9 +370,13 @@ def _bytes_cases(rng, host=False):
 
 
 def _diagnose_bytes(args, actual, expected):
+    from solutions.unit2 import bytes_written_per_device
+
     shape, itemsize, mesh, spec, rp = args[:4] + (args[-1],)
     if sum(actual.values()) > sum(expected.values()) and actual == _per_device(shape, itemsize, mesh, spec, "full_copies"):
         return "full_copies"
+    if rp and actual == bytes_written_per_device(shape, itemsize, mesh, spec, False) != expected:
+        return "single_writer"
     if actual == _per_device(shape, itemsize, mesh, spec, "column_major") != expected:
         return "column_major"
     if set(actual) != set(expected):
@@ -387,6 +391,8 @@ BYTES_PER_DEVICE = Hidden(
     fixed=(Case("edge", ((), 4, {"x": 8}, (), True)), Case("edge", ((64, 32), 1, {"x": 8}, ("x",), True))),
     messages={
         "full_copies": "Replicas do not each write a full copy: replicated data is written once in total.",
+        "single_writer": "With replica_parallel=True the replicas share the work: each writes its 1/R slice "
+                         "of the shard (when a dimension is divisible by R), not just replica 0.",
         "column_major": "Replica 0 of a shard is its lowest-numbered device, with devices numbered row-major "
                         "over the mesh (the last axis varies fastest).",
         "devices": "Return an entry for every device of the mesh, with 0 for devices that write nothing.",
@@ -406,6 +412,8 @@ BYTES_PER_DEVICE = Hidden(
 
 
 def _diagnose_hosts(args, actual, expected):
+    from solutions.unit2 import bytes_written_per_host
+
     shape, itemsize, mesh, spec, per_host, rp = args
     n = math.prod(mesh.values())
     hosts = -(-n // per_host)
@@ -413,6 +421,8 @@ def _diagnose_hosts(args, actual, expected):
         return "hosts"
     if sum(actual.values()) > sum(expected.values()):
         return "full_copies"
+    if rp and actual == bytes_written_per_host(shape, itemsize, mesh, spec, per_host, False) != expected:
+        return "single_writer"
     if sum(actual.values()) == sum(expected.values()):
         return "grouping"
     return None
@@ -422,7 +432,8 @@ BYTES_PER_HOST = Hidden(
     generate=lambda rng: _bytes_cases(rng, host=True),
     fixed=(Case("edge", ((64, 32), 4, {"x": 8}, (), 8, True)), Case("edge", ((), 2, {"x": 8}, (), 2, True))),
     messages={
-        "hosts": "Return an entry for every host: host ids run from 0 to n_devices // devices_per_host - 1.",
+        "hosts": "Return an entry for every host, including hosts that write nothing: host ids run from 0 "
+                 "to n_devices // devices_per_host - 1.",
         "full_copies": "Replicated data is written once in total, not once per host or per replica.",
         "grouping": "The total is right but it is split wrongly between hosts: host h holds the consecutive "
                     "devices h * devices_per_host ... (h + 1) * devices_per_host - 1.",
