@@ -76,8 +76,16 @@ class Submission:
                 if id(b) in keep or (isinstance(b.node, (ast.Import, ast.ImportFrom)) and not _shadows(b, name))]
 
     def module_source(self, name: str) -> str:
-        """Source of a module holding :meth:`closure`, each block headed by where it came from."""
-        return "\n\n".join(f"# {b.origin}\n{b.source}" for b in self.closure(name)) + "\n"
+        """Source of a module holding :meth:`closure`, each block headed by where it came from.
+
+        ``from __future__`` imports must open a module, so they are hoisted (several files or
+        cells may each have one).
+        """
+        blocks = self.closure(name)
+        future = [b for b in blocks if isinstance(b.node, ast.ImportFrom) and b.node.module == "__future__"]
+        rest = [b for b in blocks if b not in future]
+        head = sorted({b.source for b in future})
+        return "\n".join(head) + "\n\n" + "\n\n".join(f"# {b.origin}\n{b.source}" for b in rest) + "\n"
 
 
 def _shadows(block: Block, name: str) -> bool:

@@ -46,7 +46,8 @@ def _error(exc: BaseException, kind: str = "exception") -> dict:
         kind = "memory"
     # The message and class names go to the grader only (to check an expected ValueError); they are
     # never shown in reports, since a message may quote hidden inputs.
-    return {"kind": kind, "type": type(exc).__name__, "line": _where(exc.__traceback__),
+    line = exc.lineno if isinstance(exc, SyntaxError) and exc.filename == SUBMISSION else _where(exc.__traceback__)
+    return {"kind": kind, "type": type(exc).__name__, "line": line,
             "mro": [c.__name__ for c in type(exc).__mro__], "message": str(exc)[:500]}
 
 

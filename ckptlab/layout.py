@@ -52,3 +52,28 @@ def padded_bounds(dim: int, num_shards: int) -> list[tuple[int, int, int]]:
         start, stop = min(i * size, dim), min((i + 1) * size, dim)
         out.append((start, stop, size - (stop - start)))
     return out
+
+
+def mesh_device_ids(mesh_shape) -> "np.ndarray":
+    """Device ids laid out on the mesh: row-major, ``np.arange(n).reshape(sizes)``."""
+    import numpy as np
+
+    sizes = tuple(int(s) for s in mesh_shape.values())
+    return np.arange(math.prod(sizes)).reshape(sizes)
+
+
+def real_index_domains(global_shape, mesh_shape, spec) -> dict:
+    """``{device_id: ((start, stop), ...)}`` from JAX's own ``devices_indices_map``.
+
+    Builds a real mesh over the first devices (call :func:`ckptlab.setup_devices` first), so the
+    figures show what JAX really does.
+    """
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    ids = mesh_device_ids(mesh_shape)
+    devices = np.array(jax.devices()[: ids.size]).reshape(ids.shape)
+    sharding = NamedSharding(Mesh(devices, tuple(mesh_shape)), PartitionSpec(*spec))
+    return {d.id: tuple(sl.indices(n)[:2] for sl, n in zip(index, global_shape))
+            for d, index in sharding.devices_indices_map(tuple(global_shape)).items()}

@@ -108,3 +108,93 @@ def shard_table(global_shape: Sequence[int], num_shards: int) -> np.ndarray:
     for i, (a, b) in enumerate(layout.split_bounds(int(global_shape[0]), num_shards)):
         owner[a:b] = i
     return owner
+
+
+def plot_mesh(mesh_shape: Mapping[str, int], ax=None, title: str | None = None):
+    """The devices of a mesh as a grid of coloured cells labelled with their ids (row-major)."""
+    ids = layout.mesh_device_ids(mesh_shape)
+    names = list(mesh_shape)
+    grid = ids if ids.ndim == 2 else ids.reshape(1, -1)
+    rows, cols = grid.shape
+    ax = _axes(ax, (0.9 * cols + 1.5, 0.9 * rows + 1.2))
+    for r in range(rows):
+        for c in range(cols):
+            d = int(grid[r, c])
+            ax.add_patch(Rectangle((c, r), 1, 1, facecolor=device_colour(d), edgecolor="white", lw=2))
+            ax.text(c + 0.5, r + 0.5, f"d{d}", ha="center", va="center", fontsize=10)
+    ax.set_xlim(0, cols)
+    ax.set_ylim(rows, 0)
+    ax.set_aspect("equal")
+    ax.set_xticks([i + 0.5 for i in range(cols)], [str(i) for i in range(cols)])
+    ax.set_yticks([i + 0.5 for i in range(rows)], [str(i) for i in range(rows)])
+    ax.set_xlabel(f"mesh axis '{names[-1]}' (size {cols})")
+    ax.set_ylabel(f"mesh axis '{names[0]}' (size {rows})" if ids.ndim == 2 else "")
+    ax.set_title(title or "mesh " + " x ".join(f"{k}={v}" for k, v in mesh_shape.items()))
+    return ax
+
+
+def plot_sharded_array(global_shape: Sequence[int], mesh_shape: Mapping[str, int], spec: Sequence,
+                       chunk_shape: Sequence[int] | None = None, zarr_format: int = 2, ax=None,
+                       title: str | None = None):
+    """A 1-D or 2-D array coloured by the device holding each slice (replicas listed together),
+    with the chunk grid dashed and each chunk labelled with its file name when ``chunk_shape`` is
+    given. Uses JAX's own ``devices_indices_map`` (needs the course's devices)."""
+    shape = tuple(global_shape) if len(global_shape) == 2 else (1, int(global_shape[0]))
+    domains = layout.real_index_domains(global_shape, mesh_shape, spec)
+    if len(global_shape) == 1:
+        domains = {d: ((0, 1), dom[0]) for d, dom in domains.items()}
+    owners: dict = {}
+    for d, dom in sorted(domains.items()):
+        owners.setdefault(dom, []).append(d)
+    rows, cols = shape
+    ax = _axes(ax, (min(11, 2 + cols * 0.22), min(8, 1.5 + rows * 0.22)))
+    for ((r0, r1), (c0, c1)), devs in owners.items():
+        ax.add_patch(Rectangle((c0, r0), c1 - c0, r1 - r0, facecolor=device_colour(devs[0]), edgecolor="black", lw=1.2))
+        label = "d" + ",".join(map(str, devs)) if len(devs) <= 4 else f"d{devs[0]}..d{devs[-1]} ({len(devs)} replicas)"
+        if chunk_shape is None:
+            ax.text((c0 + c1) / 2, (r0 + r1) / 2, label, ha="center", va="center", fontsize=8, fontweight="bold")
+        else:  # corner label, leaving the middle of each chunk for its file name
+            ax.text(c0 + 0.01 * cols, r0 + 0.01 * rows, label, ha="left", va="top", fontsize=8, fontweight="bold",
+                    bbox={"facecolor": "white", "alpha": 0.7, "lw": 0, "pad": 1})
+    if chunk_shape is not None:
+        chunk = tuple(chunk_shape) if len(chunk_shape) == 2 else (1, int(chunk_shape[0]))
+        n_r, n_c = -(-rows // chunk[0]), -(-cols // chunk[1])
+        for i in range(n_r):
+            for j in range(n_c):
+                idx = (i, j) if len(global_shape) == 2 else (j,)
+                name = ".".join(map(str, idx)) if zarr_format == 2 else "c/" + "/".join(map(str, idx))
+                ax.add_patch(Rectangle((j * chunk[1], i * chunk[0]), chunk[1], chunk[0], fill=False,
+                                       edgecolor="black", lw=0.8, ls="--"))
+                ax.text(j * chunk[1] + chunk[1] / 2, i * chunk[0] + chunk[0] / 2, name, ha="center",
+                        va="center", fontsize=8, family="monospace")
+    ax.set_xlim(0, cols)
+    ax.set_ylim(rows, 0)
+    ax.set_xlabel("column")
+    ax.set_ylabel("row" if len(global_shape) == 2 else "")
+    if len(global_shape) == 1:
+        ax.set_yticks([])
+    spec_text = ", ".join(repr(e) for e in spec) or ""
+    ax.set_title(title or f"{tuple(global_shape)} with P({spec_text}) on "
+                 + " x ".join(f"{k}={v}" for k, v in mesh_shape.items())
+                 + (f", chunks {tuple(chunk_shape)}" if chunk_shape is not None else ""))
+    return ax
+
+
+def plot_bytes_per_device(bytes_by_device: Mapping[int, int], devices_per_host: int | None = None, ax=None,
+                          title: str = "Bytes written per device"):
+    """Bars of bytes written per device; with ``devices_per_host``, hosts are shaded and totalled."""
+    ax = _axes(ax, (max(6, 0.45 * len(bytes_by_device) + 2), 3.2))
+    devices = sorted(bytes_by_device)
+    values = [int(bytes_by_device[d]) for d in devices]
+    ax.bar([f"d{d}" for d in devices], values, color=[device_colour(d) for d in devices], edgecolor="black", lw=0.5)
+    top = max(values + [1])
+    if devices_per_host:
+        for h, start in enumerate(range(0, len(devices), devices_per_host)):
+            group = values[start:start + devices_per_host]
+            if h % 2 == 0:
+                ax.axvspan(start - 0.5, start + len(group) - 0.5, color="0.92", zorder=0)
+            ax.text(start + (len(group) - 1) / 2, top * 1.12, f"host {h}: {_human(sum(group))}", ha="center", fontsize=9)
+    ax.set_ylim(0, top * 1.25)
+    ax.set_ylabel("bytes")
+    ax.set_title(f"{title} (total {_human(sum(values))})")
+    return ax

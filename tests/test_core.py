@@ -118,3 +118,12 @@ def test_unreadable_notebook_is_reported_not_raised(tmp_path):
     bad = tmp_path / "broken.ipynb"
     bad.write_text("{ not json")
     assert "not a valid notebook" in extract.load_submission(bad).unreadable
+
+
+def test_future_imports_from_several_cells_are_hoisted(tmp_path):
+    path = _nb(tmp_path, "from __future__ import annotations\nimport math", "from __future__ import annotations\n"
+               "def f(x: int) -> float:\n    return math.sqrt(x)")
+    src = extract.load_submission(path).module_source("f")
+    ns = {}
+    exec(compile(src, "<t>", "exec"), ns)
+    assert ns["f"](4) == 2.0
