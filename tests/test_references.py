@@ -12,7 +12,8 @@ from flax import linen as nn
 from flax import nnx
 
 from autograder import registry
-from autograder.grade import hidden_cases, reference
+from autograder.grade import expected_outcome, hidden_cases, reference
+from autograder.returns import Raises
 from ckptlab.models import MLP
 from solutions import unit1
 
@@ -70,7 +71,12 @@ def test_nnx_table_matches_orbax_and_excludes_only_batch_stats(tmp_path):
 def test_public_examples_agree_with_the_references():
     for p in registry.PROBLEMS:
         for ex in p.examples:
-            got = reference(p)(*ex.args)
+            got = expected_outcome(p, ex.args)
+            if isinstance(ex.expected, Raises):
+                assert isinstance(got, Raises) and got.type == ex.expected.type, (p.id, ex)
+                with pytest.raises(Exception, match=ex.expected.mentions):
+                    reference(p)(*ex.args)
+                continue
             assert p.returns.type_error(got) is None
             assert p.returns.equal(got, ex.expected), (p.id, ex)
 
@@ -79,4 +85,5 @@ def test_references_pass_their_own_type_checks_on_hidden_cases():
     for p in registry.PROBLEMS:
         _, cases = hidden_cases(p, "type-check")
         for c in cases:
-            assert p.returns.type_error(reference(p)(*c.args)) is None
+            got = expected_outcome(p, c.args)
+            assert isinstance(got, Raises) or p.returns.type_error(got) is None, (p.id, c)
