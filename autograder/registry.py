@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from autograder.returns import ArrayOf, DictStrInt, Int, Raises, Struct
+from autograder.returns import ArrayOf, Raises, Struct
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ PROBLEMS: tuple[Problem, ...] = (
             "number of bytes the tree takes when every leaf is stored in `dtype` (whatever dtype "
             "the leaves have now)."
         ),
-        returns=Int(),
+        returns=Struct("int"),
         hints=(
             "Bytes = number of elements x bytes per element, summed over all leaves, at every "
             "depth of the tree.",
@@ -170,7 +170,7 @@ PROBLEMS: tuple[Problem, ...] = (
             "with '/' (e.g. 'layers/0/kernel'), to its number of elements. Only `nnx.Param` "
             "variables are parameters: batch statistics are state, not parameters."
         ),
-        returns=DictStrInt(),
+        returns=Struct(("dict", "str", "int")),
         hints=(
             "`nnx.state(model, nnx.Param)` keeps only parameters; `nnx.to_flat_state(state)` "
             "yields `(path, variable)` pairs where path is a tuple like ('layers', 0, 'kernel').",

@@ -55,52 +55,6 @@ class ArrayOf:
         return bool(np.allclose(np.asarray(actual, np.float64), np.asarray(expected, np.float64), rtol=self.rtol, atol=0))
 
 
-@dataclass(frozen=True)
-class Int:
-    """A Python int (NumPy integers are accepted too); never a float or a bool."""
-
-    @property
-    def describe(self) -> str:
-        return "an int"
-
-    def type_error(self, v) -> str | None:
-        if isinstance(v, (bool, np.bool_)) or not _is_int(v):
-            extra = " (byte counts are whole numbers: use int(...) or //)" if isinstance(v, (float, np.floating)) else ""
-            return f"must return an int, but returned a {_type_name(v)}{extra}"
-        return None
-
-    def has_nan(self, v) -> bool:
-        return False
-
-    def equal(self, actual, expected) -> bool:
-        return int(actual) == int(expected)
-
-
-@dataclass(frozen=True)
-class DictStrInt:
-    """A dict from str keys to int values."""
-
-    @property
-    def describe(self) -> str:
-        return "a dict mapping str paths to int counts"
-
-    def type_error(self, v) -> str | None:
-        if type(v) is not dict:
-            return f"must return a dict, but returned a {_type_name(v)}"
-        for k, x in v.items():
-            if type(k) is not str:
-                return f"dict keys must be str paths like 'layers/0/kernel', but one key is a {_type_name(k)}"
-            if isinstance(x, (bool, np.bool_)) or not _is_int(x):
-                return f"dict values must be int parameter counts, but the value for {k!r} is a {_type_name(x)}"
-        return None
-
-    def has_nan(self, v) -> bool:
-        return False
-
-    def equal(self, actual, expected) -> bool:
-        return set(actual) == set(expected) and all(int(actual[k]) == int(expected[k]) for k in expected)
-
-
 def _describe(t) -> str:
     if t == "int":
         return "int"
@@ -121,7 +75,8 @@ def _describe(t) -> str:
 def _check(t, v, where: str) -> str | None:
     if t == "int":
         if isinstance(v, (bool, np.bool_)) or not _is_int(v):
-            return f"{where} must be an int, but is a {_type_name(v)}"
+            hint = " (counts are whole numbers: use int(...) or //)" if isinstance(v, (float, np.floating)) else ""
+            return f"{where} must be an int, but is a {_type_name(v)}{hint}"
         return None
     if t == "str":
         return None if type(v) is str else f"{where} must be a str, but is a {_type_name(v)}"
@@ -170,7 +125,8 @@ class Struct:
 
     @property
     def describe(self) -> str:
-        return f"a {_describe(self.type)}"
+        text = _describe(self.type)
+        return ("an " if text[0] in "aeiou" else "a ") + text
 
     def type_error(self, v) -> str | None:
         bad = _check(self.type, v, "the result")

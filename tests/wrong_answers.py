@@ -151,7 +151,7 @@ def nnx_param_table(seed, layer_sizes):
 def nnx_param_table(seed, layer_sizes):
     model = MLP(layer_sizes, rngs=nnx.Rngs(seed))
     return {"/".join(map(str, p)): v.get_value().shape for p, v in nnx.to_flat_state(nnx.state(model, nnx.Param))}
-""", "incorrect", "values must be int"),
+""", "incorrect", "must be an int, but is a tuple"),
 ]
 
 WRONG = {"1.1": DENSE, "1.2": NNX_LINEAR, "1.3": PARAM_BYTES, "1.4": NNX_TABLE}
