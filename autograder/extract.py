@@ -2,9 +2,10 @@
 
 A submission is a notebook or a .py file. Cells (or files) are parsed one by one; a unit with a
 syntax error is split into top-level blocks so that one broken cell or function costs only the
-problems that live in it. For each problem we keep its function, the top-level definitions it
-uses (transitively) and every import, and nothing else: top-level calls such as plots, checks or
-training loops in the notebook are never run by the grader.
+problems that live in it. For each problem we keep its function and the top-level definitions and
+imports it uses (transitively), and nothing else: top-level calls such as plots, checks or
+training loops in the notebook are never run by the grader, and an import that fails costs only
+the problems that use it.
 """
 
 from __future__ import annotations
@@ -72,8 +73,7 @@ class Submission:
                     if id(d) not in keep:
                         keep.add(id(d))
                         frontier.append(d)
-        return [b for b in self.blocks
-                if id(b) in keep or (isinstance(b.node, (ast.Import, ast.ImportFrom)) and not _shadows(b, name))]
+        return [b for b in self.blocks if id(b) in keep or _always_kept(b)]
 
     def module_source(self, name: str) -> str:
         """Source of a module holding :meth:`closure`, each block headed by where it came from.
@@ -86,6 +86,12 @@ class Submission:
         rest = [b for b in blocks if b not in future]
         head = sorted({b.source for b in future})
         return "\n".join(head) + "\n\n" + "\n\n".join(f"# {b.origin}\n{b.source}" for b in rest) + "\n"
+
+
+def _always_kept(block: Block) -> bool:
+    """Imports whose names cannot be known (``*``) and ``__future__`` imports."""
+    node = block.node
+    return isinstance(node, ast.ImportFrom) and (node.module == "__future__" or any(a.name == "*" for a in node.names))
 
 
 def _shadows(block: Block, name: str) -> bool:
@@ -104,6 +110,8 @@ def _loaded_names(node: ast.AST) -> set[str]:
 def _binds(node: ast.stmt) -> set[str]:
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {a.asname or a.name.split(".")[0] for a in node.names}
     names = set()
     targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
     for t in targets:
@@ -162,8 +170,8 @@ def _add_unit(sub: Submission, source: str, where: str) -> None:
         for node in tree.body:
             first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
             text = "\n".join(chunk_lines[first - 1 : node.end_lineno])
-            binds = _binds(node) if isinstance(node, _BINDING) else set()
-            if isinstance(node, (ast.Import, ast.ImportFrom)) or binds:
+            binds = _binds(node) if isinstance(node, (*_BINDING, ast.Import, ast.ImportFrom)) else set()
+            if binds:
                 sub.blocks.append(Block(node, text, f"{where}, line {start + first}", binds))
 
 

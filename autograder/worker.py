@@ -62,7 +62,7 @@ def main(job_path: str, result_path: str) -> int:
             del sys.modules[name]
 
     from autograder import codec  # numpy only
-    from ckptlab.devices import setup_devices
+    from ckptlab.devices import prepare_environment
 
     results: dict = {"setup": None, "cases": []}
 
@@ -73,7 +73,8 @@ def main(job_path: str, result_path: str) -> int:
         os.replace(tmp, result_path)
 
     try:
-        setup_devices(job.get("num_devices", 16))
+        # JAX, if the learner's code imports it, starts with the course's devices; if not, no cost.
+        prepare_environment(job.get("num_devices", 16))
     except BaseException as exc:  # noqa: BLE001 - report, never crash silently
         results["setup"] = {"kind": "devices", "type": type(exc).__name__, "line": None, "detail": str(exc)}
         write()

@@ -19,6 +19,17 @@ def _set_xla_flag(n: int) -> None:
     os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
 
 
+def prepare_environment(n: int = NUM_DEVICES) -> None:
+    """Make JAX start with ``n`` CPU devices whenever it is first imported, without importing it.
+
+    For fresh processes (the grader's workers): code that never touches JAX pays nothing.
+    """
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    if "jax" in sys.modules:
+        raise DeviceSetupError("prepare_environment must run before JAX is imported; use setup_devices()")
+    _set_xla_flag(n)
+
+
 def setup_devices(n: int = NUM_DEVICES):
     """Make JAX see ``n`` CPU devices and return ``jax.devices()``.
 

@@ -79,14 +79,15 @@ def _nb(tmp_path, *cells):
 
 def test_extract_keeps_what_the_function_uses_and_drops_top_level_calls(tmp_path):
     path = _nb(tmp_path,
-               "%matplotlib inline\n!ls\nimport numpy as np",
-               "SCALE = 2\ndef helper(v):\n    return v * SCALE",
+               "%matplotlib inline\n!ls\nimport numpy as np\nimport not_installed_anywhere",
+               "SCALE = 2\ndef helper(v):\n    return int(np.int64(v)) * SCALE",
                "def f(x):\n    return helper(x)",
                "train_forever()\nunused = expensive()",
                "def f(x):\n    return helper(x) + 1")
     sub = extract.load_submission(path)
     src = sub.module_source("f")
     assert "import numpy" in src and "SCALE = 2" in src and "def helper" in src
+    assert "not_installed_anywhere" not in src  # an unused import is not run
     assert "train_forever" not in src and "expensive" not in src
     assert src.count("def f(") == 1 and "+ 1" in src  # the last definition wins
     ns = {}
