@@ -54,7 +54,7 @@ class Submission:
         return found[-1] if found else None
 
     def closure(self, name: str) -> list[Block]:
-        """Every import, the function ``name`` and the definitions it uses, transitively, in order."""
+        """The function ``name`` and the imports and definitions it uses, transitively, in file order."""
         target = self.function(name)
         assert target is not None
         definers: dict[str, list[Block]] = {}
