@@ -1,0 +1,71 @@
+"""Property tests: the Unit 2 references agree with JAX on random meshes, specs and shapes."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from solutions import unit2
+
+MESHES = [{"x": 16}, {"x": 8}, {"x": 4, "y": 4}, {"x": 2, "y": 8}, {"a": 2, "b": 2, "c": 4}, {"x": 4, "y": 2}]
+
+
+@st.composite
+def layouts(draw):
+    mesh = draw(st.sampled_from(MESHES))
+    ndim = draw(st.integers(0, 3))
+    unused = list(mesh)
+    spec = []
+    for _ in range(draw(st.integers(0, ndim))):
+        k = draw(st.integers(0, min(2, len(unused))))
+        axes = tuple(unused[:k])
+        unused = unused[k:]
+        spec.append(None if not axes else axes[0] if len(axes) == 1 and draw(st.booleans()) else axes)
+    entries = [() if e is None else (e,) if isinstance(e, str) else e for e in spec] + [()] * (ndim - len(spec))
+    shape = tuple(math.prod(mesh[a] for a in axes) * draw(st.integers(1, 3)) + draw(st.sampled_from([0, 0, 1]))
+                  for axes in entries)
+    return mesh, tuple(spec), shape
+
+
+def _sharding(mesh_shape, spec):
+    n = math.prod(mesh_shape.values())
+    devices = np.array(jax.devices()[:n]).reshape(tuple(mesh_shape.values()))
+    return NamedSharding(Mesh(devices, tuple(mesh_shape)), P(*spec))
+
+
+@settings(max_examples=150, deadline=None)
+@given(layouts())
+def test_shard_shape_and_domains_agree_with_jax(layout):
+    mesh_shape, spec, shape = layout
+    sharding = _sharding(mesh_shape, spec)
+    try:
+        want = sharding.shard_shape(shape)
+    except ValueError:
+        try:
+            unit2.shard_shape(shape, mesh_shape, spec)
+        except ValueError:
+            return
+        raise AssertionError("the reference accepted a layout JAX rejects")
+    assert unit2.shard_shape(shape, mesh_shape, spec) == tuple(want)
+    real = sharding.devices_indices_map(shape)
+    assert unit2.device_index_domains(shape, mesh_shape, spec) == {
+        d.id: tuple(sl.indices(n)[:2] for sl, n in zip(index, shape)) for d, index in real.items()}
+
+
+@settings(max_examples=150, deadline=None)
+@given(layouts(), st.booleans(), st.sampled_from([1, 2, 4]))
+def test_bytes_written_cover_the_array_exactly_once(layout, replica_parallel, itemsize):
+    mesh_shape, spec, shape = layout
+    try:
+        per_device = unit2.bytes_written_per_device(shape, itemsize, mesh_shape, spec, replica_parallel)
+    except ValueError:
+        return
+    assert sum(per_device.values()) == math.prod(shape) * itemsize
+    chunk = unit2.orbax_chunk_shape(shape, mesh_shape, spec, replica_parallel)
+    files = unit2.chunk_files(shape, chunk)
+    assert len(files) * math.prod(chunk) == math.prod(shape)
