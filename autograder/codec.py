@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,67 @@ MAX_ELEMENTS = 10_000_000  # refuse to ship absurd outputs (a learner returning 
 
 class EncodeError(TypeError):
     """A value that is not plain data (or too big to ship)."""
+
+
+@dataclass(frozen=True)
+class MeshArg:
+    """A mesh to build in the worker: ``{axis: size}`` over the first devices, row-major."""
+
+    axes: tuple  # ((name, size), ...)
+
+    @property
+    def shape(self) -> dict:
+        return dict(self.axes)
+
+
+@dataclass(frozen=True)
+class SpecArg:
+    """A ``PartitionSpec`` to build in the worker."""
+
+    entries: tuple
+
+
+def materialize(value):
+    """Turn :class:`MeshArg` / :class:`SpecArg` inside ``value`` into real JAX objects.
+
+    JAX is imported only when such arguments are present.
+    """
+    if isinstance(value, MeshArg):
+        import jax
+        from jax.sharding import Mesh
+
+        sizes = tuple(int(s) for _, s in value.axes)
+        devices = np.array(jax.devices()[: math.prod(sizes)]).reshape(sizes)
+        return Mesh(devices, tuple(n for n, _ in value.axes))
+    if isinstance(value, SpecArg):
+        from jax.sharding import PartitionSpec
+
+        return PartitionSpec(*value.entries)
+    if isinstance(value, dict):
+        return {k: materialize(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        return type(value)(materialize(v) for v in value)
+    return value
+
+
+def _sharding_info(value) -> dict | None:
+    """Plain description of a jax.Array's sharding and of the shard each device holds."""
+    try:
+        from jax.sharding import NamedSharding
+    except ImportError:  # pragma: no cover
+        return None
+    sharding = getattr(value, "sharding", None)
+    shards = sorted([int(s.device.id), list(s.data.shape)] for s in value.addressable_shards)
+    if isinstance(sharding, NamedSharding):
+        spec = [list(e) if isinstance(e, tuple) else e for e in sharding.spec]
+        while spec and spec[-1] is None:
+            spec.pop()  # P("x") and P("x", None) shard alike
+        mesh = sharding.mesh
+        info = {"kind": "named", "mesh": [[str(n), int(s)] for n, s in mesh.shape.items()],
+                "devices": [int(d.id) for d in np.asarray(mesh.devices).flat], "spec": spec}
+    else:
+        info = {"kind": type(sharding).__name__, "devices": sorted(int(d.id) for d in sharding.device_set)}
+    return {"sharding": info, "shards": shards}
 
 
 def _dtype_name(dtype: np.dtype) -> str:
@@ -53,6 +115,10 @@ def encode(value: Any, _depth: int = 0) -> Any:
         if all(type(k) is str for k in value):
             return {"$dict": {k: encode(v, _depth + 1) for k, v in value.items()}}
         return {"$pairs": [[encode(k, _depth + 1), encode(v, _depth + 1)] for k, v in value.items()]}
+    if isinstance(value, MeshArg):
+        return {"$mesh": [[n, int(s)] for n, s in value.axes]}
+    if isinstance(value, SpecArg):
+        return {"$pspec": encode(tuple(value.entries), _depth + 1)}
     lib = "numpy" if isinstance(value, np.ndarray) else _array_lib(value)
     if lib is not None:
         arr = np.asarray(value)
@@ -63,7 +129,10 @@ def encode(value: Any, _depth: int = 0) -> Any:
         name = _dtype_name(arr.dtype)
         flat = arr.astype(np.float64).ravel() if _is_low_float(arr.dtype) else arr.ravel()
         data = [_float_out(x) if isinstance(x, float) else x for x in flat.tolist()]
-        return {"$array": name, "lib": lib, "shape": list(arr.shape), "data": data}
+        out = {"$array": name, "lib": lib, "shape": list(arr.shape), "data": data}
+        if lib == "jax":
+            out["placement"] = _sharding_info(value)
+        return out
     raise EncodeError(f"cannot return a value of type {type(value).__module__}.{type(value).__qualname__}")
 
 
@@ -101,12 +170,16 @@ def decode(data: Any) -> Any:
         return {k: decode(v) for k, v in data["$dict"].items()}
     if "$pairs" in data:
         return {_hashable(decode(k)): decode(v) for k, v in data["$pairs"]}
+    if "$mesh" in data:
+        return MeshArg(tuple((str(n), int(s)) for n, s in data["$mesh"]))
+    if "$pspec" in data:
+        return SpecArg(tuple(decode(data["$pspec"])))
     if "$array" in data:
         dtype = _load_dtype(data["$array"])
         flat = [_float_in(x) for x in data["data"]]
         arr = np.array(flat, dtype=np.float64 if _is_low_float(dtype) else dtype).astype(dtype)
         arr = arr.reshape(data["shape"])
-        return JaxArray(arr) if data.get("lib") == "jax" else arr
+        return JaxArray(arr, data.get("placement")) if data.get("lib") == "jax" else arr
     raise ValueError(f"unknown tagged value: {sorted(data)}")
 
 
@@ -126,10 +199,16 @@ def _load_dtype(name: str):
 
 
 class JaxArray(np.ndarray):
-    """A NumPy array that remembers it was a ``jax.Array`` in the worker."""
+    """A NumPy array that remembers it was a ``jax.Array`` in the worker, and how it was placed:
+    ``placement`` is ``{"sharding": {...}, "shards": [[device_id, shape], ...]}``."""
 
-    def __new__(cls, arr):
-        return np.asarray(arr).view(cls)
+    def __new__(cls, arr, placement=None):
+        obj = np.asarray(arr).view(cls)
+        obj.placement = placement
+        return obj
+
+    def __array_finalize__(self, obj):
+        self.placement = getattr(obj, "placement", None)
 
 
 def dumps(value: Any) -> str:

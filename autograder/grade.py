@@ -11,13 +11,14 @@ import hashlib
 import importlib
 import os
 import re
+import shutil
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from autograder import extract, registry, sandbox
+from autograder import codec, extract, files, registry, sandbox
 from autograder.hidden import Case, Hidden, load
 from autograder.returns import Raises
 
@@ -84,7 +85,9 @@ def reference(problem: registry.Problem):
 def expected_outcome(problem: registry.Problem, args: tuple):
     """The reference's return value, or a :class:`Raises` where raising is the right answer."""
     try:
-        return reference(problem)(*copy.deepcopy(args))
+        value = reference(problem)(*codec.materialize(copy.deepcopy(args)))
+        # Through the codec, as the worker's answer comes: both sides compare as the same plain data.
+        return codec.loads(codec.dumps(value))
     except Exception as exc:
         if type(exc).__name__ in problem.raises or any(c.__name__ in problem.raises for c in type(exc).__mro__):
             return Raises(next(c.__name__ for c in type(exc).__mro__ if c.__name__ in problem.raises))
@@ -260,12 +263,26 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
         setup_devices()  # the references run here and need the course's 16 devices
 
     def run(plan: _Plan) -> ProblemResult:
+        try:
+            return grade_plan(plan)
+        except Exception as exc:  # noqa: BLE001 - a grader-side failure costs this problem only
+            return _result(plan.problem, "error", f"The grader itself failed on this problem ({type(exc).__name__}); "
+                                                  "your other problems are graded. Please report this.")
+
+    def grade_plan(plan: _Plan) -> ProblemResult:
         if plan.result is not None:
             return plan.result
-        worker = sandbox.Worker(plan.source, plan.problem.function, [c.args for c in plan.cases], timeout=plan.timeout)
+        workdir = sandbox.new_workdir()
+        try:
+            # Checkpoints a problem reads are saved fresh, inside the worker's own directory.
+            args = [files.realize(c.args, workdir) for c in plan.cases]
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        worker = sandbox.Worker(plan.source, plan.problem.function, args, timeout=plan.timeout, workdir=workdir)
         try:
             # Expected values are computed while the worker runs: the two overlap on two cores.
-            plan.expected = [expected_outcome(plan.problem, c.args) for c in plan.cases]
+            plan.expected = [expected_outcome(plan.problem, a) for a in args]
         except BaseException:
             worker.kill()
             raise

@@ -114,12 +114,18 @@ class ProblemHandle:
                                        f"mentioning {ex.expected.mentions!r}")
                 continue
             try:
-                got = fn(*copy.deepcopy(ex.args))
+                real_args = _real_args(ex.args)
+                got = fn(*real_args)
             except NotImplementedError:
                 return CheckResult(p, "not_attempted", "still the stub: replace `raise NotImplementedError` with your code.")
             except Exception as exc:  # noqa: BLE001 - show the learner their own traceback
                 tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next))
                 return CheckResult(p, "error", f"example {i} raised {type(exc).__name__}: {exc}", tb[-3000:])
+            if hasattr(p.returns, "check_example"):  # checked from the example's own arguments
+                bad = p.returns.check_example(ex.args, real_args, got)
+                if bad:
+                    return CheckResult(p, "incorrect", f"example {i}: {bad}.", ex.note)
+                continue
             try:
                 got = _to_plain(got)
             except TypeError as e:
@@ -166,13 +172,26 @@ def _in_ipython() -> bool:
         return False
 
 
+def _real_args(args):
+    """Fresh copies of an example's arguments, with checkpoints saved (in a temporary directory)
+    and meshes and specs built as JAX objects."""
+    from autograder import codec, files
+
+    args = copy.deepcopy(args)
+    if files.has_files(args):
+        import tempfile
+
+        args = files.realize(args, tempfile.mkdtemp(prefix="ckpt-example-"))
+    return codec.materialize(args)
+
+
 def _expect_raise(fn, ex) -> str | None:
     """None when ``fn`` raises the expected exception with a message naming what is wrong."""
     import re
 
     want = ex.expected
     try:
-        got = fn(*copy.deepcopy(ex.args))
+        got = fn(*_real_args(ex.args))
     except NotImplementedError:
         return "still the stub: replace `raise NotImplementedError` with your code."
     except Exception as exc:  # noqa: BLE001

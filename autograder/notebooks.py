@@ -40,6 +40,15 @@ IMPORTS = {
         "from jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
         "\n"
         "from autograder.notebook import problem"),
+    3: ("import itertools\n"
+        "import math\n"
+        "\n"
+        "import jax\n"
+        "import numpy as np\n"
+        "import orbax.checkpoint as ocp\n"
+        "from jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
+        "\n"
+        "from autograder.notebook import problem"),
 }
 
 METADATA = {

@@ -6,6 +6,7 @@ compares values, so an object that pretends to equal everything earns nothing.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,8 +57,8 @@ class ArrayOf:
 
 
 def _describe(t) -> str:
-    if t == "int":
-        return "int"
+    if t in ("int", "float"):
+        return t
     if t == "str":
         return "str"
     kind = t[0]
@@ -80,6 +81,10 @@ def _check(t, v, where: str) -> str | None:
         return None
     if t == "str":
         return None if type(v) is str else f"{where} must be a str, but is a {_type_name(v)}"
+    if t == "float":
+        if type(v) is float or isinstance(v, np.floating):
+            return None
+        return f"{where} must be a float, but is a {_type_name(v)} (use / rather than //)"
     kind = t[0]
     if kind in ("tuple", "pair", "list"):
         want = list if kind == "list" else tuple
@@ -136,7 +141,80 @@ class Struct:
         return False
 
     def equal(self, actual, expected) -> bool:
-        return _plain(actual) == _plain(expected)
+        return _close(_plain(actual), _plain(expected))
+
+
+def _close(a, e) -> bool:
+    if isinstance(e, float) or isinstance(a, float):
+        return isinstance(a, (int, float)) and math.isclose(float(a), float(e), rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(e, dict):
+        return isinstance(a, dict) and set(a) == set(e) and all(_close(a[k], e[k]) for k in e)
+    if isinstance(e, (list, tuple)):
+        return type(a) is type(e) and len(a) == len(e) and all(_close(x, y) for x, y in zip(a, e))
+    return a == e
+
+
+def _leaves(tree, prefix=""):
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            yield from _leaves(v, f"{prefix}/{k}" if prefix else str(k))
+    else:
+        yield prefix, tree
+
+
+@dataclass(frozen=True)
+class RestoredTree:
+    """A restored pytree (nested dicts) of jax.Arrays: values, dtype, sharding and the shard on each
+    device must all match."""
+
+    @property
+    def describe(self) -> str:
+        return "a dict of jax.Arrays (the restored pytree, shaped like the specs)"
+
+    def type_error(self, v) -> str | None:
+        from autograder.codec import JaxArray
+
+        if type(v) is not dict:
+            return f"must return {self.describe}, but returned a {_type_name(v)}"
+        for path, leaf in _leaves(v):
+            if not isinstance(leaf, JaxArray):
+                return (f"must return {self.describe}, but {path!r} is a {_type_name(leaf)}: restore onto the "
+                        "devices, with a target sharding, instead of converting to NumPy")
+        return None
+
+    def has_nan(self, v) -> bool:
+        return any(np.isnan(np.asarray(leaf, np.float64)).any() for _, leaf in _leaves(v)
+                   if np.asarray(leaf).dtype.kind == "f")
+
+    def check_example(self, args, real_args, got) -> str | None:
+        """Check a public example from its own arguments (no reference needed): the saved values,
+        placed as ``NamedSharding(mesh, spec)`` says. Runs in the learner's kernel, on real arrays."""
+        import jax
+        from jax.sharding import NamedSharding
+
+        ckpt, (_, mesh, specs) = args[0], real_args
+        values = ckpt.values()
+        if not isinstance(got, dict) or set(got) != set(values):
+            return f"must return a dict with keys {sorted(values)}, got {type(got).__name__}"
+        for name, want in values.items():
+            leaf = got[name]
+            if not isinstance(leaf, jax.Array):
+                return f"{name!r} is a {type(leaf).__name__}, not a jax.Array"
+            if not np.array_equal(np.asarray(leaf), want):
+                return f"the values of {name!r} differ from the checkpoint's"
+            target = NamedSharding(mesh, specs[name])
+            if not leaf.sharding.is_equivalent_to(target, leaf.ndim):
+                return f"{name!r} is sharded as {leaf.sharding}, but the spec asks for {target}"
+            shapes = {tuple(s.data.shape) for s in leaf.addressable_shards}
+            if shapes != {target.shard_shape(leaf.shape)}:
+                return f"{name!r} has shards of shapes {sorted(shapes)}, expected {target.shard_shape(leaf.shape)}"
+        return None
+
+    def equal(self, actual, expected) -> bool:
+        a, e = dict(_leaves(actual)), dict(_leaves(expected))
+        return set(a) == set(e) and all(
+            a[k].dtype == e[k].dtype and a[k].shape == e[k].shape and np.array_equal(np.asarray(a[k]), np.asarray(e[k]))
+            and a[k].placement == e[k].placement for k in e)
 
 
 @dataclass(frozen=True)

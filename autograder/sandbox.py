@@ -32,13 +32,18 @@ class RunResult:
     stderr_tail: str = ""  # for instructors' debugging logs only, never shown in reports
 
 
+def new_workdir() -> str:
+    """A fresh directory for one worker; it is removed when the worker is done."""
+    return tempfile.mkdtemp(prefix="ckpt-worker-")
+
+
 class Worker:
     """A started worker process; :meth:`wait` enforces the time limit and reads the results."""
 
     def __init__(self, source: str, function: str, cases: list[tuple], *, timeout: float = DEFAULT_TIMEOUT,
-                 memory_bytes: int = DEFAULT_MEMORY, file_bytes: int = DEFAULT_FILE_BYTES):
+                 memory_bytes: int = DEFAULT_MEMORY, file_bytes: int = DEFAULT_FILE_BYTES, workdir: str | None = None):
         self.timeout = timeout
-        self.workdir = tempfile.mkdtemp(prefix="ckpt-worker-")
+        self.workdir = workdir or new_workdir()
         job_path = os.path.join(self.workdir, ".job.json")
         self.result_path = os.path.join(self.workdir, ".result.json")
         with open(job_path, "w") as f:

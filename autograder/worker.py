@@ -93,7 +93,11 @@ def main(job_path: str, result_path: str) -> int:
     import time
 
     for encoded_args in job["cases"]:
-        args = codec.decode(encoded_args)
+        try:
+            args = codec.materialize(codec.decode(encoded_args))  # meshes and specs become JAX objects
+        except BaseException as exc:  # noqa: BLE001
+            results["cases"].append({"error": _error(exc, "setup")})
+            continue
         start = time.perf_counter()
         try:
             value = fn(*args)

@@ -10,6 +10,7 @@ import re
 import numpy as np
 import pytest
 
+from autograder import files
 from autograder import grade as grading
 from autograder import registry
 from autograder.hidden import load
@@ -231,7 +232,7 @@ def _scrub(text: str) -> str:
     return re.sub(r"(Wrong on \d+ of \d+ cases\.|All \d+ cases passed\.)", "", text)
 
 
-def test_messages_never_show_hidden_inputs_or_expected_values(grade_code):
+def test_messages_never_show_hidden_inputs_or_expected_values(grade_code, tmp_path):
     from tests.wrong_answers import U2
 
     sources = "\n".join(s for items in WRONG.values() for _, s, _, _ in items[:2])
@@ -245,7 +246,7 @@ def test_messages_never_show_hidden_inputs_or_expected_values(grade_code):
         for c in cases:
             if c.category != "public":
                 _numbers(c.args, secrets)
-                outcome = grading.expected_outcome(p, c.args)
+                outcome = grading.expected_outcome(p, files.realize(c.args, str(tmp_path)))
                 _numbers(outcome if not isinstance(outcome, Raises) else (), secrets)
         for secret in secrets:
             assert not re.search(rf"(?<![\d.]){re.escape(secret)}(?![\d.])", text), (p.id, secret, text)

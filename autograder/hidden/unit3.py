@@ -1,0 +1,237 @@
+"""Hidden cases for Unit 3 (restore re-sharding). Saved layouts come from 8-device saves; targets
+use all 16 devices."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from autograder.codec import MeshArg, SpecArg
+from autograder.files import CheckpointArg
+from autograder.hidden import Case, Hidden
+
+TARGETS_2D = ({"x": 4, "y": 4}, {"x": 2, "y": 8}, {"x": 8, "y": 2})
+
+
+def _pick(rng, seq):
+    return seq[int(rng.integers(0, len(seq)))]
+
+
+def _read_layouts(rng):
+    """(family, global_shape, chunk_shape, mesh_shape, spec): chunks from an 8-way row save."""
+    k, m = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    rows, cols = 16 * k, 16 * m
+    saved_chunk = (rows // 8, cols)
+    out = [
+        ("same_axis", (rows, cols), saved_chunk, {"x": 16}, ("x",)),
+        ("cross_axis", (rows, cols), saved_chunk, {"x": 16}, (None, "x")),
+        ("replicated_target", (rows, cols), saved_chunk, {"x": 16}, ()),
+    ]
+    mesh = _pick(rng, TARGETS_2D)
+    out.append(("two_d_target", (rows, cols), saved_chunk, mesh, ("x", "y")))
+    out.append(("partly_replicated", (rows, cols), saved_chunk, mesh, (None, "y")))
+    # Chunks not aligned with the target shards: 96 rows in chunks of 16, read in shards of 6.
+    out.append(("unaligned", (96, cols), (16, cols), {"x": 16}, ("x",)))
+    out.append(("unaligned", (48, 8 * m), (12, 8 * m), {"x": 8, "y": 2}, ("x",)))
+    return out
+
+
+def _read_cases(rng):
+    return [Case(f, (shape, chunk, mesh, spec)) for f, shape, chunk, mesh, spec in _read_layouts(rng)]
+
+
+_EDGES = (Case("edge", ((), (), {"x": 16}, ())), Case("edge", ((16,), (16,), {"x": 16}, ("x",))))
+
+
+def _domains(shape, mesh, spec):
+    from ckptlab.layout import real_index_domains
+
+    return real_index_domains(shape, mesh, spec)
+
+
+def _chunks(shape, chunk, mesh, spec, inclusive=False):
+    out = {}
+    for d, dom in _domains(shape, mesh, spec).items():
+        ranges = [range(s // c, (e // c + 1) if inclusive else -(-e // c)) for (s, e), c in zip(dom, chunk)]
+        out[d] = sorted(itertools.product(*ranges))
+    return out
+
+
+def _diagnose_chunks(args, actual, expected):
+    shape, chunk, mesh, spec = args
+    if set(actual) != set(expected):
+        return "devices"
+    plain = {d: [tuple(c) for c in v] for d, v in actual.items()}
+    if plain == _chunks(shape, chunk, mesh, spec, inclusive=True) != expected:
+        return "off_by_one"
+    if all(sorted(v) == sorted(expected[d]) for d, v in plain.items()):
+        return "sorting"
+    return None
+
+
+_READ_MESSAGES = {
+    "edge": "Wrong on an edge case: a scalar is one chunk, (), read by every device.",
+    "same_axis": "Wrong when the target shards the same axis the checkpoint was chunked along.",
+    "cross_axis": "Wrong when the target shards another axis than the saved chunks: every device then "
+                  "touches every chunk along the saved axis.",
+    "replicated_target": "Wrong on a replicated target: every device needs, and reads, the whole array.",
+    "two_d_target": "Wrong on a 2-D target mesh.",
+    "partly_replicated": "Wrong when the target uses only some mesh axes: devices differing only along the "
+                         "others read the same chunks.",
+    "unaligned": "Wrong when chunk boundaries do not line up with the target shards: a slice that starts or "
+                 "ends inside a chunk still reads it whole.",
+}
+
+CHUNKS_TO_READ = Hidden(
+    generate=_read_cases,
+    fixed=_EDGES,
+    messages={
+        "off_by_one": "Off by one at chunk boundaries: stop is exclusive, so a slice ending exactly at a chunk "
+                      "boundary does not touch the next chunk (use ceil(stop / c), not stop // c + 1).",
+        "devices": "Return an entry for every device of the target mesh, keyed by device id.",
+        "sorting": "Return each device's chunks as a sorted list of tuples.",
+        **_READ_MESSAGES,
+    },
+    diagnose=_diagnose_chunks,
+    on_exception="Chunk coordinates are tuples of ints; a device's slice comes from its index domain.",
+)
+
+
+def _amplification(shape, chunk, mesh, spec, mode):
+    reads = _chunks(shape, chunk, mesh, spec, inclusive=(mode == "off_by_one"))
+    doms = _domains(shape, mesh, spec)
+    need = sum(math.prod(e - s for s, e in dom) for dom in doms.values())
+    per_chunk = math.prod(chunk)
+    if mode == "distinct":
+        return len({c for v in reads.values() for c in v}) * per_chunk / need
+    read = sum(len(v) for v in reads.values()) * per_chunk
+    return need / read if mode == "inverted" else read / need
+
+
+def _diagnose_amplification(args, actual, expected):
+    shape, chunk, mesh, spec = args
+    a = float(actual)
+    if math.isclose(a, 1.0) and not math.isclose(expected, 1.0):
+        return "needed_bytes"
+    for mode in ("inverted", "distinct", "off_by_one"):
+        if math.isclose(a, _amplification(shape, chunk, mesh, spec, mode)):
+            return mode
+    return None
+
+
+AMPLIFICATION = Hidden(
+    generate=_read_cases,
+    fixed=_EDGES,
+    messages={
+        "needed_bytes": "A device reads whole chunks, not just the bytes it needs: count every overlapped chunk "
+                        "in full (that is where amplification comes from).",
+        "inverted": "The ratio is upside down: bytes read divided by bytes needed (at least 1.0).",
+        "distinct": "Count chunk reads per device: two devices reading the same chunk both pay for it.",
+        "off_by_one": "Off by one at chunk boundaries: a slice ending exactly at a boundary does not read the "
+                      "next chunk.",
+        **_READ_MESSAGES,
+    },
+    diagnose=_diagnose_amplification,
+    on_exception="Return a float: read / needed.",
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# 3.3 restore_resharded: the grader saves a fresh checkpoint on 8 devices for every case.
+
+def _restore_cases(rng):
+    def ckpt(arrays, mesh=(("x", 8),)):
+        return CheckpointArg(tuple(arrays), mesh, int(rng.integers(0, 2**31)))
+
+    r, c = 16 * int(rng.integers(1, 4)), 16 * int(rng.integers(1, 3))
+    mesh16 = MeshArg((("x", 16),))
+    mesh44 = MeshArg(tuple(_pick(rng, TARGETS_2D).items()))
+    return [
+        Case("same_axis", (ckpt([("w", (r, c), "float32", ("x",))]), mesh16, {"w": SpecArg(("x",))})),
+        Case("cross_axis", (ckpt([("w", (r, c), "float32", ("x",))]), mesh16, {"w": SpecArg((None, "x"))})),
+        Case("two_d_mesh", (ckpt([("w", (r, c), "float32", ("x", "y"))], (("x", 4), ("y", 2))), mesh44,
+                            {"w": SpecArg(("x", "y"))})),
+        Case("replicated", (ckpt([("w", (r, c), "float32", ("x",)), ("b", (c,), "float32", ())]), mesh16,
+                            {"w": SpecArg(()), "b": SpecArg(())})),
+        Case("mixed_tree", (ckpt([("embed", (r, c), "float16", (None, "x")), ("step", (16,), "int32", ()),
+                                  ("scale", (c,), "float32", ("x",))]), mesh16,
+                            {"embed": SpecArg(("x", None)), "step": SpecArg(("x",)), "scale": SpecArg(())})),
+    ]
+
+
+def _diagnose_restore(args, actual, expected):
+    from autograder.returns import _leaves
+
+    a, e = dict(_leaves(actual)), dict(_leaves(expected))
+    if set(a) != set(e):
+        return "tree"
+    if all(np.array_equal(np.asarray(a[k]), np.asarray(e[k])) for k in e):
+        placements = [a[k].placement or {} for k in e]
+        if any(len(p.get("sharding", {}).get("devices", [])) == 8 for p in placements):
+            return "no_target"
+        return "wrong_sharding"
+    return "values"
+
+
+RESTORE = Hidden(
+    generate=_restore_cases,
+    messages={
+        "no_target": "The values are right but the arrays are still laid out as saved, on 8 devices: build a "
+                     "target with jax.ShapeDtypeStruct(..., sharding=NamedSharding(mesh, spec)) and restore into it.",
+        "wrong_sharding": "The values are right but the shardings are not what the specs ask for: use "
+                          "NamedSharding(mesh, specs[name]) for each array.",
+        "tree": "Return a dict with the same keys as the saved checkpoint (and as specs).",
+        "values": "Some restored values differ from the checkpoint: restore the arrays themselves, with their "
+                  "saved shapes and dtypes (read them from the checkpoint's metadata).",
+        "same_axis": "Wrong when re-sharding along the saved axis.",
+        "cross_axis": "Wrong when re-sharding along another axis.",
+        "two_d_mesh": "Wrong on a 2-D target mesh.",
+        "replicated": "Wrong on replicated targets.",
+        "mixed_tree": "Wrong on a tree with several arrays of different dtypes.",
+    },
+    diagnose=_diagnose_restore,
+    on_exception="If the error mentions AbstractMesh, the target has no real devices: build NamedSharding from "
+                 "the mesh you are given, not from an abstract one. Read shapes and dtypes from "
+                 "ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree.",
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# 3.4 restore_error
+
+def _error_cases(rng):
+    mesh = _pick(rng, ({"x": 16},) + TARGETS_2D)
+    names = list(mesh)
+    spec = (names[0],) if len(names) == 1 else (names[0], names[1])
+    parts = [math.prod(mesh[a] for a in ((e,) if isinstance(e, str) else e)) for e in spec]
+    shape = tuple(p * int(rng.integers(1, 4)) for p in parts) + ((int(rng.integers(2, 9)),) if len(parts) == 1 else ())
+    bad_dim = int(rng.integers(0, len(parts)))
+    uneven = list(shape)
+    uneven[bad_dim] += 1
+    other = list(shape)
+    other[-1] += int(rng.integers(1, 5)) * parts[-1] if len(parts) == len(shape) else 1
+    return [
+        Case("ok", (shape, shape, mesh, spec)),
+        Case("ok", (shape, shape, mesh, (None,) + spec[1:])),
+        Case("unknown_axis", (shape, shape, mesh, (names[0], "model"))),
+        Case("shape_mismatch", (shape, tuple(other), mesh, spec)),
+        Case("shape_mismatch", (shape, shape[:-1], mesh, spec[: len(shape) - 1])),
+        Case("indivisible", (tuple(uneven), tuple(uneven), mesh, spec)),
+    ]
+
+
+ERRORS = Hidden(
+    generate=_error_cases,
+    fixed=(Case("edge", ((), (), {"x": 16}, ())),),
+    messages={
+        "ok": "A valid target was reported as an error: every dimension divisible, same shape, known axes.",
+        "unknown_axis": "A spec naming an axis the mesh lacks fails first, when the sharding is built: "
+                        "'unknown_axis'.",
+        "shape_mismatch": "A target shape that differs from the saved shape (even by rank) is 'shape_mismatch'.",
+        "indivisible": "A dimension the mesh axes do not divide is 'indivisible' (JAX's IndivisibleError).",
+        "edge": "Wrong on a scalar restored replicated: that is fine, 'ok'.",
+    },
+    on_exception="Return one of the strings 'ok', 'unknown_axis', 'shape_mismatch', 'indivisible'.",
+)
