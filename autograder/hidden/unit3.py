@@ -111,14 +111,15 @@ def _amplification(shape, chunk, mesh, spec, mode):
 
 
 def _diagnose_amplification(args, actual, expected):
+    """Name a mistake only when exactly one model of a mistake explains this case (on a
+    non-replicated target, counting needed bytes and counting distinct chunks both give 1.0)."""
     shape, chunk, mesh, spec = args
     a = float(actual)
+    matches = {mode for mode in ("inverted", "distinct", "off_by_one")
+               if math.isclose(a, _amplification(shape, chunk, mesh, spec, mode))}
     if math.isclose(a, 1.0) and not math.isclose(expected, 1.0):
-        return "needed_bytes"
-    for mode in ("inverted", "distinct", "off_by_one"):
-        if math.isclose(a, _amplification(shape, chunk, mesh, spec, mode)):
-            return mode
-    return None
+        matches.add("needed_bytes")
+    return matches.pop() if len(matches) == 1 else None
 
 
 AMPLIFICATION = Hidden(
@@ -219,6 +220,9 @@ def _error_cases(rng):
         Case("shape_mismatch", (shape, tuple(other), mesh, spec)),
         Case("shape_mismatch", (shape, shape[:-1], mesh, spec[: len(shape) - 1])),
         Case("indivisible", (tuple(uneven), tuple(uneven), mesh, spec)),
+        # Same number of elements, another shape: comparing sizes is not enough.
+        Case("shape_mismatch", (shape, shape[::-1] if shape[::-1] != shape else (shape[0] * 2, shape[1] // 2),
+                                mesh, ())),
     ]
 
 
