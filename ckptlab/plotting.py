@@ -180,12 +180,9 @@ def plot_sharded_array(global_shape: Sequence[int], mesh_shape: Mapping[str, int
     return ax
 
 
-def plot_bytes_per_device(bytes_by_device: Mapping[int, int], devices_per_host: int | None = None, ax=None,
-                          title: str = "Bytes written per device"):
-    """Bars of bytes written per device; with ``devices_per_host``, hosts are shaded and totalled."""
-    ax = _axes(ax, (max(6, 0.45 * len(bytes_by_device) + 2), 3.2))
-    devices = sorted(bytes_by_device)
-    values = [int(bytes_by_device[d]) for d in devices]
+def _device_bars(values_by_device: Mapping[int, float], ax, ylabel: str, fmt, devices_per_host: int | None = None):
+    devices = sorted(values_by_device)
+    values = [values_by_device[d] for d in devices]
     ax.bar([f"d{d}" for d in devices], values, color=[device_colour(d) for d in devices], edgecolor="black", lw=0.5)
     top = max(values + [1])
     if devices_per_host:
@@ -193,8 +190,41 @@ def plot_bytes_per_device(bytes_by_device: Mapping[int, int], devices_per_host: 
             group = values[start:start + devices_per_host]
             if h % 2 == 0:
                 ax.axvspan(start - 0.5, start + len(group) - 0.5, color="0.92", zorder=0)
-            ax.text(start + (len(group) - 1) / 2, top * 1.12, f"host {h}: {_human(sum(group))}", ha="center", fontsize=9)
+            ax.text(start + (len(group) - 1) / 2, top * 1.12, f"host {h}: {fmt(sum(group))}", ha="center", fontsize=9)
     ax.set_ylim(0, top * 1.25)
-    ax.set_ylabel("bytes")
-    ax.set_title(f"{title} (total {_human(sum(values))})")
+    ax.set_ylabel(ylabel)
+    if len(devices) > 12:
+        ax.tick_params(axis="x", labelsize=7)
+    return ax
+
+
+def plot_bytes_per_device(bytes_by_device: Mapping[int, int], devices_per_host: int | None = None, ax=None,
+                          title: str = "Bytes written per device"):
+    """Bars of bytes written per device; with ``devices_per_host``, hosts are shaded and totalled."""
+    ax = _axes(ax, (max(6, 0.45 * len(bytes_by_device) + 2), 3.2))
+    _device_bars({d: int(b) for d, b in bytes_by_device.items()}, ax, "bytes", _human, devices_per_host)
+    ax.set_title(f"{title} (total {_human(sum(bytes_by_device.values()))})")
+    return ax
+
+
+def plot_chunk_reads(reads_by_device: Mapping[int, int], ax=None, title: str = "Chunks read per device"):
+    """Bars: how many saved chunks each target device reads (whole chunks)."""
+    ax = _axes(ax, (max(6, 0.4 * len(reads_by_device) + 2), 3.0))
+    _device_bars({d: int(n) for d, n in reads_by_device.items()}, ax, "chunks read", str)
+    ax.set_title(f"{title} (total {sum(reads_by_device.values())})")
+    return ax
+
+
+def plot_read_amplification(ratios: Mapping[str, float], ax=None, title: str = "Read amplification"):
+    """Bars: bytes read / bytes needed for several restore layouts (1.0 = nothing read in vain)."""
+    ax = _axes(ax, (1.6 * len(ratios) + 2, 3.2))
+    names = list(ratios)
+    values = [float(ratios[n]) for n in names]
+    bars = ax.bar(names, values, color=[device_colour(2 * i + 1) for i in range(len(names))], edgecolor="black", lw=0.5)
+    for bar, v in zip(bars, values):
+        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), f"{v:g}x", ha="center", va="bottom", fontsize=10)
+    ax.axhline(1.0, color="black", lw=0.8, ls="--")
+    ax.set_ylim(0, max(values + [1]) * 1.2)
+    ax.set_ylabel("bytes read / bytes needed")
+    ax.set_title(title)
     return ax
