@@ -125,7 +125,7 @@ def encode(value: Any, _depth: int = 0) -> Any:
         if arr.dtype == object:
             raise EncodeError("object arrays are not plain data")
         if arr.size > MAX_ELEMENTS:
-            raise EncodeError(f"array with {arr.size} elements is too large to return")
+            raise EncodeError(f"arrays of more than {MAX_ELEMENTS:,} elements cannot be returned")
         name = _dtype_name(arr.dtype)
         flat = arr.astype(np.float64).ravel() if _is_low_float(arr.dtype) else arr.ravel()
         data = [_float_out(x) if isinstance(x, float) else x for x in flat.tolist()]

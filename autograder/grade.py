@@ -184,7 +184,8 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
             return "error", " ".join(x for x in (f"Raised {err.get('type', 'an exception')}{where} on {label}.",
                                                  hidden.on_exception, see) if x)
         actual = out["value"]
-        bad_type = problem.returns.type_error(actual)
+        # Terse even for public examples: the notebook's check shows those in full.
+        bad_type = problem.returns.type_error(actual, detail=False)
         if bad_type:
             return "incorrect", f"{problem.function} {bad_type}."
         if problem.returns.has_nan(actual):

@@ -14,13 +14,15 @@ import numpy as np
 _KIND_NAMES = {"f": "floating", "i": "integer", "u": "unsigned integer", "b": "boolean"}
 
 
-def _type_name(value) -> str:
+def _type_name(value, detail: bool = True) -> str:
+    """What the learner returned. Without ``detail`` (hidden cases) no shape or dtype is shown: a
+    returned value's shape can mirror a hidden input."""
     from autograder.codec import JaxArray
 
     if isinstance(value, JaxArray):
-        return f"jax.Array of shape {value.shape} and dtype {value.dtype}"
+        return f"jax.Array of shape {value.shape} and dtype {value.dtype}" if detail else "jax.Array"
     if isinstance(value, np.ndarray):
-        return f"np.ndarray of shape {value.shape} and dtype {value.dtype}"
+        return f"np.ndarray of shape {value.shape} and dtype {value.dtype}" if detail else "np.ndarray"
     return type(value).__name__
 
 
@@ -40,13 +42,15 @@ class ArrayOf:
     def describe(self) -> str:
         return f"a {len(self.shape)}-D array of shape {self.shape} with a {_KIND_NAMES[self.kind]} dtype (np.ndarray or jax.Array)"
 
-    def type_error(self, v) -> str | None:
+    def type_error(self, v, detail: bool = True) -> str | None:
         if not isinstance(v, np.ndarray):
-            return f"must return {self.describe}, but returned a {_type_name(v)}"
+            return f"must return {self.describe}, but returned a {_type_name(v, detail)}"
         if v.shape != self.shape:
-            return f"must return an array of shape {self.shape}, but returned shape {v.shape}"
+            return f"must return an array of shape {self.shape}, but returned " + (
+                f"shape {v.shape}" if detail else "another shape")
         if v.dtype.kind != self.kind and not (self.kind == "f" and v.dtype.name.startswith(("bfloat16", "float8"))):
-            return f"must return an array with a {_KIND_NAMES[self.kind]} dtype, but its dtype is {v.dtype}"
+            return f"must return an array with a {_KIND_NAMES[self.kind]} dtype, but its dtype is " + (
+                str(v.dtype) if detail else "not")
         return None
 
     def has_nan(self, v) -> bool:
@@ -73,35 +77,39 @@ def _describe(t) -> str:
     raise ValueError(t)
 
 
-def _check(t, v, where: str) -> str | None:
+def _check(t, v, where: str, detail: bool = True) -> str | None:
+    """Why ``v`` is not of type ``t``, or None. Without ``detail`` no key or length of the value
+    is shown (they can mirror hidden inputs)."""
+    name = _type_name(v, detail)
     if t == "int":
         if isinstance(v, (bool, np.bool_)) or not _is_int(v):
             hint = " (counts are whole numbers: use int(...) or //)" if isinstance(v, (float, np.floating)) else ""
-            return f"{where} must be an int, but is a {_type_name(v)}{hint}"
+            return f"{where} must be an int, but is a {name}{hint}"
         return None
     if t == "str":
-        return None if type(v) is str else f"{where} must be a str, but is a {_type_name(v)}"
+        return None if type(v) is str else f"{where} must be a str, but is a {name}"
     if t == "float":
         if type(v) is float or isinstance(v, np.floating):
             return None
-        return f"{where} must be a float, but is a {_type_name(v)} (use / rather than //)"
+        return f"{where} must be a float, but is a {name} (use / rather than //)"
     kind = t[0]
     if kind in ("tuple", "pair", "list"):
         want = list if kind == "list" else tuple
         if type(v) is not want:
-            return f"{where} must be a {want.__name__}, but is a {_type_name(v)}"
+            return f"{where} must be a {want.__name__}, but is a {name}"
         if kind == "pair" and len(v) != 2:
-            return f"{where} must have 2 items (start, stop), but has {len(v)}"
+            return f"{where} must have 2 items (start, stop)" + (f", but has {len(v)}" if detail else "")
         for i, x in enumerate(v):
-            bad = _check(t[1], x, f"item {i} of {where}")
+            bad = _check(t[1], x, f"item {i} of {where}" if detail else f"an item of {where}", detail)
             if bad:
                 return bad
         return None
     if kind == "dict":
         if type(v) is not dict:
-            return f"{where} must be a dict, but is a {_type_name(v)}"
+            return f"{where} must be a dict, but is a {name}"
         for k, x in v.items():
-            bad = _check(t[1], k, f"a key of {where}") or _check(t[2], x, f"the value for key {k!r} of {where}")
+            bad = (_check(t[1], k, f"a key of {where}", detail)
+                   or _check(t[2], x, f"the value for key {k!r} of {where}" if detail else f"a value of {where}", detail))
             if bad:
                 return bad
         return None
@@ -133,8 +141,8 @@ class Struct:
         text = _describe(self.type)
         return ("an " if text[0] in "aeiou" else "a ") + text
 
-    def type_error(self, v) -> str | None:
-        bad = _check(self.type, v, "the result")
+    def type_error(self, v, detail: bool = True) -> str | None:
+        bad = _check(self.type, v, "the result", detail)
         return f"must return {self.describe}: {bad}" if bad else None
 
     def has_nan(self, v) -> bool:
@@ -171,15 +179,16 @@ class RestoredTree:
     def describe(self) -> str:
         return "a dict of jax.Arrays (the restored pytree, shaped like the specs)"
 
-    def type_error(self, v) -> str | None:
+    def type_error(self, v, detail: bool = True) -> str | None:
         from autograder.codec import JaxArray
 
         if type(v) is not dict:
-            return f"must return {self.describe}, but returned a {_type_name(v)}"
+            return f"must return {self.describe}, but returned a {_type_name(v, detail)}"
         for path, leaf in _leaves(v):
             if not isinstance(leaf, JaxArray):
-                return (f"must return {self.describe}, but {path!r} is a {_type_name(leaf)}: restore onto the "
-                        "devices, with a target sharding, instead of converting to NumPy")
+                return (f"must return {self.describe}, but {repr(path) if detail else 'an array'} is a "
+                        f"{_type_name(leaf, detail)}: restore onto "
+                        "the devices, with a target sharding, instead of converting to NumPy")
         return None
 
     def has_nan(self, v) -> bool:

@@ -193,14 +193,14 @@ def test_same_learner_same_cases_other_learner_other_cases():
     assert grading.case_seed("ada", "1.1", salt="course-A") != grading.case_seed("ada", "1.1", salt="course-B")
 
 
-def test_every_hidden_category_has_a_message_and_cases_are_plain_data():
+def test_every_hidden_category_has_a_message_and_cases_are_plain_data(tmp_path):
     from autograder import codec
 
     for p in registry.PROBLEMS:
         hidden, cases = grading.hidden_cases(p, "someone")
         assert {c.category for c in cases} - {"public"} <= set(hidden.messages)
-        for c in cases:
-            assert codec.loads(codec.dumps(c.args)) is not None
+        for c in cases:  # what crosses to the worker: checkpoints are saved first, paths cross
+            assert codec.loads(codec.dumps(files.realize(c.args, str(tmp_path)))) is not None
 
 
 def _numbers(value, out):
@@ -229,18 +229,20 @@ def _scrub(text: str) -> str:
         hidden = load(p.hidden)
         for fixed in [*hidden.messages.values(), hidden.on_exception]:
             text = text.replace(fixed, "")
-    return re.sub(r"(Wrong on \d+ of \d+ cases\.|All \d+ cases passed\.)", "", text)
+    # counts of cases, and line numbers in the learner's own file, are not hidden data
+    return re.sub(r"(Wrong on \d+ of \d+ cases\.|All \d+ cases passed\.|line \d+)", "", text)
 
 
 def test_messages_never_show_hidden_inputs_or_expected_values(grade_code, tmp_path):
-    from tests.wrong_answers import U2
+    from tests.wrong_answers import U3
 
     sources = "\n".join(s for items in WRONG.values() for _, s, _, _ in items[:2])
-    report = grade_code(U2 + sources, learner="leak-check")
+    report = grade_code(U3 + sources, learner="leak-check")
     # (helpers shared by name between wrong answers may shadow each other; most problems still fail)
     assert sum(p.status in ("incorrect", "error") for p in report.problems) >= len(report.problems) - 2
-    text = _scrub("\n".join(p.message for p in report.problems))
+    messages = {r.id: _scrub(r.message) for r in report.problems}
     for p in registry.PROBLEMS:
+        text = messages[p.id]  # a problem's message against that problem's hidden data
         _, cases = grading.hidden_cases(p, "leak-check")
         secrets = set()
         for c in cases:
@@ -250,7 +252,30 @@ def test_messages_never_show_hidden_inputs_or_expected_values(grade_code, tmp_pa
                 _numbers(outcome if not isinstance(outcome, Raises) else (), secrets)
         for secret in secrets:
             assert not re.search(rf"(?<![\d.]){re.escape(secret)}(?![\d.])", text), (p.id, secret, text)
+    everything = "\n".join(messages.values())
     for p in registry.PROBLEMS:  # and no hidden-test source either
         for line in inspect.getsource(load(p.hidden).generate).splitlines()[1:]:
             if len(line.strip()) > 30:
-                assert line.strip() not in text
+                assert line.strip() not in everything
+
+
+def test_restore_problem_is_graded_by_a_real_restore_in_a_directory_that_is_removed(tmp_path, monkeypatch, root):
+    import tempfile
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    seen = []
+    real_worker = grading.sandbox.Worker
+
+    class Spy(real_worker):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            seen.append(sorted(p.name for p in (scratch / self.workdir.split("/")[-1]).iterdir()))
+
+    monkeypatch.setattr(grading.sandbox, "Worker", Spy)
+    report = grading.grade([root / "solutions" / "unit3.py"], "cleanup-check", problems=["3.3"])
+    (result,) = report.problems
+    assert result.status == "correct", result.message
+    assert seen and all(any(name.startswith("ckpt-") for name in names) for names in seen)  # saved fresh, inside
+    assert list(scratch.iterdir()) == []  # and removed with the worker
