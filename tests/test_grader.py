@@ -164,6 +164,19 @@ def param_bytes(params, dtype):
         while True:
             f.write(b"x" * 2**20)
 """, "error", "OSError"),
+    "exfiltrates_through_a_conversion_error": ("""
+def dense_checkpoint_accounting(seed, x, num_shards, features):
+    class Leaky:  # poses as a jax.Array; converting it raises with a hidden input in the message
+        __module__ = "jax.leaky"
+        shape, dtype = (2,), np.dtype("float32")
+        def __array__(self, *args, **kwargs):
+            raise ValueError(f"SECRET {x.shape} {features}")
+    return Leaky()
+""", "incorrect", "could not be converted to plain data"),
+    "exfiltrates_through_an_exception_class_name": ("""
+def dense_checkpoint_accounting(seed, x, num_shards, features):
+    raise type(f"SECRET_{x.shape[0]}_{int(features)}", (Exception,), {"__module__": "builtins"})()
+""", "error", "a class defined in your code"),
     "stub_with_docstring": ('''
 def dense_checkpoint_accounting(seed, x, num_shards, features):
     """Return [total, per_shard]."""
@@ -180,6 +193,7 @@ def test_bad_submissions_get_a_clear_status(grade_code, name):
     (result,) = grade_code(IMPORTS + source, problems=[pid], timeout=30).problems
     assert result.status == status, result.message
     assert fragment in result.message, result.message
+    assert not re.search(r"SECRET[_ ]\(?\d", result.message)  # a hidden value, not the learner's own code line
 
 
 def test_same_learner_same_cases_other_learner_other_cases():
