@@ -45,12 +45,9 @@ def materialize(value):
     JAX is imported only when such arguments are present.
     """
     if isinstance(value, MeshArg):
-        import jax
-        from jax.sharding import Mesh
+        from ckptlab.layout import course_mesh
 
-        sizes = tuple(int(s) for _, s in value.axes)
-        devices = np.array(jax.devices()[: math.prod(sizes)]).reshape(sizes)
-        return Mesh(devices, tuple(n for n, _ in value.axes))
+        return course_mesh(value.shape)
     if isinstance(value, SpecArg):
         from jax.sharding import PartitionSpec
 
@@ -106,7 +103,8 @@ def encode(value: Any, _depth: int = 0) -> Any:
     if type(value) is float:
         return {"$float": _float_out(value)} if not math.isfinite(value) else value
     if isinstance(value, np.generic):
-        return {"$scalar": _dtype_name(value.dtype), "v": _float_out(value.item()) if isinstance(value.item(), float) else value.item()}
+        item = value.item()
+        return {"$scalar": _dtype_name(value.dtype), "v": _float_out(item) if isinstance(item, float) else item}
     if isinstance(value, tuple) and type(value) is tuple:
         return {"$tuple": [encode(v, _depth + 1) for v in value]}
     if type(value) is list:

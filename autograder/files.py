@@ -3,7 +3,6 @@ worker's own temporary directory (removed with it). Grader side only: it runs tr
 
 from __future__ import annotations
 
-import math
 import os
 import uuid
 from dataclasses import dataclass
@@ -36,10 +35,11 @@ class CheckpointArg:
     def save(self, directory: str) -> str:
         import jax
         import orbax.checkpoint as ocp
-        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+        from jax.sharding import NamedSharding, PartitionSpec
 
-        sizes = tuple(s for _, s in self.mesh)
-        mesh = Mesh(np.array(jax.devices()[: math.prod(sizes)]).reshape(sizes), tuple(n for n, _ in self.mesh))
+        from ckptlab.layout import course_mesh
+
+        mesh = course_mesh(dict(self.mesh))
         values = self.values()
         tree = {name: jax.device_put(values[name], NamedSharding(mesh, PartitionSpec(*spec)))
                 for name, _, _, spec in self.arrays}

@@ -19,7 +19,7 @@ import traceback
 import numpy as np
 
 from autograder import registry
-from autograder.returns import Raises
+from autograder.returns import Raises, names_dimension
 
 _COLOURS = {"correct": "#1a7f37", "incorrect": "#cf222e", "not_attempted": "#6e7781", "error": "#cf222e"}
 _LABELS = {"correct": "Correct", "incorrect": "Incorrect", "not_attempted": "Not attempted", "error": "Error"}
@@ -187,8 +187,6 @@ def _real_args(args):
 
 def _expect_raise(fn, ex) -> str | None:
     """None when ``fn`` raises the expected exception with a message naming what is wrong."""
-    import re
-
     want = ex.expected
     try:
         got = fn(*_real_args(ex.args))
@@ -197,9 +195,7 @@ def _expect_raise(fn, ex) -> str | None:
     except Exception as exc:  # noqa: BLE001
         if want.type not in [c.__name__ for c in type(exc).__mro__]:
             return f"should raise {want.type}, but raised {type(exc).__name__}: {exc}"
-        m = re.match(r"(\w+)\s+(\d+)", want.mentions)
-        pattern = rf"\b(dimension|dim|axis)\s*{m.group(2)}\b" if m else re.escape(want.mentions)
-        if not re.search(pattern, str(exc), re.I):
+        if want.dim is not None and not names_dimension(str(exc), want.dim):
             return f"raised {want.type}, but its message should name {want.mentions!r}; it says: {exc}"
         return None
     return f"should raise {want.type}, but returned {_fmt(got)}"

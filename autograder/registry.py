@@ -15,6 +15,7 @@ import numpy as np
 from autograder.codec import MeshArg, SpecArg
 from autograder.files import CheckpointArg
 from autograder.returns import ArrayOf, Raises, RestoredTree, Struct
+from autograder.sandbox import DEFAULT_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class Problem:
     examples: tuple[Example, ...]
     hidden: str  # "module:attribute" of the hidden cases, loaded only by the grader
     notebook: str  # where the learner writes it, relative to problems/
-    timeout: float = 60.0  # seconds for all of this problem's cases, worker start-up included
+    timeout: float = DEFAULT_TIMEOUT  # seconds for all of this problem's cases, worker start-up included
     raises: tuple[str, ...] = ()  # exceptions that are a correct outcome on some inputs
     tags: tuple[str, ...] = field(default_factory=tuple)
 
@@ -232,7 +233,7 @@ PROBLEMS += (
             Example(((64, 32), {"x": 4, "y": 2}, ("x", None)), (16, 32)),
             Example(((64, 32), {"x": 4, "y": 2}, ("x", "y")), (16, 16)),
             Example(((16, 8), {"x": 2, "y": 4}, (("x", "y"),)), (2, 8), "x and y together split dimension 0 in 8"),
-            Example(((10, 4), {"x": 4}, ("x",)), Raises("ValueError", "dimension 0")),
+            Example(((10, 4), {"x": 4}, ("x",)), Raises("ValueError", dim=0)),
         ),
         hidden="autograder.hidden.unit2:SHARD_SHAPE",
         notebook=_U2,

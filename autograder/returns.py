@@ -226,9 +226,20 @@ class RestoredTree:
             and a[k].placement == e[k].placement for k in e)
 
 
+def names_dimension(message: str, dim: int) -> bool:
+    """Does an error message name dimension ``dim`` ("dimension 1", "dim 1", JAX's "axis 1")?"""
+    import re
+
+    return re.search(rf"\b(dimension|dim|axis)\s*{dim}\b", message, re.I) is not None
+
+
 @dataclass(frozen=True)
 class Raises:
-    """An example whose correct outcome is an exception of this type naming ``mentions``."""
+    """An example whose correct outcome is an exception of this type naming dimension ``dim``."""
 
     type: str = "ValueError"
-    mentions: str = ""
+    dim: int | None = None
+
+    @property
+    def mentions(self) -> str:
+        return f"dimension {self.dim}" if self.dim is not None else ""

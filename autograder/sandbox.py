@@ -96,11 +96,6 @@ class Worker:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def run(source: str, function: str, cases: list[tuple], **limits) -> RunResult:
-    """Run ``function`` from ``source`` on each tuple of args in ``cases`` in a fresh process."""
-    return Worker(source, function, cases, **limits).wait()
-
-
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # the learner's code may have started children

@@ -1,6 +1,6 @@
 """The sandbox side: run one problem's learner function on a list of inputs, return plain data.
 
-Started by :func:`autograder.sandbox.run` as ``python -m autograder.worker JOB RESULT`` in a
+Started by :class:`autograder.sandbox.Worker` as ``python -m autograder.worker JOB RESULT`` in a
 fresh temporary directory, with memory, file-size and core-dump limits set before anything else
 is imported. It never sees expected values; it writes JSON results and nothing else.
 """

@@ -36,10 +36,8 @@ def setup_devices(n: int = NUM_DEVICES):
     Works when called before the first JAX operation (importing JAX is fine). If JAX has already
     started with fewer devices, raises :class:`DeviceSetupError` saying how to recover.
     """
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
     if "jax" not in sys.modules:
-        # Also covers code that reads XLA_FLAGS directly (child processes inherit it).
-        _set_xla_flag(n)
+        prepare_environment(n)  # also read by child processes
     import jax
 
     try:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 
 class IndivisibleShardingError(ValueError):
     """A dimension that the number of shards does not divide (JAX raises IndivisibleError)."""
@@ -54,12 +56,20 @@ def padded_bounds(dim: int, num_shards: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def mesh_device_ids(mesh_shape) -> "np.ndarray":
+def mesh_device_ids(mesh_shape) -> np.ndarray:
     """Device ids laid out on the mesh: row-major, ``np.arange(n).reshape(sizes)``."""
-    import numpy as np
-
     sizes = tuple(int(s) for s in mesh_shape.values())
     return np.arange(math.prod(sizes)).reshape(sizes)
+
+
+def course_mesh(mesh_shape):
+    """A real ``jax.sharding.Mesh`` over the first devices, laid out row-major like
+    :func:`mesh_device_ids` (call :func:`ckptlab.setup_devices` first)."""
+    import jax
+    from jax.sharding import Mesh
+
+    ids = mesh_device_ids(mesh_shape)
+    return Mesh(np.array(jax.devices()[: ids.size]).reshape(ids.shape), tuple(mesh_shape))
 
 
 def real_index_domains(global_shape, mesh_shape, spec) -> dict:
@@ -68,12 +78,8 @@ def real_index_domains(global_shape, mesh_shape, spec) -> dict:
     Builds a real mesh over the first devices (call :func:`ckptlab.setup_devices` first), so the
     figures show what JAX really does.
     """
-    import jax
-    import numpy as np
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+    from jax.sharding import NamedSharding, PartitionSpec
 
-    ids = mesh_device_ids(mesh_shape)
-    devices = np.array(jax.devices()[: ids.size]).reshape(ids.shape)
-    sharding = NamedSharding(Mesh(devices, tuple(mesh_shape)), PartitionSpec(*spec))
+    sharding = NamedSharding(course_mesh(mesh_shape), PartitionSpec(*spec))
     return {d.id: tuple(sl.indices(n)[:2] for sl, n in zip(index, global_shape))
             for d, index in sharding.devices_indices_map(tuple(global_shape)).items()}

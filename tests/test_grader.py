@@ -4,7 +4,6 @@ wrong answers rejected with their intended messages, and bad submissions cost on
 from __future__ import annotations
 
 import inspect
-import json
 import re
 
 import numpy as np

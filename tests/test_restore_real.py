@@ -11,11 +11,11 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 import tensorstore as ts
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 from autograder import codec, files, registry
 from autograder.grade import hidden_cases
-from ckptlab.layout import real_index_domains
+from ckptlab.layout import course_mesh, real_index_domains
 from solutions import unit3
 
 LEARNERS = ("ada", "grace")
@@ -83,7 +83,7 @@ def test_restores_return_the_saved_values_placed_as_the_target_says(tmp_path):
 
 
 def _real_error(saved_shape, target_shape, mesh_shape, spec, path):
-    mesh8 = Mesh(np.array(jax.devices()[:8]), ("x",))
+    mesh8 = course_mesh({"x": 8})
     checkpointer = ocp.StandardCheckpointer()
     checkpointer.save(path, {"a": jax.device_put(jnp.zeros(saved_shape), NamedSharding(mesh8, P()))})
     checkpointer.wait_until_finished()

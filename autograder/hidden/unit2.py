@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 
 import numpy as np
 
 from autograder.hidden import Case, Hidden
+from autograder.returns import names_dimension
+from solutions.unit2 import _entries
 
 MESHES_1D = ({"x": 8},)
 MESHES_2D = ({"x": 4, "y": 2}, {"x": 2, "y": 4}, {"data": 2, "model": 4})
@@ -18,11 +19,6 @@ ITEMSIZES = (1, 2, 4)
 
 def _pick(rng, seq):
     return seq[int(rng.integers(0, len(seq)))]
-
-
-def _entries(spec, ndim):
-    spec = tuple(spec) + (None,) * (ndim - len(spec))
-    return [() if e is None else ((e,) if isinstance(e, str) else tuple(e)) for e in spec]
 
 
 def _parts(mesh, spec, ndim):
@@ -153,7 +149,7 @@ def _shard_shape_cases(rng):
 def _names_bad_dimension(args, message):
     shape, mesh, spec = args
     bad = [i for i, (s, p) in enumerate(zip(shape, _parts(mesh, spec, len(shape)))) if s % p]
-    return any(re.search(rf"\b(dimension|dim|axis)\s*{i}\b", message, re.I) for i in bad)
+    return any(names_dimension(message, i) for i in bad)
 
 
 def _diagnose_shard_shape(args, actual, expected):

@@ -11,6 +11,8 @@ import numpy as np
 from autograder.codec import MeshArg, SpecArg
 from autograder.files import CheckpointArg
 from autograder.hidden import Case, Hidden
+from ckptlab.layout import real_index_domains
+from solutions.unit2 import _entries
 
 TARGETS_2D = ({"x": 4, "y": 4}, {"x": 2, "y": 8}, {"x": 8, "y": 2})
 
@@ -45,15 +47,9 @@ def _read_cases(rng):
 _EDGES = (Case("edge", ((), (), {"x": 16}, ())), Case("edge", ((16,), (16,), {"x": 16}, ("x",))))
 
 
-def _domains(shape, mesh, spec):
-    from ckptlab.layout import real_index_domains
-
-    return real_index_domains(shape, mesh, spec)
-
-
 def _chunks(shape, chunk, mesh, spec, inclusive=False):
     out = {}
-    for d, dom in _domains(shape, mesh, spec).items():
+    for d, dom in real_index_domains(shape, mesh, spec).items():
         ranges = [range(s // c, (e // c + 1) if inclusive else -(-e // c)) for (s, e), c in zip(dom, chunk)]
         out[d] = sorted(itertools.product(*ranges))
     return out
@@ -101,7 +97,7 @@ CHUNKS_TO_READ = Hidden(
 
 def _amplification(shape, chunk, mesh, spec, mode):
     reads = _chunks(shape, chunk, mesh, spec, inclusive=(mode == "off_by_one"))
-    doms = _domains(shape, mesh, spec)
+    doms = real_index_domains(shape, mesh, spec)
     need = sum(math.prod(e - s for s, e in dom) for dom in doms.values())
     per_chunk = math.prod(chunk)
     if mode == "distinct":
@@ -206,7 +202,7 @@ def _error_cases(rng):
     mesh = _pick(rng, ({"x": 16},) + TARGETS_2D)
     names = list(mesh)
     spec = (names[0],) if len(names) == 1 else (names[0], names[1])
-    parts = [math.prod(mesh[a] for a in ((e,) if isinstance(e, str) else e)) for e in spec]
+    parts = [math.prod(mesh[a] for a in axes) for axes in _entries(spec, len(spec))]
     shape = tuple(p * int(rng.integers(1, 4)) for p in parts) + ((int(rng.integers(2, 9)),) if len(parts) == 1 else ())
     bad_dim = int(rng.integers(0, len(parts)))
     uneven = list(shape)
