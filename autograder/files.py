@@ -1,5 +1,6 @@
-"""Arguments that are files: checkpoints the grader saves fresh, for each learner, into the
-worker's own temporary directory (removed with it). Grader side only: it runs trusted code."""
+"""Arguments that are files: checkpoints and safetensors files the grader writes fresh, for each
+learner, into the worker's own temporary directory (removed with it). Grader side only: it runs
+trusted code."""
 
 from __future__ import annotations
 
@@ -49,10 +50,90 @@ class CheckpointArg:
         return directory
 
 
+# Damage a safetensors file can have, and the word a clear error about it must use.
+TRUNCATED = ("short", "header_cut", "huge_length", "data_cut")
+CORRUPT = ("bad_json", "not_object", "bad_utf8", "bad_entry")
+
+
+@dataclass(frozen=True)
+class SafetensorsArg:
+    """A safetensors file written with the ``safetensors`` package itself.
+
+    ``tensors`` is ``((name, shape, numpy dtype name), ...)``; values are drawn from ``seed``.
+    ``damage`` (one of :data:`TRUNCATED` or :data:`CORRUPT`) breaks the file on purpose.
+    """
+
+    tensors: tuple
+    seed: int
+    metadata: tuple = ()  # ((key, value), ...): the optional "__metadata__" of the header
+    damage: str = ""
+
+    def values(self) -> dict:
+        rng = np.random.default_rng(self.seed)
+        out = {}
+        for name, shape, dtype in self.tensors:
+            kind = np.dtype(dtype).kind
+            if kind == "f":
+                out[name] = rng.standard_normal(shape).astype(dtype)
+            elif kind == "b":
+                out[name] = rng.integers(0, 2, size=shape).astype(bool)
+            else:
+                info = np.iinfo(dtype)
+                out[name] = rng.integers(max(info.min, -1000), min(info.max, 1000), size=shape, endpoint=True).astype(dtype)
+        return out
+
+    def intact(self) -> bytes:
+        from safetensors.numpy import save
+
+        return save(self.values(), metadata=dict(self.metadata) or None)
+
+    def header_size(self) -> int:
+        """N, the header's length in bytes (data starts at 8 + N)."""
+        return int.from_bytes(self.intact()[:8], "little")
+
+    def content(self) -> bytes:
+        data = self.intact()
+        n = int.from_bytes(data[:8], "little")
+        header, body = data[8:8 + n], data[8 + n:]
+        damaged = {
+            "": data,
+            "short": data[:5],
+            "header_cut": data[: 8 + n // 2],
+            "huge_length": (2**40).to_bytes(8, "little") + data[8:],
+            "data_cut": data[: 8 + n + len(body) // 2],
+            "bad_json": data[:8] + b"{" + b"#" * (n - 1) + body,
+            "not_object": data[:8] + b"[" + b" " * (n - 2) + b"]" + body,
+            "bad_utf8": data[:8] + header[:2] + b"\xff\xfe" + header[4:] + body,
+            "bad_entry": data[:8] + _break_entry(header) + body,
+        }
+        return damaged[self.damage]
+
+    def save(self, directory: str) -> str:
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, f"model-{uuid.uuid4().hex[:8]}.safetensors")
+        with open(path, "wb") as f:
+            f.write(self.content())
+        return path
+
+
+def _break_entry(header: bytes) -> bytes:
+    """The same header, with one tensor's "data_offsets" made unreadable (same length)."""
+    import json
+
+    parsed = json.loads(header)
+    name = next(k for k in parsed if k != "__metadata__")
+    parsed[name]["data_offsets"] = "x"  # shorter than any "[begin,end]", so the length still fits
+    text = json.dumps(parsed, separators=(",", ":")).encode()
+    assert len(text) <= len(header)
+    return text.ljust(len(header))
+
+
 def realize(value, workdir: str):
-    """Save every :class:`CheckpointArg` inside ``value`` under ``workdir``; return paths instead."""
+    """Write every file argument inside ``value`` under ``workdir``; return paths instead."""
     if isinstance(value, CheckpointArg):
         return value.save(os.path.join(workdir, f"ckpt-{uuid.uuid4().hex[:12]}"))
+    if isinstance(value, SafetensorsArg):
+        return value.save(workdir)
     if isinstance(value, dict):
         return {k: realize(v, workdir) for k, v in value.items()}
     if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
@@ -61,7 +142,7 @@ def realize(value, workdir: str):
 
 
 def has_files(value) -> bool:
-    if isinstance(value, CheckpointArg):
+    if isinstance(value, (CheckpointArg, SafetensorsArg)):
         return True
     if isinstance(value, dict):
         return any(has_files(v) for v in value.values())

@@ -129,6 +129,15 @@ def _origin_of(module_source: str, line: int | None) -> str:
     return ""
 
 
+def _diagnose(hidden: Hidden, case: Case, actual, expected) -> str | None:
+    if hidden.diagnose is None or isinstance(expected, Raises):
+        return None
+    try:
+        return hidden.diagnose(case.args, actual, expected)
+    except Exception:  # noqa: BLE001 - a diagnosis is a nicety, never a crash
+        return None
+
+
 def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandbox.RunResult,
           module_source: str, timeout: float) -> tuple[str, str]:
     """Turn a worker's plain-data outputs into (status, message). Never shows hidden data."""
@@ -187,17 +196,20 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
         # Terse even for public examples: the notebook's check shows those in full.
         bad_type = problem.returns.type_error(actual, detail=False)
         if bad_type:
+            # A recognised mistake can also break the type (an extra entry, say): name the mistake.
+            diagnosis = _diagnose(hidden, case, actual, exp)
+            if diagnosis in hidden.type_diagnoses:
+                failing.append((case, diagnosis))
+                continue
             return "incorrect", f"{problem.function} {bad_type}."
         if problem.returns.has_nan(actual):
             return "incorrect", f"{problem.function} returned NaN on {'a public example' if case.category == 'public' else 'a hidden case'}: look for 0/0 or an uninitialised value."
         if not problem.returns.equal(actual, exp):
-            diagnosis = None
-            if hidden.diagnose is not None:
-                try:
-                    diagnosis = hidden.diagnose(case.args, actual, exp)
-                except Exception:  # noqa: BLE001 - a diagnosis is a nicety, never a crash
-                    diagnosis = None
-            failing.append((case, diagnosis))
+            failing.append((case, _diagnose(hidden, case, actual, exp)))
+        elif hidden.check_outcome is not None:
+            problem_key = hidden.check_outcome(case.args, out)
+            if problem_key:
+                failing.append((case, problem_key))
     if not failing:
         return "correct", f"All {len(cases)} cases passed."
     # The mistake that explains the most failing cases; else the first failing family, in message order.
@@ -280,7 +292,8 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
-        worker = sandbox.Worker(plan.source, plan.problem.function, args, timeout=plan.timeout, workdir=workdir)
+        worker = sandbox.Worker(plan.source, plan.problem.function, args, timeout=plan.timeout, workdir=workdir,
+                                count_reads=plan.problem.count_reads)
         try:
             # Expected values are computed while the worker runs: the two overlap on two cores.
             plan.expected = [expected_outcome(plan.problem, a) for a in args]

@@ -10,6 +10,7 @@ Only public examples run here; the hidden tests run when you grade (``make check
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import html
 import inspect
@@ -19,7 +20,7 @@ import traceback
 import numpy as np
 
 from autograder import registry
-from autograder.returns import Raises, names_dimension
+from autograder.returns import Raises
 
 _COLOURS = {"correct": "#1a7f37", "incorrect": "#cf222e", "not_attempted": "#6e7781", "error": "#cf222e"}
 _LABELS = {"correct": "Correct", "incorrect": "Incorrect", "not_attempted": "Not attempted", "error": "Error"}
@@ -115,7 +116,8 @@ class ProblemHandle:
                 continue
             try:
                 real_args = _real_args(ex.args)
-                got = fn(*real_args)
+                with _reading(p) as reads:
+                    got = fn(*real_args)
             except NotImplementedError:
                 return CheckResult(p, "not_attempted", "still the stub: replace `raise NotImplementedError` with your code.")
             except Exception as exc:  # noqa: BLE001 - show the learner their own traceback
@@ -125,6 +127,10 @@ class ProblemHandle:
                 bad = p.returns.check_example(ex.args, real_args, got)
                 if bad:
                     return CheckResult(p, "incorrect", f"example {i}: {bad}.", ex.note)
+                if p.count_reads:
+                    bad = _too_many_reads(ex, reads.bytes)
+                    if bad:
+                        return CheckResult(p, "incorrect", f"example {i}: right values, but {bad}", ex.note)
                 continue
             try:
                 got = _to_plain(got)
@@ -185,6 +191,37 @@ def _real_args(args):
     return codec.materialize(args)
 
 
+@contextlib.contextmanager
+def _reading(p: registry.Problem):
+    """For a read-counted problem: count the bytes read, with memory maps off, as the grader does."""
+    if not p.count_reads:
+        yield None
+        return
+    from autograder.reads import memory_maps_off
+    from ckptlab.readcount import count_reads
+
+    with memory_maps_off(), count_reads() as reads:
+        yield reads
+
+
+def _too_many_reads(ex, read: int | None) -> str | None:
+    import math
+
+    from autograder.reads import read_budget
+
+    if read is None:
+        return None  # not on Linux: the grader counts, this check cannot
+    arg, name, bounds = ex.args
+    value = arg.values()[name]
+    needed = math.prod(stop - start for start, stop in bounds) * value.itemsize
+    budget = read_budget(arg.header_size(), needed)
+    if read <= budget:
+        return None
+    return (f"it read {read:,} bytes from files; the shard needs {needed:,} (the file's header and "
+            f"{budget - needed:,} bytes more are allowed). Read only the shard's runs, with "
+            "open(path, 'rb', buffering=0): a buffered file fetches 8 KiB for each small read.")
+
+
 def _expect_raise(fn, ex) -> str | None:
     """None when ``fn`` raises the expected exception with a message naming what is wrong."""
     want = ex.expected
@@ -195,7 +232,7 @@ def _expect_raise(fn, ex) -> str | None:
     except Exception as exc:  # noqa: BLE001
         if want.type not in [c.__name__ for c in type(exc).__mro__]:
             return f"should raise {want.type}, but raised {type(exc).__name__}: {exc}"
-        if want.dim is not None and not names_dimension(str(exc), want.dim):
+        if not want.message_ok(str(exc)):
             return f"raised {want.type}, but its message should name {want.mentions!r}; it says: {exc}"
         return None
     return f"should raise {want.type}, but returned {_fmt(got)}"

@@ -49,6 +49,14 @@ IMPORTS = {
         "from jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
         "\n"
         "from autograder.notebook import problem"),
+    4: ("import itertools\n"
+        "import json\n"
+        "import math\n"
+        "import os\n"
+        "\n"
+        "import numpy as np\n"
+        "\n"
+        "from autograder.notebook import problem"),
 }
 
 METADATA = {

@@ -66,6 +66,10 @@ def _describe(t) -> str:
     if t == "str":
         return "str"
     kind = t[0]
+    if kind == "fixed":
+        return "tuple (" + ", ".join(_describe(x) for x in t[1]) + ")"
+    if kind == "record":
+        return "dict {" + ", ".join(f"{k!r}: {_describe(x)}" for k, x in t[1]) + "}"
     if kind == "tuple":
         return f"tuple of {_describe(t[1])}"
     if kind == "pair":
@@ -93,6 +97,27 @@ def _check(t, v, where: str, detail: bool = True) -> str | None:
             return None
         return f"{where} must be a float, but is a {name} (use / rather than //)"
     kind = t[0]
+    if kind == "fixed":
+        if type(v) is not tuple:
+            return f"{where} must be a tuple, but is a {name}"
+        if len(v) != len(t[1]):
+            return f"{where} must have {len(t[1])} items" + (f", but has {len(v)}" if detail else "")
+        for i, (sub, x) in enumerate(zip(t[1], v)):
+            bad = _check(sub, x, f"item {i} of {where}", detail)
+            if bad:
+                return bad
+        return None
+    if kind == "record":
+        if type(v) is not dict:
+            return f"{where} must be a dict, but is a {name}"
+        keys = [k for k, _ in t[1]]
+        if set(v) != set(keys):
+            return f"{where} must have exactly the keys {keys}" + (f", but has {sorted(map(str, v))}" if detail else "")
+        for k, sub in t[1]:
+            bad = _check(sub, v[k], f"{where}[{k!r}]", detail)
+            if bad:
+                return bad
+        return None
     if kind in ("tuple", "pair", "list"):
         want = list if kind == "list" else tuple
         if type(v) is not want:
@@ -124,6 +149,45 @@ def _plain(v):
     if isinstance(v, np.integer):
         return int(v)
     return v
+
+
+@dataclass(frozen=True)
+class ExactArray:
+    """A NumPy array whose dtype, shape and values must all equal the expected array's exactly."""
+
+    describe: str = "a NumPy array (np.ndarray) with the tensor's dtype"
+
+    def type_error(self, v, detail: bool = True) -> str | None:
+        from autograder.codec import JaxArray
+
+        if not isinstance(v, np.ndarray) or isinstance(v, JaxArray):
+            return f"must return {self.describe}, but returned a {_type_name(v, detail)}"
+        return None
+
+    def has_nan(self, v) -> bool:
+        return False  # NaN compares as equal to NaN below: bit-exact reads may contain any value
+
+    def equal(self, actual, expected) -> bool:
+        return (actual.dtype == expected.dtype and actual.shape == expected.shape
+                and np.array_equal(actual, expected, equal_nan=actual.dtype.kind == "f"))
+
+
+@dataclass(frozen=True)
+class SafetensorsShard(ExactArray):
+    """A shard read from a safetensors file: checked against the file's own values."""
+
+    def check_example(self, args, real_args, got) -> str | None:
+        arg, name, bounds = args
+        want = arg.values()[name][tuple(slice(start, stop) for start, stop in bounds)]
+        if not isinstance(got, np.ndarray):
+            return f"must return {self.describe}, but returned a {type(got).__name__}"
+        if got.dtype != want.dtype:
+            return f"the dtype is {got.dtype}, but the tensor's is {want.dtype}"
+        if got.shape != want.shape:
+            return f"the shape is {got.shape}, but bounds {bounds} give {want.shape}"
+        if not np.array_equal(got, want):
+            return "the values differ from the tensor's (check the base offset and the row-major order)"
+        return None
 
 
 @dataclass(frozen=True)
@@ -235,11 +299,18 @@ def names_dimension(message: str, dim: int) -> bool:
 
 @dataclass(frozen=True)
 class Raises:
-    """An example whose correct outcome is an exception of this type naming dimension ``dim``."""
+    """An example whose correct outcome is an exception of this type whose message names dimension
+    ``dim`` or contains ``word``."""
 
     type: str = "ValueError"
     dim: int | None = None
+    word: str = ""
 
     @property
     def mentions(self) -> str:
-        return f"dimension {self.dim}" if self.dim is not None else ""
+        return f"dimension {self.dim}" if self.dim is not None else self.word
+
+    def message_ok(self, message: str) -> bool:
+        if self.dim is not None and not names_dimension(message, self.dim):
+            return False
+        return self.word.lower() in message.lower()

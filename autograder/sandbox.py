@@ -25,7 +25,8 @@ _SECRET_ENV = ("CKPT_COURSE_SALT",)
 class RunResult:
     status: str  # "ok", "timeout", "crashed"
     setup: dict | None = None
-    cases: list = field(default_factory=list)  # per case: {"value": decoded} or {"error": {...}}
+    # per case: {"value": decoded, "read_bytes": int | None} or {"error": {...}}
+    cases: list = field(default_factory=list)
     seconds: float = 0.0  # wall time of the worker, start-up included
     code_seconds: float = 0.0  # time spent inside the learner's function
     returncode: int | None = None
@@ -41,14 +42,16 @@ class Worker:
     """A started worker process; :meth:`wait` enforces the time limit and reads the results."""
 
     def __init__(self, source: str, function: str, cases: list[tuple], *, timeout: float = DEFAULT_TIMEOUT,
-                 memory_bytes: int = DEFAULT_MEMORY, file_bytes: int = DEFAULT_FILE_BYTES, workdir: str | None = None):
+                 memory_bytes: int = DEFAULT_MEMORY, file_bytes: int = DEFAULT_FILE_BYTES, workdir: str | None = None,
+                 count_reads: bool = False):
         self.timeout = timeout
         self.workdir = workdir or new_workdir()
         job_path = os.path.join(self.workdir, ".job.json")
         self.result_path = os.path.join(self.workdir, ".result.json")
         with open(job_path, "w") as f:
             json.dump({"source": source, "function": function, "cases": [codec.encode(tuple(c)) for c in cases],
-                       "memory_bytes": memory_bytes, "file_bytes": file_bytes}, f, allow_nan=False)
+                       "memory_bytes": memory_bytes, "file_bytes": file_bytes, "count_reads": count_reads},
+                      f, allow_nan=False)
         env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENV}
         env.update(JAX_PLATFORMS="cpu", PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg")
         self.log = open(os.path.join(self.workdir, ".log"), "w+b")
@@ -81,7 +84,7 @@ class Worker:
                 result.code_seconds = float(raw.get("code_seconds", 0.0))
                 for case in raw.get("cases", []):
                     if "value" in case:
-                        result.cases.append({"value": codec.decode(case["value"])})
+                        result.cases.append({"value": codec.decode(case["value"]), "read_bytes": case.get("read_bytes")})
                     else:
                         result.cases.append({"error": case.get("error") or {"kind": "exception"}})
         except (OSError, ValueError, TypeError, KeyError):

@@ -97,6 +97,18 @@ def main(job_path: str, result_path: str) -> int:
         write()
         return 0
 
+    count_reads = bool(job.get("count_reads"))
+    if count_reads:
+        # Every byte must come through a counted read; modules a reader typically uses are loaded
+        # now, so that loading them is not counted as reading.
+        import math  # noqa: F401
+        import struct  # noqa: F401
+
+        from autograder.reads import switch_off_memory_maps
+        from ckptlab.readcount import count_reads as _counter
+
+        switch_off_memory_maps()
+
     namespace = {"__name__": "submission", "__builtins__": __builtins__}
     try:
         code = compile(job["source"], SUBMISSION, "exec")
@@ -116,8 +128,14 @@ def main(job_path: str, result_path: str) -> int:
             results["cases"].append({"error": _error(exc, "setup")})
             continue
         start = time.perf_counter()
+        read_bytes = None
         try:
-            value = fn(*args)
+            if count_reads:
+                with _counter() as reads:
+                    value = fn(*args)
+                read_bytes = reads.bytes
+            else:
+                value = fn(*args)
             results.setdefault("code_seconds", 0.0)
             results["code_seconds"] += time.perf_counter() - start
         except NotImplementedError as exc:
@@ -127,7 +145,7 @@ def main(job_path: str, result_path: str) -> int:
             results["cases"].append({"error": _error(exc)})
             continue
         try:
-            results["cases"].append({"value": codec.encode(value)})
+            results["cases"].append({"value": codec.encode(value), "read_bytes": read_bytes})
         except BaseException as exc:  # noqa: BLE001 - converting a learner's object runs learner code
             # Only the codec's own words are passed on: any other message could carry hidden inputs.
             detail = str(exc) if type(exc) is codec.EncodeError else "it could not be converted to plain data"

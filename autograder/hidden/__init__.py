@@ -31,6 +31,11 @@ class Hidden:
     fixed: tuple[Case, ...] = field(default_factory=tuple)
     # For problems that must raise on some inputs: does the learner's message say what is wrong?
     check_raise: Callable[[tuple, str], bool] | None = None
+    # For a right value, anything else the grader measured (bytes read): a key of messages, or None.
+    check_outcome: Callable[[tuple, dict], str | None] | None = None
+    # Diagnoses that explain a result of the wrong type too (a "__metadata__" entry, say): reported
+    # instead of the bare type error.
+    type_diagnoses: tuple[str, ...] = ()
 
     def cases(self, rng: np.random.Generator) -> list[Case]:
         cases = list(self.fixed) + list(self.generate(rng))

@@ -1,0 +1,107 @@
+"""Two real hosts on one machine: two processes joined by ``jax.distributed`` on localhost save one
+sharded array with Orbax, each writing its own files.
+
+    from ckptlab.twohost import run_two_hosts
+    report = run_two_hosts(ckpt_dir)   # starts the two processes and waits for them
+
+Each process gets ``devices_per_host`` CPU devices (4 by default, 8 in all) and uses gloo for the
+cross-process collectives Orbax needs. The processes are fresh Python interpreters, so this
+works from a notebook whose own JAX already runs with 16 devices.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+
+@dataclass
+class HostReport:
+    """What one process saw: its process index, its devices, and which rows of the array it held."""
+
+    process_index: int
+    process_count: int
+    local_devices: list[int]
+    global_devices: int
+    shards: list[dict]  # {"device": id, "index": [[start, stop], ...]}
+    seconds: float
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _host(process_id: int, num_processes: int, port: int, ckpt_dir: str, shape: tuple, devices_per_host: int) -> dict:
+    """The body of one host: join the cluster, build a global array from local shards, save it."""
+    start = time.perf_counter()
+    from ckptlab.devices import prepare_environment
+
+    prepare_environment(devices_per_host)
+    import jax
+
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=num_processes, process_id=process_id,
+                               initialization_timeout=120)
+    import numpy as np
+    import orbax.checkpoint as ocp
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    mesh = Mesh(np.array(jax.devices()), ("x",))  # all 8 devices, both hosts
+    sharding = NamedSharding(mesh, PartitionSpec("x"))
+    full = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    # Every host builds only the shards of its own devices, from the index each one is given.
+    w = jax.make_array_from_callback(shape, sharding, lambda index: full[index])
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(ckpt_dir, {"w": w})
+    checkpointer.wait_until_finished()
+    shards = [{"device": int(s.device.id),
+               "index": [list(sl.indices(n)[:2]) for sl, n in zip(s.index, shape)]}
+              for s in w.addressable_shards]
+    report = {"process_index": jax.process_index(), "process_count": jax.process_count(),
+              "local_devices": [int(d.id) for d in jax.local_devices()], "global_devices": jax.device_count(),
+              "shards": sorted(shards, key=lambda s: s["device"]), "seconds": time.perf_counter() - start}
+    jax.distributed.shutdown()
+    return report
+
+
+def run_two_hosts(ckpt_dir: str, shape: tuple = (64, 16), devices_per_host: int = 4,
+                  timeout: float = 300.0) -> list[HostReport]:
+    """Start two host processes on localhost that save ``w`` (``shape``, float32, rows sharded over
+    all their devices) to ``ckpt_dir``; return what each host reports, process 0 first."""
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    env["JAX_PLATFORMS"] = "cpu"
+    procs = []
+    for i in range(2):
+        args = json.dumps([i, 2, port, os.path.abspath(ckpt_dir), list(shape), devices_per_host])
+        procs.append(subprocess.Popen([sys.executable, "-m", "ckptlab.twohost", args], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=timeout)
+            outputs.append((p.returncode, out, err))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    reports = []
+    for i, (code, out, err) in enumerate(outputs):
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        if code != 0 or not lines:
+            tail = "\n".join(err.strip().splitlines()[-15:])
+            raise RuntimeError(f"host process {i} failed (exit code {code}). Its last messages:\n{tail}")
+        reports.append(HostReport(**json.loads(lines[-1])))
+    return sorted(reports, key=lambda r: r.process_index)
+
+
+if __name__ == "__main__":
+    process_id, num_processes, port, ckpt_dir, shape, per_host = json.loads(sys.argv[1])
+    print(json.dumps(_host(process_id, num_processes, port, ckpt_dir, tuple(shape), per_host)), flush=True)
