@@ -228,3 +228,63 @@ def plot_read_amplification(ratios: Mapping[str, float], ax=None, title: str = "
     ax.set_ylabel("bytes read / bytes needed")
     ax.set_title(title)
     return ax
+
+
+def plot_byte_runs(runs: Sequence[tuple[int, int]], reads: Sequence[tuple[int, int]] | None = None,
+                   span: tuple[int, int] | None = None, ax=None, title: str = "Bytes of one shard in the file"):
+    """A tensor's bytes as a strip: the shard's runs (top) and, if given, the coalesced reads that
+    cover them (bottom), with the bytes read in vain hatched. ``span`` is the tensor's (start, end)
+    in the file; offsets are absolute."""
+    ax = _axes(ax, (10, 1.6 if reads is None else 2.4))
+    runs = sorted(runs)
+    start, end = span if span is not None else (runs[0][0], runs[-1][0] + runs[-1][1])
+    rows = [("runs", runs)] + ([("reads", sorted(reads))] if reads is not None else [])
+    for y, (label, pieces) in enumerate(reversed(rows)):
+        ax.add_patch(Rectangle((start, y + 0.15), end - start, 0.7, facecolor="0.93", edgecolor="0.6", lw=0.5))
+        for offset, length in pieces:
+            colour = device_colour(0) if label == "runs" else device_colour(2)
+            ax.add_patch(Rectangle((offset, y + 0.15), length, 0.7, facecolor=colour, edgecolor="black", lw=0.4))
+        if label == "reads":  # hatch what a read fetches between the runs it covers
+            for offset, length in pieces:
+                inside = [(o, n) for o, n in runs if offset <= o < offset + length]
+                cursor = offset
+                for o, n in inside:
+                    if o > cursor:
+                        ax.add_patch(Rectangle((cursor, y + 0.15), o - cursor, 0.7, facecolor="white",
+                                               hatch="///", edgecolor="0.3", lw=0.3))
+                    cursor = max(cursor, o + n)
+        needed = sum(n for _, n in pieces)
+        ax.text(start - (end - start) * 0.01, y + 0.5, f"{label}: {len(pieces)}\n{_human(needed)}",
+                ha="right", va="center", fontsize=9)
+    ax.set_xlim(start - (end - start) * 0.13, end + (end - start) * 0.01)
+    ax.set_ylim(0, len(rows))
+    ax.set_yticks([])
+    ax.set_xlabel("byte offset in the file")
+    ax.set_title(title)
+    return ax
+
+
+def plot_presharding_reads(chunks_by_layout: Mapping[str, Mapping[int, int]], ax=None, log: bool = True,
+                           title: str = "Chunks each target device reads"):
+    """Grouped bars per target device: how many saved chunks it reads from each checkpoint layout
+    (``{layout name: {device_id: chunks}}``)."""
+    names = list(chunks_by_layout)
+    devices = sorted(next(iter(chunks_by_layout.values())))
+    ax = _axes(ax, (max(7, 0.5 * len(devices) + 2), 3.4))
+    width = 0.8 / len(names)
+    for i, name in enumerate(names):
+        values = [chunks_by_layout[name][d] for d in devices]
+        ax.bar(np.arange(len(devices)) + (i - (len(names) - 1) / 2) * width, values, width,
+               color=device_colour(2 * i + 1), edgecolor="black", lw=0.4,
+               label=f"{name}: {sum(values)} chunk reads")
+    ax.set_xticks(np.arange(len(devices)), [f"d{d}" for d in devices], fontsize=7 if len(devices) > 12 else 9)
+    top = max(max(v.values()) for v in chunks_by_layout.values())
+    if log:
+        ax.set_yscale("log", base=2)
+        ax.set_ylim(0.5, max(top, 1) * 8)  # room for the legend above the bars
+    else:
+        ax.set_ylim(0, top * 1.4)
+    ax.set_ylabel("chunks read" + (" (log scale)" if log else ""))
+    ax.legend(fontsize=8, loc="upper right")
+    ax.set_title(title)
+    return ax

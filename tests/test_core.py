@@ -128,3 +128,46 @@ def test_future_imports_from_several_cells_are_hoisted(tmp_path):
     ns = {}
     exec(compile(src, "<t>", "exec"), ns)
     assert ns["f"](4) == 2.0
+
+
+def test_read_counter_counts_exactly_what_unbuffered_reads_fetch(tmp_path):
+    from ckptlab.readcount import count_reads
+
+    path = tmp_path / "blob"
+    path.write_bytes(bytes(range(256)) * 4096)  # 1 MiB
+    with count_reads() as reads:
+        with open(path, "rb", buffering=0) as f:
+            for offset in range(0, 2**20, 2**16):
+                f.seek(offset)
+                f.read(100)
+    assert reads.bytes == 16 * 100
+    with count_reads() as reads:
+        path.read_bytes()
+    assert reads.bytes >= 2**20
+
+
+def test_notebook_check_counts_reads_and_switches_memory_maps_off():
+    import mmap
+
+    import numpy as np
+
+    from autograder.notebook import problem
+    from solutions.unit4 import read_shard
+
+    def whole_tensor(path, name, bounds):
+        from safetensors.numpy import load
+
+        with open(path, "rb") as f:
+            full = load(f.read())[name]
+        return np.array(full[tuple(slice(a, b) for a, b in bounds)])
+
+    def memory_mapped(path, name, bounds):
+        np.memmap(path, dtype=np.uint8, mode="r")
+
+    q = problem("4.4")
+    assert q.check(read_shard).passed
+    result = q.check(whole_tensor)
+    assert result.status == "incorrect" and "it read" in result.message and "buffering=0" in result.message
+    result = q.check(memory_mapped)
+    assert result.status == "error" and "memory maps are switched off" in result.message
+    assert mmap.mmap.__name__ == "mmap"  # switched back on after the check

@@ -62,11 +62,23 @@ def test_problem_notebooks_match_the_registry(root, tmp_path):
 LESSONS = sorted(p.name for p in (Path(__file__).resolve().parents[1] / "course").glob("*.ipynb"))
 
 
+# What a lesson must show when run: its real results, not just that it ran.
+SHOWS = {
+    "04_shard_reads_and_presharding.ipynb": (
+        "same as safetensors: True", "every device's shard equals the bytes of its runs",
+        "unbuffered               right values: True; read 512 bytes for 512 needed",
+        "process 1 of 2", "ocdbt.process_0/", "ocdbt.process_1/", "P('x',) same values: True"),
+}
+
+
 @pytest.mark.parametrize("name", LESSONS)
 def test_lessons_execute(root, name):
     nb = _execute(nbformat.read(root / "course" / name, as_version=4), root / "course")
     text = _text(nb)
     assert "16 CPU devices ready" in text
+    for shown in SHOWS.get(name, ()):
+        assert shown in text, shown
+    assert "values: False" not in text
     figures = sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
     assert figures >= 1, "every lesson draws at least one figure"
 
