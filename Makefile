@@ -42,6 +42,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_grading.py
+	$(BIN)/python bench/bench_shard_reads.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
