@@ -27,6 +27,13 @@ def _write_json(path: str, data: dict) -> None:
 
 def cmd_grade(args) -> int:
     from autograder import registry
+    from autograder.release import hidden_tests_available
+
+    if not hidden_tests_available():
+        print("This copy of the course has no hidden tests (it is the learner bundle): your instructor grades "
+              "your work. Run `python -m autograder check problems/` (or `make check`) for the public "
+              "examples.", file=sys.stderr)
+        return 2
     from autograder.grade import grade
     from autograder.report import table
 
@@ -43,6 +50,37 @@ def cmd_grade(args) -> int:
     print(table(report))
     if args.json:
         _write_json(args.json, report.to_json())
+    return 0
+
+
+def cmd_check(args) -> int:
+    """Public examples only, in this process: what each notebook check cell says, for every problem."""
+    from autograder import registry
+    from autograder.public import check_paths
+
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:
+        print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    results = check_paths(args.paths)
+    for r in results:
+        print(f"{r.problem.id:5} {r.problem.function:28} {r.status.replace('_', ' '):14} {r.message}")
+    passed = sum(r.passed for r in results)
+    print(f"\nPublic examples pass for {passed} of {len(registry.PROBLEMS)} problems. Hidden tests run when your "
+          "work is graded.")
+    return 0
+
+
+def cmd_release(args) -> int:
+    from autograder.release import build_release
+
+    try:
+        written = build_release(Path(args.root), Path(args.out))
+    except (FileExistsError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote the learner bundle to {args.out} ({len(written)} files): lessons, problem notebooks, "
+          "public checks; no reference solutions, no hidden tests")
     return 0
 
 
@@ -73,6 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--timeout", type=float, help="seconds per problem (default: each problem's own limit)")
     g.add_argument("-j", "--jobs", type=int, help="problems graded in parallel (default: 2)")
     g.set_defaults(func=cmd_grade)
+    c = sub.add_parser("check", help="run every problem's public examples (what the notebook check cells run)")
+    c.add_argument("paths", nargs="+", metavar="PATH", help="a notebook, a .py file, or a folder of them")
+    c.set_defaults(func=cmd_check)
+    r = sub.add_parser("release", help="(instructors) write the learner bundle: no solutions, no hidden tests")
+    r.add_argument("out", metavar="OUT_DIR", help="a new, empty folder")
+    r.add_argument("--root", default=".", help="the course repository (default: here)")
+    r.set_defaults(func=cmd_release)
     ls = sub.add_parser("list", help="list the problems")
     ls.set_defaults(func=cmd_list)
     nb = sub.add_parser("notebooks", help="(maintainers) rebuild problems/*.ipynb from the registry")

@@ -144,7 +144,7 @@ class ProblemHandle:
                 return CheckResult(p, "incorrect", f"example {i} is wrong{note}.",
                                    f"{p.function}({_args(ex.args)})\n  expected {_fmt(ex.expected)}\n  got      {_fmt(got)}")
         n = len(p.examples)
-        return CheckResult(p, "correct", f"public examples {n}/{n} passed. Hidden tests run when graded (make check).")
+        return CheckResult(p, "correct", f"public examples {n}/{n} passed. Hidden tests run when graded (make check, or your instructor).")
 
     def hint(self, n: int | None = None) -> str | None:
         """Show hint ``n`` (1-based), or the next one you have not seen."""

@@ -103,7 +103,7 @@ def problem_notebook(unit: int, with_solutions: bool = False) -> nbformat.Notebo
             "attempted*, *incorrect* (with what to look at) or *correct*. `.hint()` gives hints one "
             "step at a time.\n\n"
             "**How you are graded.** Hidden tests run when you grade: `make check` in a terminal "
-            "at the top of the repository. They call your functions with other inputs (fresh for "
+            "at the top of the repository (in a class, your instructor runs them). They call your functions with other inputs (fresh for "
             "each learner), in a separate process with a time and a memory limit, and compare "
             "with the reference solutions. Keep the function names and argument orders as given; "
             f"this notebook is worth {total} points."
@@ -121,7 +121,8 @@ def problem_notebook(unit: int, with_solutions: bool = False) -> nbformat.Notebo
             new_code_cell(f"# {v}.hint()"),
         ]
     cells.append(new_markdown_cell(
-        "## Done?\n\nRun `make check` in a terminal to grade this notebook with the hidden tests. "
+        "## Done?\n\nRun `make check` in a terminal to grade this notebook with the hidden tests (in a class "
+        "bundle, `make check` runs the public examples of every problem and your instructor grades). "
         "Save the notebook first: the grader reads the file, not the kernel."
     ))
     nb = new_notebook(cells=cells, metadata=METADATA)

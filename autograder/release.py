@@ -1,0 +1,113 @@
+"""The learner bundle: what an instructor hands to a class.
+
+``python -m autograder release OUT_DIR`` writes the lessons, fresh problem notebooks (built from
+the registry, so an instructor's own answers in ``problems/`` never leak), the shared package and
+the public half of the autograder (registry, notebook checks, the public-example check command).
+No reference solution and no hidden test goes in: ``solutions/``, the hidden case generators and
+their messages (``autograder/hidden/unit*.py``) and the project's tests stay behind. Learners
+check their work with the public examples (``make check``) and submit ``problems/``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from autograder.notebooks import write_problem_notebooks
+
+# Never copied: references, hidden tests, the project's own tests and tooling.
+_SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
+_HIDDEN = re.compile(r"^unit\d+\.py$")
+
+BUNDLE_MAKEFILE = """\
+# The learner bundle: `make lab` opens the course, `make check` runs the public checks.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(CURDIR)/$(VENV)/bin
+STAMP  := $(VENV)/.installed
+export PATH := $(BIN):$(PATH)
+export JAX_PLATFORMS := cpu
+LAB_ARGS ?=
+ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
+
+.PHONY: lab check
+
+$(STAMP): pyproject.toml
+\t@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11+ or run 'make PYTHON=/path/to/python3.11'"; exit 1; }
+\t@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+\t$(BIN)/python -m pip install --quiet --upgrade pip
+\t$(BIN)/python -m pip install --quiet -e .
+\t@touch $(STAMP)
+
+lab: $(STAMP)
+\t$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(ROOT_ARGS) $(LAB_ARGS) course/00_start_here.ipynb
+
+check: $(STAMP)
+\t@$(BIN)/python -m autograder check problems/
+"""
+
+BUNDLE_README = """\
+# Sharded checkpointing in JAX: course materials
+
+```bash
+make lab      # first run installs everything into .venv, then opens JupyterLab
+make check    # runs every problem's public examples against your saved notebooks
+```
+
+Work through the lessons in `course/` and solve the problems in `problems/`; each problem's check
+cell runs its public examples and `.hint()` gives hints in steps. Your instructor grades your
+`problems/` folder with hidden tests (other inputs than the public examples), so passing the
+checks is a good sign, not a score. Submit the notebooks in `problems/` as your instructor says.
+"""
+
+
+def _copy_tree(src: Path, dst: Path, skip_file=lambda p: False) -> None:
+    for path in sorted(src.rglob("*")):
+        rel = path.relative_to(src)
+        if any(part in _SKIP_DIRS for part in rel.parts) or path.is_dir() or skip_file(path):
+            continue
+        target = dst / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+
+
+def _is_hidden(path: Path) -> bool:
+    return path.parent.name == "hidden" and path.parent.parent.name == "autograder" and bool(_HIDDEN.match(path.name))
+
+
+def _bundle_pyproject(text: str) -> str:
+    text = text.replace('include = ["ckptlab*", "autograder*", "solutions*"]', 'include = ["ckptlab*", "autograder*"]')
+    assert "solutions" not in text.split("[tool.setuptools.packages.find]")[1].split("[")[0]
+    # The bundle has no test-suite: drop the pytest configuration.
+    return text.split("[tool.pytest.ini_options]")[0].rstrip() + "\n"
+
+
+def build_release(root: Path, out: Path) -> list[Path]:
+    """Write the learner bundle into ``out`` (which must not exist, or be empty); return its files."""
+    root, out = Path(root), Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} is not empty: give a new folder for the bundle")
+    if out.resolve() == root.resolve():
+        raise ValueError("the bundle needs its own folder, not the course's")
+    out.mkdir(parents=True, exist_ok=True)
+    _copy_tree(root / "course", out / "course")
+    _copy_tree(root / "ckptlab", out / "ckptlab")
+    _copy_tree(root / "autograder", out / "autograder", skip_file=_is_hidden)
+    write_problem_notebooks(out)
+    (out / "pyproject.toml").write_text(_bundle_pyproject((root / "pyproject.toml").read_text()))
+    shutil.copy2(root / "environment.yml", out / "environment.yml")
+    (out / "Makefile").write_text(BUNDLE_MAKEFILE)
+    (out / "README.md").write_text(BUNDLE_README)
+    return sorted(p for p in out.rglob("*") if p.is_file())
+
+
+def hidden_tests_available() -> bool:
+    """False in a learner bundle: there the hidden tests and references are not installed."""
+    import importlib.util
+
+    try:
+        return (importlib.util.find_spec("solutions") is not None
+                and importlib.util.find_spec("autograder.hidden.unit1") is not None)
+    except ModuleNotFoundError:
+        return False

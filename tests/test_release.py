@@ -1,0 +1,154 @@
+"""The learner bundle: nothing of the references or the hidden tests inside, and its own checks run."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import registry
+from autograder.hidden import load
+from autograder.notebooks import problem_notebook
+from autograder.release import build_release
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bundle") / "course-for-class"
+    build_release(ROOT, out)
+    return out
+
+
+WINDOW = 3  # consecutive lines: single idioms (`checkpointer = ocp.StandardCheckpointer()`) are shared
+
+
+def _code_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines()
+            if line.strip() and not line.strip().startswith(("#", "import ", "from "))]
+
+
+def _windows(lines: list[str]) -> set[str]:
+    if len(lines) < WINDOW:
+        return {"\n".join(lines)} if lines else set()
+    return {"\n".join(lines[i:i + WINDOW]) for i in range(len(lines) - WINDOW + 1)}
+
+
+def _bundle_windows(bundle: Path) -> tuple[set[str], str]:
+    windows, texts = set(), []
+    for p in sorted(bundle.rglob("*")):
+        if p.is_file():
+            text = p.read_text(errors="replace")
+            if p.suffix == ".ipynb":  # notebook cells, as code
+                text = "\n".join("".join(c["source"]) for c in json.loads(text)["cells"])
+            windows |= _windows(_code_lines(text))
+            texts.append(text)
+    return windows, "\n".join(texts)
+
+
+def _solution_windows():
+    """Every run of WINDOW lines of every reference function body."""
+    for path in sorted((ROOT / "solutions").glob("unit*.py")):
+        lines = path.read_text().splitlines()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef):
+                for w in _windows(_code_lines("\n".join(lines[node.body[0].lineno - 1:node.end_lineno]))):
+                    yield f"{path.name}:{node.name}", w
+
+
+def _hidden_code_windows():
+    for path in sorted((ROOT / "autograder" / "hidden").glob("unit*.py")):
+        for w in _windows(_code_lines(path.read_text())):
+            yield path.name, w
+
+
+def _hidden_messages():
+    """Every message and other text of the hidden tests."""
+    for path in sorted((ROOT / "autograder" / "hidden").glob("unit*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) >= 30:
+                yield path.name, node.value
+
+
+def test_bundle_holds_no_reference_and_no_hidden_test(bundle):
+    names = {p.relative_to(bundle).as_posix() for p in bundle.rglob("*") if p.is_file()}
+    assert not any(n.startswith(("solutions/", "tests/", "bench/")) for n in names)
+    assert not any(n.startswith("autograder/hidden/unit") for n in names)
+    assert {"README.md", "Makefile", "pyproject.toml", "environment.yml"} <= names
+    assert {f"course/{p.name}" for p in (ROOT / "course").glob("*.ipynb")} <= names
+    windows, text = _bundle_windows(bundle)
+    code = [*_solution_windows(), *_hidden_code_windows()]
+    messages = list(_hidden_messages())
+    assert len(code) > 200 and len(messages) > 100
+    hits = [w for w in code if w[1] in windows] + [m for m in messages if m[1] in text]
+    assert not hits, hits[:5]
+    # The scan can fail: a reference function or a hidden message copied into the bundle is found.
+    leaked = bundle / "problems" / "leak.py"
+    leaked.write_text(inspect.getsource(__import__("solutions.unit4", fromlist=["x"]).read_shard) + "\n# " + messages[0][1])
+    try:
+        windows, text = _bundle_windows(bundle)
+        assert any(w[1] in windows for w in code) and messages[0][1] in text
+    finally:
+        leaked.unlink()
+
+
+def test_bundle_problem_notebooks_are_untouched_stubs(bundle):
+    for unit in registry.units():
+        nb = nbformat.read(next(bundle.glob(f"problems/unit{unit}_*.ipynb")), as_version=4)
+        assert nb == problem_notebook(unit)  # built from the registry, never copied from problems/
+        assert "BEGIN SOLUTION" not in json.dumps(nb)
+
+
+def test_bundle_installs_only_public_packages(bundle):
+    text = (bundle / "pyproject.toml").read_text()
+    assert 'include = ["ckptlab*", "autograder*"]' in text and "solutions" not in text.split("packages.find")[1]
+
+
+def _in_bundle(bundle, *args, timeout=600):
+    # The bundle's own code, with the references made unimportable (they are installed in this venv).
+    code = ("import sys; sys.modules['solutions'] = None; sys.path.insert(0, '.'); "
+            "from autograder.cli import main; sys.exit(main(sys.argv[1:]))")
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=bundle, capture_output=True, text=True,
+                          timeout=timeout, env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu", "HOME": str(bundle)})
+
+
+def test_bundle_refuses_to_grade_and_says_why(bundle):
+    out = _in_bundle(bundle, "grade", "problems/")
+    assert out.returncode == 2 and "no hidden tests" in out.stderr and "check problems/" in out.stderr
+
+
+@pytest.mark.slow
+def test_bundle_checks_run_on_stubs_and_on_solved_notebooks(bundle, tmp_path):
+    out = _in_bundle(bundle, "check", "problems/")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("not attempted") == len(registry.PROBLEMS)
+    assert f"Public examples pass for 0 of {len(registry.PROBLEMS)}" in out.stdout
+    solved = tmp_path / "solved"
+    solved.mkdir()
+    for unit in registry.units():
+        nbformat.write(problem_notebook(unit, with_solutions=True), str(solved / f"unit{unit}.ipynb"))
+    out = _in_bundle(bundle, "check", str(solved))
+    assert out.returncode == 0, out.stderr
+    n = len(registry.PROBLEMS)
+    assert f"Public examples pass for {n} of {n}" in out.stdout, out.stdout
+
+
+def test_release_refuses_a_folder_that_is_not_empty(tmp_path):
+    (tmp_path / "x").write_text("keep me")
+    with pytest.raises(FileExistsError, match="not empty"):
+        build_release(ROOT, tmp_path)
+    assert (tmp_path / "x").read_text() == "keep me"
+
+
+def test_hidden_modules_are_what_the_scan_reads():
+    # Every problem's hidden cases live in a module the scan covers.
+    for p in registry.PROBLEMS:
+        module = inspect.getmodule(load(p.hidden).generate)
+        assert Path(module.__file__).parent == ROOT / "autograder" / "hidden" and module.__name__.split(".")[-1].startswith("unit")
