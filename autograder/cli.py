@@ -84,6 +84,31 @@ def cmd_release(args) -> int:
     return 0
 
 
+def cmd_grade_batch(args) -> int:
+    from autograder.batch import grade_batch
+    from autograder.release import hidden_tests_available
+
+    if not hidden_tests_available():
+        print("error: grade-batch needs the hidden tests: run it from the full course repository", file=sys.stderr)
+        return 2
+    if not Path(args.submissions).is_dir():
+        print(f"error: {args.submissions} is not a folder of submissions (one sub-folder or file per learner)",
+              file=sys.stderr)
+        return 2
+    try:
+        summary = grade_batch(Path(args.submissions), Path(args.out), jobs=args.jobs, force=args.force,
+                              timeout=args.timeout, progress=not args.quiet)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{summary['learners']} learners: {summary['graded']} graded now, {summary['skipped']} already graded "
+          f"(--force regrades them). Results in {args.out}: gradebook.csv, feedback/, summary.md, summary.png")
+    if summary["interrupted"]:
+        print("Interrupted: what was graded is saved; run the same command again to go on.", file=sys.stderr)
+        return 130
+    return 0
+
+
 def cmd_list(args) -> int:
     from autograder import registry
 
@@ -111,6 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--timeout", type=float, help="seconds per problem (default: each problem's own limit)")
     g.add_argument("-j", "--jobs", type=int, help="problems graded in parallel (default: 2)")
     g.set_defaults(func=cmd_grade)
+    b = sub.add_parser("grade-batch", help="(instructors) grade a folder of submissions, one per learner")
+    b.add_argument("submissions", metavar="SUBMISSIONS_DIR", help="one sub-folder or notebook/.py file per learner")
+    b.add_argument("--out", required=True, metavar="RESULTS_DIR", help="where results, feedback and summary go")
+    b.add_argument("-j", "--jobs", type=int, default=2, help="learners graded in parallel (default: 2)")
+    b.add_argument("--force", action="store_true", help="regrade learners that already have a result")
+    b.add_argument("--timeout", type=float, help="seconds per problem (default: each problem's own limit)")
+    b.add_argument("--quiet", action="store_true", help="no progress bar")
+    b.set_defaults(func=cmd_grade_batch)
     c = sub.add_parser("check", help="run every problem's public examples (what the notebook check cells run)")
     c.add_argument("paths", nargs="+", metavar="PATH", help="a notebook, a .py file, or a folder of them")
     c.set_defaults(func=cmd_check)

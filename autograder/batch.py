@@ -1,0 +1,280 @@
+"""Grade a whole class: ``python -m autograder grade-batch SUBMISSIONS_DIR --out RESULTS_DIR [-j N]``.
+
+``SUBMISSIONS_DIR`` holds one entry per learner: a folder (of notebooks or .py files) or a single
+notebook or .py file; the learner id is the folder's or file's name (without extension). Each
+learner's result is written, atomically, to ``RESULTS_DIR/learners/<id>.json`` as soon as it is
+graded, so a crash or Ctrl-C loses nothing and a re-run skips who is done (``--force`` regrades).
+At the end, from every learner's result:
+
+- ``gradebook.csv``: learner, points per problem, total;
+- ``feedback/<id>.md`` and ``.html``: statuses, messages and a first hint per unsolved problem;
+- ``summary.md`` and ``summary.png``: pass rate and most common failure per problem.
+
+Messages are the grader's own, which never show hidden inputs; the failure categories in the
+summary are for the instructor only.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import os
+import sys
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder import registry
+
+SUBMISSION_SUFFIXES = (".ipynb", ".py")
+
+
+@dataclass
+class Learner:
+    id: str
+    path: Path
+
+
+def find_learners(submissions: Path) -> list[Learner]:
+    learners = []
+    for entry in sorted(submissions.iterdir()):
+        if entry.name.startswith((".", "_")):
+            continue
+        if entry.is_dir():
+            learners.append(Learner(entry.name, entry))
+        elif entry.suffix in SUBMISSION_SUFFIXES:
+            learners.append(Learner(entry.stem, entry))
+    ids = [learner.id for learner in learners]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise ValueError(f"several submissions for the same learner: {', '.join(dupes)} (a folder and a file?)")
+    return learners
+
+
+def _atomic_write(path: Path, data: str | bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def failure_category(result: dict) -> str | None:
+    """Why a problem failed, for the instructor's summary: the hidden message it got, by name."""
+    status, message = result["status"], result["message"]
+    if status == "correct":
+        return None
+    if status in ("timeout", "not_attempted"):
+        return status
+    from autograder.hidden import load
+
+    hidden = load(registry.get(result["id"]).hidden)
+    found = [key for key, text in hidden.messages.items() if text and text in message]
+    if found:
+        return max(found, key=lambda k: len(hidden.messages[k]))
+    for marker, category in (("must return", "wrong_type"), ("Ran out of memory", "memory"),
+                             ("Raised", "exception"), ("NaN", "nan"), ("syntax", "syntax_error")):
+        if marker in message:
+            return category
+    return status
+
+
+def _grade_one(learner: Learner, results: Path, timeout: float | None) -> dict:
+    from autograder.grade import grade
+
+    start = time.monotonic()
+    try:
+        report = grade([learner.path], learner.id, timeout=timeout, jobs=1).to_json()
+    except Exception as exc:  # noqa: BLE001 - the grader never stops a batch
+        report = {"learner": learner.id, "score": 0.0, "max_score": float(sum(p.points for p in registry.PROBLEMS)),
+                  "problems": [{"id": p.id, "function": p.function, "status": "error", "score": 0.0,
+                                "max_score": float(p.points),
+                                "message": f"The grader failed on this submission ({type(exc).__name__}); "
+                                           "please report it."} for p in registry.PROBLEMS]}
+    report["seconds"] = round(time.monotonic() - start, 2)
+    for p in report["problems"]:
+        p["category"] = failure_category(p)
+    _atomic_write(results / "learners" / f"{learner.id}.json", json.dumps(report, indent=1))
+    return report
+
+
+class _Progress:
+    def __init__(self, total: int, stream=None):
+        self.total, self.done, self.stream = total, 0, stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+
+    def update(self, label: str) -> None:
+        self.done += 1
+        width = 30
+        filled = int(width * self.done / max(self.total, 1))
+        line = f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {label}"
+        self.stream.write(("\r" + line.ljust(100)) if self.tty else line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+
+
+def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool = False,
+                timeout: float | None = None, progress: bool = True) -> dict:
+    """Grade every learner not yet graded; then write the gradebook, feedback and summary."""
+    submissions, results = Path(submissions), Path(results)
+    learners = find_learners(submissions)
+    todo = [lr for lr in learners if force or not (results / "learners" / f"{lr.id}.json").exists()]
+    bar = _Progress(len(todo)) if progress else None
+    if todo:
+        from ckptlab import setup_devices
+
+        setup_devices()  # the references run in this process
+    interrupted = False
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
+        futures = {pool.submit(_grade_one, lr, results, timeout): lr for lr in todo}
+        for future in as_completed(futures):
+            report = future.result()
+            if bar:
+                bar.update(f"{report['learner']}: {report['score']:g}/{report['max_score']:g}")
+    except KeyboardInterrupt:
+        interrupted = True
+        for f in futures:
+            f.cancel()
+    finally:
+        pool.shutdown(wait=not interrupted, cancel_futures=True)
+        if bar:
+            bar.close()
+    reports = load_results(results, [lr.id for lr in learners])
+    write_outputs(reports, results)
+    return {"learners": len(learners), "graded": len(todo), "skipped": len(learners) - len(todo),
+            "interrupted": interrupted, "results": len(reports)}
+
+
+def load_results(results: Path, ids: list[str]) -> list[dict]:
+    out = []
+    for learner_id in ids:
+        path = results / "learners" / f"{learner_id}.json"
+        if path.exists():
+            out.append(json.loads(path.read_text()))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Outputs
+
+def gradebook_csv(reports: list[dict]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    ids = [p.id for p in registry.PROBLEMS]
+    writer.writerow(["learner", *ids, "total", "max_total"])
+    for r in reports:
+        scores = {p["id"]: p["score"] for p in r["problems"]}
+        writer.writerow([r["learner"], *(f"{scores.get(i, 0):g}" for i in ids), f"{r['score']:g}", f"{r['max_score']:g}"])
+    return buf.getvalue()
+
+
+_STATUS = {"correct": "correct", "incorrect": "incorrect", "not_attempted": "not attempted", "error": "error",
+           "timeout": "timeout"}
+
+
+def feedback_markdown(report: dict) -> str:
+    lines = [f"# Feedback for {report['learner']}", "", f"**Total: {report['score']:g} / {report['max_score']:g}**", "",
+             "| Problem | Function | Status | Points |", "| --- | --- | --- | --- |"]
+    for p in report["problems"]:
+        lines.append(f"| {p['id']} | `{p['function']}` | {_STATUS[p['status']]} | {p['score']:g}/{p['max_score']:g} |")
+    for p in report["problems"]:
+        if p["status"] == "correct":
+            continue
+        problem = registry.get(p["id"])
+        lines += ["", f"## {p['id']} {problem.title}", "", p["message"], "",
+                  f"*Hint:* {problem.hints[0]}"]
+    return "\n".join(lines) + "\n"
+
+
+def feedback_html(report: dict) -> str:
+    colour = {"correct": "#1a7f37", "incorrect": "#cf222e", "error": "#cf222e", "timeout": "#9a6700",
+              "not_attempted": "#6e7781"}
+    rows = "".join(
+        f"<tr><td>{p['id']}</td><td><code>{html.escape(p['function'])}</code></td>"
+        f"<td style='color:{colour[p['status']]}'>{_STATUS[p['status']]}</td>"
+        f"<td>{p['score']:g}/{p['max_score']:g}</td></tr>" for p in report["problems"])
+    details = "".join(
+        f"<h2>{p['id']} {html.escape(registry.get(p['id']).title)}</h2><p>{html.escape(p['message'])}</p>"
+        f"<p><em>Hint:</em> {html.escape(registry.get(p['id']).hints[0])}</p>"
+        for p in report["problems"] if p["status"] != "correct")
+    name = html.escape(report["learner"])
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Feedback for {name}</title></head>"
+            f"<body style='font-family:sans-serif;max-width:50em'><h1>Feedback for {name}</h1>"
+            f"<p><b>Total: {report['score']:g} / {report['max_score']:g}</b></p>"
+            f"<table border='1' cellpadding='4' style='border-collapse:collapse'><tr><th>Problem</th><th>Function</th>"
+            f"<th>Status</th><th>Points</th></tr>{rows}</table>{details}</body></html>\n")
+
+
+def class_summary(reports: list[dict]) -> list[dict]:
+    rows = []
+    for problem in registry.PROBLEMS:
+        results = [p for r in reports for p in r["problems"] if p["id"] == problem.id]
+        passed = sum(p["status"] == "correct" for p in results)
+        failures = Counter(p.get("category") or p["status"] for p in results if p["status"] != "correct")
+        attempted = [k for k in failures if k != "not_attempted"]
+        # What went wrong among those who tried says more than how many did not try.
+        common = max(attempted, key=lambda k: failures[k]) if attempted else ("not_attempted" if failures else "")
+        rows.append({"id": problem.id, "function": problem.function, "learners": len(results),
+                     "attempted": sum(p["status"] != "not_attempted" for p in results),
+                     "pass_rate": passed / len(results) if results else 0.0,
+                     "most_common_failure": common, "count": failures[common] if common else 0})
+    return rows
+
+
+def summary_markdown(rows: list[dict], reports: list[dict]) -> str:
+    totals = sorted(r["score"] for r in reports)
+    median = totals[len(totals) // 2] if totals else 0
+    lines = ["# Class summary", "", f"{len(reports)} learners; median total {median:g}.", "",
+             "![pass rate per problem](summary.png)", "",
+             "| Problem | Function | Attempted | Pass rate | Most common failure |", "| --- | --- | --- | --- | --- |"]
+    for row in rows:
+        failure = f"{row['most_common_failure']} ({row['count']})" if row["most_common_failure"] else ""
+        lines.append(f"| {row['id']} | `{row['function']}` | {row['attempted']}/{row['learners']} | "
+                     f"{row['pass_rate']:.0%} | {failure} |")
+    return "\n".join(lines) + "\n"
+
+
+def summary_chart(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(rows) + 2), 3.4))
+    rates = [100 * r["pass_rate"] for r in rows]
+    bars = ax.bar([r["id"] for r in rows], rates, color=["#1a7f37" if x >= 50 else "#cf222e" for x in rates],
+                  edgecolor="black", lw=0.5)
+    for bar, row in zip(bars, rows):
+        if row["most_common_failure"]:
+            ax.text(bar.get_x() + bar.get_width() / 2, 2, row["most_common_failure"][:14], rotation=90,
+                    ha="center", va="bottom", fontsize=7, color="white" if bar.get_height() > 40 else "black")
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("learners passing (%)")
+    ax.set_xlabel("problem (text: most common failure)")
+    ax.set_title("Pass rate per problem")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    _atomic_write(path, buf.getvalue())
+
+
+def write_outputs(reports: list[dict], results: Path) -> None:
+    _atomic_write(results / "gradebook.csv", gradebook_csv(reports))
+    for r in reports:
+        _atomic_write(results / "feedback" / f"{r['learner']}.md", feedback_markdown(r))
+        _atomic_write(results / "feedback" / f"{r['learner']}.html", feedback_html(r))
+    rows = class_summary(reports)
+    _atomic_write(results / "summary.md", summary_markdown(rows, reports))
+    _atomic_write(results / "summary.json", json.dumps(rows, indent=1))
+    summary_chart(rows, results / "summary.png")

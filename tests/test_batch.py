@@ -1,0 +1,90 @@
+"""grade-batch on a small class: full marks, partial, broken, hanging and hostile submissions."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autograder import registry
+from autograder.batch import grade_batch
+from autograder.grade import grade
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST_UNITS = ("unit2.py", "unit3.py", "unit4.py")  # Unit 1 initialises Flax models: slow, graded elsewhere
+
+
+def _class(tmp_path: Path) -> Path:
+    subs = tmp_path / "submissions"
+    full = subs / "ada"
+    full.mkdir(parents=True)
+    for name in FAST_UNITS:
+        shutil.copy(ROOT / "solutions" / name, full / name)
+    partial = subs / "bob"
+    partial.mkdir()
+    shutil.copy(ROOT / "solutions" / "unit2.py", partial / "unit2.py")
+    (partial / "unit4.py").write_text(
+        "def coalesce_runs(runs, max_gap):\n"
+        "    out = []\n"
+        "    for off, n in sorted(runs):\n"
+        "        if out and off - (out[-1][0] + out[-1][1]) < max_gap:\n"
+        "            out[-1] = (out[-1][0], max(out[-1][0] + out[-1][1], off + n) - out[-1][0])\n"
+        "        else:\n"
+        "            out.append((off, n))\n"
+        "    return out\n")
+    (subs / "carol.py").write_text("def shard_shape(global_shape, mesh_shape, spec)\n    return ()\n")  # broken
+    (subs / "dave.py").write_text(
+        "import os\n"
+        "def shard_shape(global_shape, mesh_shape, spec):\n    while True:\n        pass\n"
+        "def coalesce_runs(runs, max_gap):\n    os._exit(3)\n"
+        "def read_shard(path, name, bounds):\n    return open('/etc/hostname').read() * 10**9\n")
+    return subs
+
+
+@pytest.mark.slow
+def test_grade_batch_grades_a_class_resumes_and_writes_everything(tmp_path):
+    subs, out = _class(tmp_path), tmp_path / "results"
+    summary = grade_batch(subs, out, jobs=2, timeout=20, progress=False)
+    assert summary == {"learners": 4, "graded": 4, "skipped": 0, "interrupted": False, "results": 4}
+
+    rows = {r["learner"]: r for r in csv.DictReader((out / "gradebook.csv").open())}
+    assert set(rows) == {"ada", "bob", "carol", "dave"}
+    fast_points = sum(p.points for p in registry.PROBLEMS if p.unit > 1)
+    assert float(rows["ada"]["total"]) == fast_points
+    assert float(rows["bob"]["total"]) == sum(p.points for p in registry.PROBLEMS if p.unit == 2)
+    assert float(rows["carol"]["total"]) == 0 and float(rows["dave"]["total"]) == 0
+    # The same scores as grading each learner on their own.
+    alone = grade([subs / "bob"], "bob", timeout=20)
+    assert {p.id: p.score for p in alone.problems} == {i: float(rows["bob"][i]) for i in (p.id for p in registry.PROBLEMS)}
+
+    dave = json.loads((out / "learners" / "dave.json").read_text())
+    status = {p["id"]: p["status"] for p in dave["problems"]}
+    assert status["2.1"] == "timeout" and status["4.3"] == "error" and status["4.4"] in ("error", "incorrect")
+    carol = json.loads((out / "learners" / "carol.json").read_text())
+    assert {p["id"]: p["status"] for p in carol["problems"]}["2.1"] == "error"
+
+    feedback = (out / "feedback" / "bob.md").read_text()
+    assert "coalesce_runs" in feedback and "Off by one" in feedback and "*Hint:*" in feedback
+    assert (out / "feedback" / "bob.html").read_text().startswith("<!doctype html>")
+    table = {r["id"]: r for r in json.loads((out / "summary.json").read_text())}
+    assert table["2.1"]["pass_rate"] == 0.5 and table["4.3"]["most_common_failure"] == "strict_gap"
+    assert (out / "summary.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| 4.3 |" in (out / "summary.md").read_text()
+
+    # Resumable: nothing to do again; a lost result is regraded alone; --force regrades all.
+    before = (out / "learners" / "ada.json").read_text()
+    assert grade_batch(subs, out, progress=False)["graded"] == 0
+    (out / "learners" / "carol.json").unlink()
+    assert grade_batch(subs, out, progress=False, timeout=20)["graded"] == 1
+    assert (out / "learners" / "ada.json").read_text() == before
+    assert not list(out.rglob(".*.tmp"))
+
+
+def test_find_learners_rejects_two_submissions_for_one_learner(tmp_path):
+    (tmp_path / "ada").mkdir()
+    (tmp_path / "ada.ipynb").write_text("{}")
+    with pytest.raises(ValueError, match="ada"):
+        grade_batch(tmp_path, tmp_path / "out", progress=False)
