@@ -20,33 +20,6 @@ from autograder.notebooks import write_problem_notebooks
 _SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
 _HIDDEN = re.compile(r"^unit\d+\.py$")
 
-BUNDLE_MAKEFILE = """\
-# The learner bundle: `make lab` opens the course, `make check` runs the public checks.
-PYTHON ?= python3
-VENV   := .venv
-BIN    := $(CURDIR)/$(VENV)/bin
-STAMP  := $(VENV)/.installed
-export PATH := $(BIN):$(PATH)
-export JAX_PLATFORMS := cpu
-LAB_ARGS ?=
-ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
-
-.PHONY: lab check
-
-$(STAMP): pyproject.toml
-\t@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11+ or run 'make PYTHON=/path/to/python3.11'"; exit 1; }
-\t@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-\t$(BIN)/python -m pip install --quiet --upgrade pip
-\t$(BIN)/python -m pip install --quiet -e .
-\t@touch $(STAMP)
-
-lab: $(STAMP)
-\t$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(ROOT_ARGS) $(LAB_ARGS) course/00_start_here.ipynb
-
-check: $(STAMP)
-\t@$(BIN)/python -m autograder check problems/
-"""
-
 BUNDLE_README = """\
 # Sharded checkpointing in JAX: course materials
 
@@ -83,6 +56,24 @@ def _bundle_pyproject(text: str) -> str:
     return text.split("[tool.pytest.ini_options]")[0].rstrip() + "\n"
 
 
+def _bundle_makefile(text: str) -> str:
+    """The course's Makefile, for learners: no test-suite or benchmarks, and `make check` runs the
+    public examples (there are no hidden tests to run)."""
+    swaps = [
+        ('-e ".[test]"', "-e ."),
+        ("@$(BIN)/python -m autograder grade problems/", "@$(BIN)/python -m autograder check problems/"),
+        ("make check  - grade your work in problems/ with the hidden tests",
+         "make check  - run every problem's public examples on your saved notebooks"),
+        (".PHONY: help lab check test bench venv clean", ".PHONY: help lab check venv clean"),
+    ]
+    for old, new in swaps:
+        assert old in text, f"the Makefile changed: update autograder.release ({old!r})"
+        text = text.replace(old, new)
+    text = "\n\n".join(block for block in text.split("\n\n") if not block.startswith(("test:", "bench:")))
+    return "\n".join(line for line in text.splitlines()
+                     if not line.startswith(("\t@echo \"make test", "\t@echo \"make bench", "PYTEST_ARGS"))) + "\n"
+
+
 def build_release(root: Path, out: Path) -> list[Path]:
     """Write the learner bundle into ``out`` (which must not exist, or be empty); return its files."""
     root, out = Path(root), Path(out)
@@ -97,7 +88,7 @@ def build_release(root: Path, out: Path) -> list[Path]:
     write_problem_notebooks(out)
     (out / "pyproject.toml").write_text(_bundle_pyproject((root / "pyproject.toml").read_text()))
     shutil.copy2(root / "environment.yml", out / "environment.yml")
-    (out / "Makefile").write_text(BUNDLE_MAKEFILE)
+    (out / "Makefile").write_text(_bundle_makefile((root / "Makefile").read_text()))
     (out / "README.md").write_text(BUNDLE_README)
     return sorted(p for p in out.rglob("*") if p.is_file())
 

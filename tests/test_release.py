@@ -119,6 +119,14 @@ def _in_bundle(bundle, *args, timeout=600):
                           timeout=timeout, env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu", "HOME": str(bundle)})
 
 
+def test_bundle_makefile_runs_the_public_checks(bundle):
+    out = subprocess.run(["make", "-n", "-C", str(bundle), "check", "lab"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "autograder check problems/" in out.stdout and "jupyter lab" in out.stdout
+    assert "[test]" not in out.stdout
+    assert subprocess.run(["make", "-n", "-C", str(bundle), "test"], capture_output=True).returncode != 0
+
+
 def test_bundle_refuses_to_grade_and_says_why(bundle):
     out = _in_bundle(bundle, "grade", "problems/")
     assert out.returncode == 2 and "no hidden tests" in out.stderr and "check problems/" in out.stderr
