@@ -109,6 +109,23 @@ def cmd_grade_batch(args) -> int:
     return 0
 
 
+def cmd_gradescope(args) -> int:
+    from autograder.gradescope import build_zip
+
+    names = build_zip(Path(args.root), Path(args.out))
+    print(f"wrote {args.out} ({len(names)} files): upload it as the assignment's autograder on Gradescope "
+          "(setup.sh installs the course; run_autograder grades each submission)")
+    return 0
+
+
+def cmd_gradescope_run(args) -> int:
+    from autograder.gradescope import run
+
+    results = run(Path(args.root))
+    print(f"score {results['score']:g}; results in {Path(args.root) / 'results' / 'results.json'}")
+    return 0
+
+
 def cmd_list(args) -> int:
     from autograder import registry
 
@@ -144,6 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--timeout", type=float, help="seconds per problem (default: each problem's own limit)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     b.set_defaults(func=cmd_grade_batch)
+    gs = sub.add_parser("gradescope", help="(instructors) write the Gradescope autograder zip")
+    gs.add_argument("out", metavar="OUT.zip")
+    gs.add_argument("--root", default=".", help="the course repository (default: here)")
+    gs.set_defaults(func=cmd_gradescope)
+    gr = sub.add_parser("gradescope-run", help="(inside Gradescope) grade /autograder/submission")
+    gr.add_argument("--root", default="/autograder", help="the Gradescope tree (default: /autograder)")
+    gr.set_defaults(func=cmd_gradescope_run)
     c = sub.add_parser("check", help="run every problem's public examples (what the notebook check cells run)")
     c.add_argument("paths", nargs="+", metavar="PATH", help="a notebook, a .py file, or a folder of them")
     c.set_defaults(func=cmd_check)

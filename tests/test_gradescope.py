@@ -1,0 +1,78 @@
+"""The Gradescope autograder zip, run locally against a fake /autograder tree."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from autograder import registry
+from autograder.gradescope import VISIBILITY, build_zip
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _validate(results: dict) -> None:
+    """Gradescope's documented results.json: optional top-level score, output, visibility,
+    execution_time; tests with name, score, max_score, output, visibility."""
+    assert set(results) <= {"score", "execution_time", "output", "output_format", "visibility",
+                            "stdout_visibility", "extra_data", "tests", "leaderboard"}
+    assert isinstance(results["score"], (int, float)) and isinstance(results["execution_time"], int)
+    assert results.get("visibility", "visible") in VISIBILITY and results.get("stdout_visibility") in VISIBILITY
+    for t in results["tests"]:
+        assert set(t) <= {"score", "max_score", "status", "name", "name_format", "number", "output",
+                          "output_format", "tags", "visibility", "extra_data"}
+        assert isinstance(t["name"], str) and isinstance(t["output"], str)
+        assert isinstance(t["score"], float) and isinstance(t["max_score"], float) and 0 <= t["score"] <= t["max_score"]
+        assert t["visibility"] in VISIBILITY and t["status"] in ("passed", "failed")
+        assert isinstance(t["tags"], list) and all(isinstance(x, str) for x in t["tags"])
+    assert results["score"] == sum(t["score"] for t in results["tests"])
+
+
+@pytest.mark.slow
+def test_zip_runs_against_a_fake_autograder_tree(tmp_path):
+    zip_path = tmp_path / "autograder.zip"
+    names = build_zip(ROOT, zip_path)
+    assert {"setup.sh", "run_autograder", "pyproject.toml", "solutions/unit4.py", "autograder/hidden/unit4.py"} <= set(names)
+    fake = tmp_path / "autograder"
+    with zipfile.ZipFile(zip_path) as z:
+        z.extractall(fake / "source")
+        for name in ("setup.sh", "run_autograder"):
+            assert (z.getinfo(name).external_attr >> 16) & stat.S_IXUSR
+    shutil.copy(fake / "source" / "run_autograder", fake / "run_autograder")
+    (fake / "submission").mkdir()
+    shutil.copy(ROOT / "solutions" / "unit4.py", fake / "submission" / "unit4.py")
+    (fake / "submission" / "unit2.py").write_text("def shard_shape(global_shape, mesh_shape, spec):\n    raise KeyError(spec)\n")
+    (fake / "submission_metadata.json").write_text(json.dumps({"id": 1, "users": [{"email": "ada@example.org", "id": "4242"}]}))
+
+    env = {**os.environ, "AUTOGRADER_ROOT": str(fake), "PYTHON": sys.executable,
+           "PYTHONPATH": str(fake / "source")}
+    out = subprocess.run(["bash", str(fake / "run_autograder")], env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    results = json.loads((fake / "results" / "results.json").read_text())
+    _validate(results)
+    by_number = {t["number"]: t for t in results["tests"]}
+    assert set(by_number) == {p.id for p in registry.PROBLEMS}
+    assert results["score"] == sum(p.points for p in registry.PROBLEMS if p.unit == 4)
+    assert by_number["2.1"]["score"] == 0 and "Raised KeyError" in by_number["2.1"]["output"]
+    assert "Hint:" in by_number["2.1"]["output"]
+    # The learner id from Gradescope's metadata chooses the hidden cases, as `grade --learner` does.
+    from autograder.grade import grade
+
+    alone = grade([fake / "submission"], "4242", problems=["4.4"])
+    assert alone.problems[0].score == by_number["4.4"]["score"]
+
+
+def test_results_are_written_even_when_the_grader_cannot_run(tmp_path):
+    from autograder.gradescope import run
+
+    results = run(tmp_path)  # no submission folder at all
+    _validate(results)
+    assert json.loads((tmp_path / "results" / "results.json").read_text()) == results
