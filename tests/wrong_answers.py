@@ -663,7 +663,7 @@ READ_SHARD = [
     with open(path, "rb", buffering=0) as f:
         f.seek(base)
         full = np.frombuffer(f.read(size), dtype).reshape(shape, order="F")
-    return np.array(full[tuple(slice(a, b) for a, b in bounds)])"""), "incorrect", "Wrong on"),
+    return np.array(full[tuple(slice(a, b) for a, b in bounds)])"""), "incorrect", "column-major"),
     ("always_float32", _read(body=_EXACT.replace("BUFFERING", "0").replace(
         "np.frombuffer(b\"\".join(out), dtype)", "np.frombuffer(b\"\".join(out), dtype).astype(np.float32)")),
      "incorrect", "own dtype"),

@@ -339,8 +339,8 @@ def _diagnose_read(args, actual, expected):
     n, shape, dtype, base = _file_layout(args)
     content = arg.content()
     full = np.frombuffer(content[base:base + math.prod(shape) * dtype.itemsize], dtype=dtype).reshape(shape)
-    if shape and np.array_equal(actual, np.asfortranarray(full).ravel(order="F")
-                                .reshape(shape)[tuple(slice(a, b) for a, b in bounds)]):
+    as_column_major = full.ravel().reshape(shape, order="F")  # the file's bytes read as Fortran order
+    if shape and np.array_equal(actual, as_column_major[tuple(slice(a, b) for a, b in bounds)]):
         return "column_major"
     no_start = base - 8 - n
     if no_start + math.prod(shape) * dtype.itemsize <= len(content):
