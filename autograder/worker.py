@@ -131,7 +131,7 @@ def main(job_path: str, result_path: str) -> int:
         read_bytes = None
         try:
             if count_reads:
-                with _counter() as reads:
+                with _counter(whole_process=True) as reads:  # reads from the learner's threads count too
                     value = fn(*args)
                 read_bytes = reads.bytes
             else:
