@@ -134,6 +134,7 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
 
         setup_devices()  # the references run in this process
     interrupted = False
+    futures: dict = {}
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
         futures = {pool.submit(_grade_one, lr, results, timeout): lr for lr in todo}

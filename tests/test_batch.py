@@ -88,3 +88,28 @@ def test_find_learners_rejects_two_submissions_for_one_learner(tmp_path):
     (tmp_path / "ada.ipynb").write_text("{}")
     with pytest.raises(ValueError, match="ada"):
         grade_batch(tmp_path, tmp_path / "out", progress=False)
+
+
+def test_an_interrupted_batch_keeps_what_was_graded_and_goes_on(tmp_path, monkeypatch):
+    from autograder import batch
+
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in ("ann", "ben", "cat"):
+        (subs / f"{name}.py").write_text("def coalesce_runs(runs, max_gap):\n    raise NotImplementedError\n")
+    real = batch._grade_one
+
+    def interrupted_at_ben(learner, results, timeout):
+        if learner.id == "ben":
+            raise KeyboardInterrupt  # as Ctrl-C would, in the middle of the class
+        return real(learner, results, timeout)
+
+    monkeypatch.setattr(batch, "_grade_one", interrupted_at_ben)
+    out = tmp_path / "out"
+    first = grade_batch(subs, out, jobs=1, progress=False)
+    assert first["interrupted"] and (out / "learners" / "ann.json").exists()
+    assert not (out / "learners" / "ben.json").exists() and not list(out.rglob(".*.tmp"))
+    monkeypatch.setattr(batch, "_grade_one", real)
+    second = grade_batch(subs, out, jobs=1, progress=False)
+    assert not second["interrupted"] and second["skipped"] >= 1 and second["results"] == 3
+    assert sorted(p.stem for p in (out / "learners").glob("*.json")) == ["ann", "ben", "cat"]
