@@ -25,6 +25,13 @@ def _write_json(path: str, data: dict) -> None:
     os.replace(tmp, out)
 
 
+def _missing(paths) -> bool:
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:
+        print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+    return bool(missing)
+
+
 def cmd_grade(args) -> int:
     from autograder import registry
     from autograder.release import hidden_tests_available
@@ -37,9 +44,7 @@ def cmd_grade(args) -> int:
     from autograder.grade import grade
     from autograder.report import table
 
-    missing = [p for p in args.paths if not Path(p).exists()]
-    if missing:
-        print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+    if _missing(args.paths):
         return 2
     try:
         only = [registry.get(x).id for x in args.only] if args.only else None
@@ -58,9 +63,7 @@ def cmd_check(args) -> int:
     from autograder import registry
     from autograder.public import check_paths
 
-    missing = [p for p in args.paths if not Path(p).exists()]
-    if missing:
-        print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+    if _missing(args.paths):
         return 2
     results = check_paths(args.paths)
     for r in results:
