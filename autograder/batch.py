@@ -11,7 +11,7 @@ At the end, from every learner's result:
 - ``summary.md`` and ``summary.png``: pass rate and most common failure per problem.
 
 Messages are the grader's own, which never show hidden inputs; the failure categories in the
-summary are for the instructor only.
+summary (the judge's own, see :func:`autograder.grade.judge`) are for the instructor only.
 """
 
 from __future__ import annotations
@@ -65,41 +65,22 @@ def _atomic_write(path: Path, data: str | bytes) -> None:
     os.replace(tmp, path)
 
 
-def failure_category(result: dict) -> str | None:
-    """Why a problem failed, for the instructor's summary: the hidden message it got, by name."""
-    status, message = result["status"], result["message"]
-    if status == "correct":
-        return None
-    if status in ("timeout", "not_attempted"):
-        return status
-    from autograder.hidden import load
-
-    hidden = load(registry.get(result["id"]).hidden)
-    found = [key for key, text in hidden.messages.items() if text and text in message]
-    if found:
-        return max(found, key=lambda k: len(hidden.messages[k]))
-    for marker, category in (("must return", "wrong_type"), ("Ran out of memory", "memory"),
-                             ("Raised", "exception"), ("NaN", "nan"), ("syntax", "syntax_error")):
-        if marker in message:
-            return category
-    return status
-
-
 def _grade_one(learner: Learner, results: Path, timeout: float | None) -> dict:
     from autograder.grade import grade
 
     start = time.monotonic()
     try:
-        report = grade([learner.path], learner.id, timeout=timeout, jobs=1).to_json()
+        graded = grade([learner.path], learner.id, timeout=timeout, jobs=1)
+        report = graded.to_json()
+        for p, result in zip(report["problems"], graded.problems):
+            p["category"] = result.category  # for the class summary only
     except Exception as exc:  # noqa: BLE001 - the grader never stops a batch
         report = {"learner": learner.id, "score": 0.0, "max_score": float(sum(p.points for p in registry.PROBLEMS)),
                   "problems": [{"id": p.id, "function": p.function, "status": "error", "score": 0.0,
-                                "max_score": float(p.points),
+                                "max_score": float(p.points), "category": "grader",
                                 "message": f"The grader failed on this submission ({type(exc).__name__}); "
                                            "please report it."} for p in registry.PROBLEMS]}
     report["seconds"] = round(time.monotonic() - start, 2)
-    for p in report["problems"]:
-        p["category"] = failure_category(p)
     _atomic_write(results / "learners" / f"{learner.id}.json", json.dumps(report, indent=1))
     return report
 
@@ -132,7 +113,7 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
     if todo:
         from ckptlab import setup_devices
 
-        setup_devices()  # the references run in this process
+        setup_devices()  # once, here: grade() would otherwise start JAX from several threads at once
     interrupted = False
     futures: dict = {}
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))

@@ -4,9 +4,12 @@ trusted code."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import uuid
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -83,6 +86,10 @@ class SafetensorsArg:
         return out
 
     def intact(self) -> bytes:
+        return self._intact
+
+    @cached_property
+    def _intact(self) -> bytes:  # made once: judging a case asks for it several times
         from safetensors.numpy import save
 
         return save(self.values(), metadata=dict(self.metadata) or None)
@@ -90,6 +97,26 @@ class SafetensorsArg:
     def header_size(self) -> int:
         """N, the header's length in bytes (data starts at 8 + N)."""
         return int.from_bytes(self.intact()[:8], "little")
+
+    def header(self) -> dict:
+        """The header as the file has it (``__metadata__`` included)."""
+        return json.loads(self.intact()[8:8 + self.header_size()])
+
+    def tensor_base(self, name: str) -> int:
+        """Where tensor ``name`` starts in the file (safetensors orders tensors by alignment, then name)."""
+        return 8 + self.header_size() + self.header()[name]["data_offsets"][0]
+
+    def nbytes(self, name: str, bounds=None) -> int:
+        """Bytes of tensor ``name``, or of its shard ``bounds``."""
+        shape, dtype = next((s, d) for t, s, d in self.tensors if t == name)
+        sizes = shape if bounds is None else [stop - start for start, stop in bounds]
+        return math.prod(sizes) * np.dtype(dtype).itemsize
+
+    def read_budget(self, name: str, bounds) -> int:
+        """Bytes a read of shard ``bounds`` of ``name`` may take (see :func:`autograder.reads.read_budget`)."""
+        from autograder.reads import read_budget
+
+        return read_budget(self.header_size(), self.nbytes(name, bounds))
 
     def content(self) -> bytes:
         data = self.intact()
@@ -118,8 +145,6 @@ class SafetensorsArg:
 
 def _break_entry(header: bytes) -> bytes:
     """The same header, with one tensor's "data_offsets" made unreadable (same length)."""
-    import json
-
     parsed = json.loads(header)
     name = next(k for k in parsed if k != "__metadata__")
     parsed[name]["data_offsets"] = "x"  # shorter than any "[begin,end]", so the length still fits

@@ -36,11 +36,12 @@ class ProblemResult:
     message: str
     seconds: float = 0.0  # wall time grading this problem
     code_seconds: float = 0.0  # of which inside the learner's function
+    category: str = ""  # why it failed, for instructors (see judge); not in learner reports
 
     def public(self) -> dict:
         d = asdict(self)
-        d.pop("seconds")
-        d.pop("code_seconds")
+        for private in ("seconds", "code_seconds", "category"):
+            d.pop(private)
         return d
 
 
@@ -94,9 +95,10 @@ def expected_outcome(problem: registry.Problem, args: tuple):
         raise
 
 
-def _result(problem, status, message, seconds=0.0):
+def _result(problem, status, message, seconds=0.0, category=None):
     return ProblemResult(problem.id, problem.function, status, float(problem.points if status == "correct" else 0),
-                         float(problem.points), message, seconds)
+                         float(problem.points), message, seconds,
+                         category=status if category is None and status != "correct" else (category or ""))
 
 
 def _signature_error(problem, node) -> str | None:
@@ -139,31 +141,34 @@ def _diagnose(hidden: Hidden, case: Case, actual, expected) -> str | None:
 
 
 def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandbox.RunResult,
-          module_source: str, timeout: float) -> tuple[str, str]:
-    """Turn a worker's plain-data outputs into (status, message). Never shows hidden data."""
+          module_source: str, timeout: float) -> tuple[str, str, str]:
+    """Turn a worker's plain-data outputs into (status, category, message). Never shows hidden data.
+
+    ``category`` names why, for instructors' class summaries: a key of the hidden messages (the
+    diagnosed mistake or the failing case family) or the kind of error; empty when correct."""
     if run.status == "timeout":
-        return "timeout", (f"Did not finish within {timeout:.0f} s for all hidden cases. Look for an endless "
+        return "timeout", "timeout", (f"Did not finish within {timeout:.0f} s for all hidden cases. Look for an endless "
                            "loop, or work that grows much faster than the input.")
     if run.status == "crashed":
         how = f"killed by signal {-run.returncode}" if (run.returncode or 0) < 0 else f"exit code {run.returncode}"
-        return "error", (f"The worker running your code stopped without a result ({how}). This usually means it "
+        return "error", "crashed", (f"The worker running your code stopped without a result ({how}). This usually means it "
                          f"ran out of memory (the limit is {sandbox.DEFAULT_MEMORY // 2**30} GiB) or your code "
                          "exits the interpreter (sys.exit / os._exit).")
     if run.setup:
         kind, name = run.setup.get("kind"), run.setup.get("type")
         where = _origin_of(module_source, run.setup.get("line"))
         if kind == "memory":
-            return "error", f"Ran out of memory while loading your code{where}. Avoid huge allocations at top level."
+            return "error", "memory", f"Ran out of memory while loading your code{where}. Avoid huge allocations at top level."
         if kind == "devices":
-            return "error", f"The grader could not set up its simulated devices: {run.setup.get('detail', '')}"
-        return "error", (f"{name} while loading the code {problem.function} needs{where}. Make sure your notebook "
+            return "error", "devices", f"The grader could not set up its simulated devices: {run.setup.get('detail', '')}"
+        return "error", "load_error", (f"{name} while loading the code {problem.function} needs{where}. Make sure your notebook "
                          "runs top to bottom in a fresh kernel.")
     if len(run.cases) != len(cases):
-        return "error", "The worker returned an incomplete result; please grade again."
+        return "error", "incomplete", "The worker returned an incomplete result; please grade again."
 
     outcomes = list(zip(cases, expected, run.cases))
     if all(o.get("error", {}).get("kind") == "not_implemented" for _, _, o in outcomes):
-        return "not_attempted", f"{problem.function} still raises NotImplementedError: replace it with your code."
+        return "not_attempted", "not_attempted", f"{problem.function} still raises NotImplementedError: replace it with your code."
     failing: list[tuple[Case, str | None]] = []
     for case, exp, out in outcomes:
         if isinstance(exp, Raises):
@@ -182,15 +187,15 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
             where = _origin_of(module_source, err.get("line"))
             label = "a public example" if case.category == "public" else "a hidden case"
             if err.get("kind") == "memory":
-                return "error", (f"Ran out of memory{where} on {label} (the limit is "
+                return "error", "memory", (f"Ran out of memory{where} on {label} (the limit is "
                                  f"{sandbox.DEFAULT_MEMORY // 2**30} GiB). Nothing here needs more than a few MB: "
                                  "look for an allocation that grows with a value instead of a shape.")
             if err.get("kind") == "bad_return":
-                return "incorrect", f"{problem.function} must return {problem.returns.describe}: {err.get('detail', '')}."
+                return "incorrect", "wrong_type", f"{problem.function} must return {problem.returns.describe}: {err.get('detail', '')}."
             if err.get("kind") == "not_implemented":
-                return "error", f"Raised NotImplementedError{where} on {label}: finish every branch of your function."
+                return "error", "not_implemented", f"Raised NotImplementedError{where} on {label}: finish every branch of your function."
             see = "Run the check cell in the notebook to see the full traceback." if case.category == "public" else ""
-            return "error", " ".join(x for x in (f"Raised {err.get('type', 'an exception')}{where} on {label}.",
+            return "error", "exception", " ".join(x for x in (f"Raised {err.get('type', 'an exception')}{where} on {label}.",
                                                  hidden.on_exception, see) if x)
         actual = out["value"]
         # Terse even for public examples: the notebook's check shows those in full.
@@ -201,9 +206,9 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
             if diagnosis in hidden.type_diagnoses:
                 failing.append((case, diagnosis))
                 continue
-            return "incorrect", f"{problem.function} {bad_type}."
+            return "incorrect", "wrong_type", f"{problem.function} {bad_type}."
         if problem.returns.has_nan(actual):
-            return "incorrect", f"{problem.function} returned NaN on {'a public example' if case.category == 'public' else 'a hidden case'}: look for 0/0 or an uninitialised value."
+            return "incorrect", "nan", f"{problem.function} returned NaN on {'a public example' if case.category == 'public' else 'a hidden case'}: look for 0/0 or an uninitialised value."
         if not problem.returns.equal(actual, exp):
             failing.append((case, _diagnose(hidden, case, actual, exp)))
         elif hidden.check_outcome is not None:
@@ -211,21 +216,22 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
             if problem_key:
                 failing.append((case, problem_key))
     if not failing:
-        return "correct", f"All {len(cases)} cases passed."
+        return "correct", "", f"All {len(cases)} cases passed."
     # The mistake that explains the most failing cases; else the first failing family, in message order.
     diagnosed = Counter(d for _, d in failing if d)
     hidden_failing = [c.category for c, _ in failing if c.category != "public"]
     public_failing = len(hidden_failing) < len(failing)
     if diagnosed:
-        message = hidden.messages[diagnosed.most_common(1)[0][0]]
+        category = diagnosed.most_common(1)[0][0]
     elif hidden_failing:
         order = list(hidden.messages)
-        message = hidden.messages[min(hidden_failing, key=order.index)]
+        category = min(hidden_failing, key=order.index)
     else:
-        message = ""
+        category = "public"
+    message = hidden.messages.get(category, "")
     if public_failing:
         message += (" " if message else "") + "It fails a public example too: run the check cell in the notebook to see it."
-    return "incorrect", f"Wrong on {len(failing)} of {len(cases)} cases. {message}"
+    return "incorrect", category, f"Wrong on {len(failing)} of {len(cases)} cases. {message}"
 
 
 @dataclass
@@ -239,28 +245,30 @@ class _Plan:
     timeout: float = 0.0
 
 
-def _plan(problem, sub: extract.Submission, learner: str, salt: str | None, timeout: float | None) -> _Plan:
-    plan = _Plan(problem, timeout=timeout or problem.timeout)
+def locate(problem, sub: extract.Submission) -> ProblemResult | None:
+    """The result of a problem whose function cannot run (missing, broken, a stub, a wrong
+    signature), or None when it is there to run. Shared with the public checks."""
     block = sub.function(problem.function)
     if block is None:
         broken = sub.broken_function(problem.function)
         if broken is not None:
-            plan.result = _result(problem, "error", f"{broken.error}: fix the syntax error in {problem.function}.")
-        elif sub.unreadable:
-            plan.result = _result(problem, "error", f"{sub.unreadable}.")
-        else:
-            plan.result = _result(problem, "not_attempted",
-                                  f"No function named {problem.function} found. Define it as `def {problem.call}:`.")
-        return plan
+            return _result(problem, "error", f"{broken.error}: fix the syntax error in {problem.function}.",
+                           category="syntax_error")
+        if sub.unreadable:
+            return _result(problem, "error", f"{sub.unreadable}.", category="unreadable")
+        return _result(problem, "not_attempted",
+                       f"No function named {problem.function} found. Define it as `def {problem.call}:`.")
     if extract.is_stub(block.node):
-        plan.result = _result(problem, "not_attempted", "Not attempted yet: the function is still the stub.")
-        return plan
+        return _result(problem, "not_attempted", "Not attempted yet: the function is still the stub.")
     bad = _signature_error(problem, block.node)
-    if bad:
-        plan.result = _result(problem, "error", bad)
-        return plan
-    plan.source = sub.module_source(problem.function)
-    plan.hidden, plan.cases = hidden_cases(problem, learner, salt)
+    return _result(problem, "error", bad, category="signature") if bad else None
+
+
+def _plan(problem, sub: extract.Submission, learner: str, salt: str | None, timeout: float | None) -> _Plan:
+    plan = _Plan(problem, timeout=timeout or problem.timeout, result=locate(problem, sub))
+    if plan.result is None:
+        plan.source = sub.module_source(problem.function)
+        plan.hidden, plan.cases = hidden_cases(problem, learner, salt)
     return plan
 
 
@@ -280,7 +288,7 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
             return grade_plan(plan)
         except Exception as exc:  # noqa: BLE001 - a grader-side failure costs this problem only
             return _result(plan.problem, "error", f"The grader itself failed on this problem ({type(exc).__name__}); "
-                                                  "your other problems are graded. Please report this.")
+                                                  "your other problems are graded. Please report this.", category="grader")
 
     def grade_plan(plan: _Plan) -> ProblemResult:
         if plan.result is not None:
@@ -302,10 +310,11 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
             raise
         out = worker.wait()
         try:
-            status, message = judge(plan.problem, plan.hidden, plan.cases, plan.expected, out, plan.source, plan.timeout)
+            status, category, message = judge(plan.problem, plan.hidden, plan.cases, plan.expected, out, plan.source,
+                                              plan.timeout)
         except Exception as exc:  # noqa: BLE001 - a judging bug must not sink the other problems
-            status, message = "error", f"The grader failed on this problem ({type(exc).__name__}); please report it."
-        result = _result(plan.problem, status, message, out.seconds)
+            status, category, message = "error", "grader", f"The grader failed on this problem ({type(exc).__name__}); please report it."
+        result = _result(plan.problem, status, message, out.seconds, category)
         result.code_seconds = out.code_seconds
         return result
 

@@ -205,16 +205,10 @@ def _reading(p: registry.Problem):
 
 
 def _too_many_reads(ex, read: int | None) -> str | None:
-    import math
-
-    from autograder.reads import read_budget
-
     if read is None:
         return None  # not on Linux: the grader counts, this check cannot
     arg, name, bounds = ex.args
-    value = arg.values()[name]
-    needed = math.prod(stop - start for start, stop in bounds) * value.itemsize
-    budget = read_budget(arg.header_size(), needed)
+    needed, budget = arg.nbytes(name, bounds), arg.read_budget(name, bounds)
     if read <= budget:
         return None
     return (f"it read {read:,} bytes from files; the shard needs {needed:,} (the file's header and "

@@ -5,6 +5,7 @@ which has no hidden tests): it runs your own code in this process, like the note
 from __future__ import annotations
 
 from autograder import extract, registry
+from autograder.grade import locate
 from autograder.notebook import CheckResult, ProblemHandle
 
 
@@ -12,13 +13,9 @@ def check_paths(paths) -> list[CheckResult]:
     sub = extract.load_submissions(list(paths))
     plans = []
     for p in registry.PROBLEMS:
-        block = sub.function(p.function)
-        if block is None:
-            broken = sub.broken_function(p.function)
-            why = f"{broken.error}: fix the syntax error." if broken else f"no function named {p.function} found."
-            plans.append((p, None, CheckResult(p, "error" if broken else "not_attempted", why)))
-        elif extract.is_stub(block.node):
-            plans.append((p, None, CheckResult(p, "not_attempted", "still the stub.")))
+        located = locate(p, sub)  # missing, broken, stub or wrong signature: the grader's own words
+        if located is not None:
+            plans.append((p, None, CheckResult(p, located.status, located.message)))
         else:
             plans.append((p, sub.module_source(p.function), None))
     if any(source is not None for _, source, _ in plans):

@@ -4,14 +4,12 @@ the grader with the ``safetensors`` package, fresh for each learner."""
 from __future__ import annotations
 
 import itertools
-import json
 import math
 
 import numpy as np
 
 from autograder.files import CORRUPT, TRUNCATED, SafetensorsArg
 from autograder.hidden import Case, Hidden
-from autograder.reads import read_budget
 from ckptlab.layout import real_index_domains
 from solutions.unit4 import coalesce_runs, index_domain_to_byte_runs
 
@@ -301,31 +299,14 @@ def _read_cases(rng):
     ]
 
 
-def _file_layout(args):
-    """(header size N, the tensor's shape, dtype and absolute base) for a read_shard case."""
-    arg, name, _ = args
-    n = arg.header_size()
-    shape, dtype = next((s, d) for t, s, d in arg.tensors if t == name)
-    # safetensors orders tensors by dtype alignment, then name: take the offset from the real header.
-    header = json.loads(arg.intact()[8:8 + n])
-    offset = header[name]["data_offsets"][0]
-    return n, tuple(shape), np.dtype(dtype), 8 + n + offset
-
-
-def _needed(args) -> int:
-    _, shape, dtype, _ = _file_layout(args)
-    bounds = args[2]
-    return math.prod(stop - start for start, stop in bounds) * dtype.itemsize
-
-
 def _check_reads(args, out) -> str | None:
     read = out.get("read_bytes")
     if read is None:
         return "no_count"
-    n, shape, dtype, _ = _file_layout(args)
-    if read <= read_budget(n, _needed(args)):
+    arg, name, bounds = args
+    if read <= arg.read_budget(name, bounds):
         return None
-    return "whole_tensor_read" if read >= math.prod(shape) * dtype.itemsize else "over_read"
+    return "whole_tensor_read" if read >= arg.nbytes(name) else "over_read"
 
 
 def _diagnose_read(args, actual, expected):
@@ -336,15 +317,16 @@ def _diagnose_read(args, actual, expected):
     if actual.shape != expected.shape:
         return "transposed" if sorted(actual.shape) == sorted(expected.shape) and actual.size == expected.size else "shape"
     arg, name, bounds = args
-    n, shape, dtype, base = _file_layout(args)
+    shape = tuple(arg.header()[name]["shape"])
+    dtype, base, size = expected.dtype, arg.tensor_base(name), arg.nbytes(name)
     content = arg.content()
-    full = np.frombuffer(content[base:base + math.prod(shape) * dtype.itemsize], dtype=dtype).reshape(shape)
+    full = np.frombuffer(content[base:base + size], dtype=dtype).reshape(shape)
     as_column_major = full.ravel().reshape(shape, order="F")  # the file's bytes read as Fortran order
     if shape and np.array_equal(actual, as_column_major[tuple(slice(a, b) for a, b in bounds)]):
         return "column_major"
-    no_start = base - 8 - n
-    if no_start + math.prod(shape) * dtype.itemsize <= len(content):
-        wrong = np.frombuffer(content[no_start:no_start + math.prod(shape) * dtype.itemsize], dtype=dtype).reshape(shape)
+    no_start = base - 8 - arg.header_size()
+    if no_start + size <= len(content):
+        wrong = np.frombuffer(content[no_start:no_start + size], dtype=dtype).reshape(shape)
         if np.array_equal(actual, wrong[tuple(slice(a, b) for a, b in bounds)]):
             return "data_start"
     return None
