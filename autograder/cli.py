@@ -129,6 +129,20 @@ def cmd_gradescope_run(args) -> int:
     return 0
 
 
+def cmd_nbgrader(args) -> int:
+    from autograder.nbgrader_course import write_course
+
+    course = Path(args.course_dir)
+    kept = (course / "nbgrader_config.py").exists()
+    written = write_course(course)
+    for path in written:
+        print(f"wrote {path}")
+    if kept:
+        print(f"kept your {course / 'nbgrader_config.py'}")
+    print(f"next: cd {course} && nbgrader generate_assignment unit1   (see {course / 'README.md'})")
+    return 0
+
+
 def cmd_list(args) -> int:
     from autograder import registry
 
@@ -178,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("out", metavar="OUT_DIR", help="a new, empty folder")
     r.add_argument("--root", default=".", help="the course repository (default: here)")
     r.set_defaults(func=cmd_release)
+    ng = sub.add_parser("nbgrader", help="(instructors) write an nbgrader course: source notebooks and config")
+    ng.add_argument("course_dir", metavar="COURSE_DIR", help="the nbgrader course folder (created if missing)")
+    ng.set_defaults(func=cmd_nbgrader)
     ls = sub.add_parser("list", help="list the problems")
     ls.set_defaults(func=cmd_list)
     nb = sub.add_parser("notebooks", help="(maintainers) rebuild problems/*.ipynb from the registry")

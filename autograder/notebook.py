@@ -14,6 +14,7 @@ import contextlib
 import copy
 import html
 import inspect
+import os
 import sys
 import traceback
 
@@ -22,8 +23,10 @@ import numpy as np
 from autograder import registry
 from autograder.returns import Raises
 
-_COLOURS = {"correct": "#1a7f37", "incorrect": "#cf222e", "not_attempted": "#6e7781", "error": "#cf222e"}
-_LABELS = {"correct": "Correct", "incorrect": "Incorrect", "not_attempted": "Not attempted", "error": "Error"}
+_COLOURS = {"correct": "#1a7f37", "incorrect": "#cf222e", "not_attempted": "#6e7781", "error": "#cf222e",
+            "skipped": "#6e7781"}
+_LABELS = {"correct": "Correct", "incorrect": "Incorrect", "not_attempted": "Not attempted", "error": "Error",
+           "skipped": "Skipped"}
 
 
 class CheckResult:
@@ -96,6 +99,10 @@ class ProblemHandle:
     def check(self, fn=None) -> CheckResult:
         """Run the public examples against your function and say how it went."""
         p = self.problem
+        if os.environ.get("NBGRADER_EXECUTION") == "autograde":
+            # nbgrader is autograding: the test cell below grades with the hidden tests, in a
+            # worker with a time limit; the public examples would only cost time (or hang) here.
+            return CheckResult(p, "skipped", "public examples skipped while nbgrader autogrades.")
         fn = fn or self._find()
         if fn is None:
             return CheckResult(p, "not_attempted", f"no function named {p.function} yet: run the cell that defines it.")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import inspect
 import json
 import subprocess
@@ -16,6 +15,7 @@ from autograder import registry
 from autograder.hidden import load
 from autograder.notebooks import problem_notebook
 from autograder.release import build_release
+from tests.leaks import hidden_code_windows, hidden_messages, solution_windows, tree_windows
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,65 +27,15 @@ def bundle(tmp_path_factory):
     return out
 
 
-WINDOW = 3  # consecutive lines: single idioms (`checkpointer = ocp.StandardCheckpointer()`) are shared
-
-
-def _code_lines(text: str) -> list[str]:
-    return [line.strip() for line in text.splitlines()
-            if line.strip() and not line.strip().startswith(("#", "import ", "from "))]
-
-
-def _windows(lines: list[str]) -> set[str]:
-    if len(lines) < WINDOW:
-        return {"\n".join(lines)} if lines else set()
-    return {"\n".join(lines[i:i + WINDOW]) for i in range(len(lines) - WINDOW + 1)}
-
-
-def _bundle_windows(bundle: Path) -> tuple[set[str], str]:
-    windows, texts = set(), []
-    for p in sorted(bundle.rglob("*")):
-        if p.is_file():
-            text = p.read_text(errors="replace")
-            if p.suffix == ".ipynb":  # notebook cells, as code
-                text = "\n".join("".join(c["source"]) for c in json.loads(text)["cells"])
-            windows |= _windows(_code_lines(text))
-            texts.append(text)
-    return windows, "\n".join(texts)
-
-
-def _solution_windows():
-    """Every run of WINDOW lines of every reference function body."""
-    for path in sorted((ROOT / "solutions").glob("unit*.py")):
-        lines = path.read_text().splitlines()
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.FunctionDef):
-                for w in _windows(_code_lines("\n".join(lines[node.body[0].lineno - 1:node.end_lineno]))):
-                    yield f"{path.name}:{node.name}", w
-
-
-def _hidden_code_windows():
-    for path in sorted((ROOT / "autograder" / "hidden").glob("unit*.py")):
-        for w in _windows(_code_lines(path.read_text())):
-            yield path.name, w
-
-
-def _hidden_messages():
-    """Every message and other text of the hidden tests."""
-    for path in sorted((ROOT / "autograder" / "hidden").glob("unit*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) >= 30:
-                yield path.name, node.value
-
-
 def test_bundle_holds_no_reference_and_no_hidden_test(bundle):
     names = {p.relative_to(bundle).as_posix() for p in bundle.rglob("*") if p.is_file()}
     assert not any(n.startswith(("solutions/", "tests/", "bench/")) for n in names)
     assert not any(n.startswith("autograder/hidden/unit") for n in names)
     assert {"README.md", "Makefile", "pyproject.toml", "environment.yml"} <= names
     assert {f"course/{p.name}" for p in (ROOT / "course").glob("*.ipynb")} <= names
-    windows, text = _bundle_windows(bundle)
-    code = [*_solution_windows(), *_hidden_code_windows()]
-    messages = list(_hidden_messages())
+    windows, text = tree_windows(bundle)
+    code = [*solution_windows(), *hidden_code_windows()]
+    messages = list(hidden_messages())
     assert len(code) > 200 and len(messages) > 100
     hits = [w for w in code if w[1] in windows] + [m for m in messages if m[1] in text]
     assert not hits, hits[:5]
@@ -93,7 +43,7 @@ def test_bundle_holds_no_reference_and_no_hidden_test(bundle):
     leaked = bundle / "problems" / "leak.py"
     leaked.write_text(inspect.getsource(__import__("solutions.unit4", fromlist=["x"]).read_shard) + "\n# " + messages[0][1])
     try:
-        windows, text = _bundle_windows(bundle)
+        windows, text = tree_windows(bundle)
         assert any(w[1] in windows for w in code) and messages[0][1] in text
     finally:
         leaked.unlink()

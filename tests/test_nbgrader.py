@@ -1,0 +1,160 @@
+"""The nbgrader round trip, with real nbgrader: generate_assignment, three collected submissions,
+autograde, generate_feedback, export. Scores must equal `python -m autograder grade`, and nothing
+of the hidden tests or the references may reach the learners' release or feedback."""
+
+from __future__ import annotations
+
+import csv
+import inspect
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import registry
+from autograder.grade import grade
+from autograder.nbgrader_course import grading_cell_source, source_notebook, write_course
+from solutions import unit1
+from tests.leaks import hidden_code_windows, solution_windows, tree_windows
+from tests.nbgrader_work import reference_answers, submit, wrong_answer
+
+UNIT = 1
+NOTEBOOK = next(p.notebook for p in registry.PROBLEMS if p.unit == UNIT)
+PROBLEMS = [p for p in registry.PROBLEMS if p.unit == UNIT]
+BIN = Path(sys.executable).parent
+
+
+def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
+    # nbgrader runs `alembic` and the python3 kernel through PATH: this environment's bin/ first.
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    out = subprocess.run([str(BIN / "nbgrader"), *args], cwd=course, env=env, capture_output=True, text=True,
+                         timeout=900)
+    assert out.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{out.stderr[-3000:]}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    if shutil.which("nbgrader", path=str(BIN)) is None:
+        pytest.fail("nbgrader is not installed in this environment: pip install -e '.[test]'")
+    course = tmp_path_factory.mktemp("nbgrader") / "course"
+    write_course(course)
+    nbgrader(course, "generate_assignment", f"unit{UNIT}")
+    released = course / "release" / f"unit{UNIT}" / NOTEBOOK
+    ref = reference_answers(course / "source" / f"unit{UNIT}" / NOTEBOOK)
+    work = {
+        # every problem solved
+        "ada": (ref, None),
+        # two right, one curated wrong answer, one left as the stub
+        "bob": ({"1.1": ref["1.1"], "1.2": wrong_answer("1.2"), "1.3": ref["1.3"]}, None),
+        # a syntax error in one answer, a cell that crashes at the top level, one right answer
+        "cy": ({"1.1": ref["1.1"].replace("):", ")", 1), "1.2": ref["1.2"]},
+               {"1.2": "raise RuntimeError('a cell that crashes at the top level')"}),
+    }
+    for student, (answers, extra) in work.items():
+        folder = course / "submitted" / student / f"unit{UNIT}"
+        submit(released, answers, folder / NOTEBOOK, extra)
+        (folder / "timestamp.txt").write_text("2026-11-20 12:00:00.000000 UTC")
+    nbgrader(course, "autograde", f"unit{UNIT}")
+    nbgrader(course, "generate_feedback", f"unit{UNIT}")
+    nbgrader(course, "export")
+    return course
+
+
+def test_source_notebooks_are_valid_nbgrader_notebooks():
+    for unit in registry.units():
+        nb = source_notebook(unit)
+        nbformat.validate(nb)
+        tests = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+        problems = [p for p in registry.PROBLEMS if p.unit == unit]
+        assert [c.metadata.nbgrader.points for c in tests] == [p.points for p in problems]
+        assert [c.source for c in tests] == [grading_cell_source(p) for p in problems]
+        answers = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+        assert len(answers) == len(problems)
+        assert all("### BEGIN SOLUTION" in c.source and "### END SOLUTION" in c.source for c in answers)
+        ids = [c.metadata.nbgrader.grade_id for c in nb.cells if "nbgrader" in c.metadata]
+        assert len(ids) == len(set(ids))
+
+
+def test_course_keeps_the_instructors_config(tmp_path):
+    write_course(tmp_path)
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\nc.Execute.timeout = 999\n")
+    write_course(tmp_path)
+    assert "999" in (tmp_path / "nbgrader_config.py").read_text()
+    assert len(list((tmp_path / "source").glob("unit*/*.ipynb"))) == len(registry.units())
+
+
+def test_release_has_stubs_not_solutions(course):
+    released = nbformat.read(str(course / "release" / f"unit{UNIT}" / NOTEBOOK), as_version=4)
+    answers = [c for c in released.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    assert len(answers) == len(PROBLEMS)
+    assert all("raise NotImplementedError" in c.source and "BEGIN SOLUTION" not in c.source for c in answers)
+    found, _ = tree_windows(course / "release")
+    refs = list(solution_windows())
+    assert not [w for w in refs if w[1] in found]
+    found, _ = tree_windows(course / "source" / f"unit{UNIT}")
+    assert [w for w in refs if w[1] in found]  # the scan finds them where they are
+
+
+def _gradebook(course: Path) -> dict[str, dict[str, float]]:
+    from nbgrader.api import Gradebook
+
+    scores = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for student in ("ada", "bob", "cy"):
+            nb = gb.find_submission_notebook(NOTEBOOK[:-len(".ipynb")], f"unit{UNIT}", student)
+            scores[student] = {g.name: g.score for g in nb.grades}
+    return scores
+
+
+def test_gradebook_scores_equal_the_autograder(course):
+    book = _gradebook(course)
+    with open(course / "grades.csv", newline="") as f:
+        totals = {row["student_id"]: float(row["score"]) for row in csv.DictReader(f) if row["assignment"] == f"unit{UNIT}"}
+    expected_totals = {"ada": 40.0, "bob": 20.0, "cy": 10.0}
+    assert totals == expected_totals
+    for student in ("ada", "bob", "cy"):
+        report = grade([course / "submitted" / student / f"unit{UNIT}" / NOTEBOOK], student,
+                       problems=[p.id for p in PROBLEMS])
+        ours = {f"p{r.id.replace('.', '_')}-tests": r.score for r in report.problems}
+        assert book[student] == ours, student
+        assert report.score == totals[student]
+
+
+def test_feedback_shows_messages_and_no_hidden_test(course):
+    feedback = course / "feedback"
+    pages = sorted(feedback.glob(f"*/unit{UNIT}/*.html"))
+    assert [p.parts[-3] for p in pages] == ["ada", "bob", "cy"]
+    bob = tree_windows(feedback / "bob")[1]
+    assert "orbax_save_count: incorrect, 0/10 points" in bob and "only the kernel was counted" in bob
+    cy = tree_windows(feedback / "cy")[1]
+    assert "SyntaxError" in cy and "code cell 3" in cy
+    for student in ("ada", "bob", "cy"):
+        for where in (feedback / student, course / "autograded" / student):
+            assert not _leaks(where, course / "submitted" / student), where
+            # Test cells are shown in full (nbgrader issue 917): ours hold no test, only the call.
+            text = tree_windows(where)[1]
+            assert "BEGIN HIDDEN TESTS" not in text and text.count('grade_cell("1.') == len(PROBLEMS)
+
+
+def _leaks(shown: Path, submitted: Path) -> list[str]:
+    """Hidden-test code in what a learner is shown, or reference code the learner did not write
+    (a full-marks learner's own answers are the references)."""
+    own, _ = tree_windows(submitted)
+    found, _ = tree_windows(shown)
+    return ([w for _, w in hidden_code_windows() if w in found]
+            + [w for _, w in solution_windows() if w in found and w not in own])
+
+
+def test_a_feedback_leak_would_be_found(course, tmp_path):
+    planted = tmp_path / "feedback"
+    shutil.copytree(course / "feedback" / "bob", planted)
+    assert not _leaks(planted, course / "submitted" / "bob")
+    page = next(planted.rglob("*.html"))
+    # bob's 1.2 is wrong: the reference 1.2 in his feedback is a leak.
+    page.write_text(page.read_text() + "<pre>" + inspect.getsource(unit1.orbax_save_count) + "</pre>")
+    assert _leaks(planted, course / "submitted" / "bob")
