@@ -43,6 +43,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_grading.py
 	$(BIN)/python bench/bench_shard_reads.py
+	$(BIN)/python bench/bench_nbgrader.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

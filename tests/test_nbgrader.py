@@ -88,6 +88,7 @@ def test_course_keeps_the_instructors_config(tmp_path):
     assert len(list((tmp_path / "source").glob("unit*/*.ipynb"))) == len(registry.units())
 
 
+@pytest.mark.slow
 def test_release_has_stubs_not_solutions(course):
     released = nbformat.read(str(course / "release" / f"unit{UNIT}" / NOTEBOOK), as_version=4)
     answers = [c for c in released.cells if c.metadata.get("nbgrader", {}).get("solution")]
@@ -111,6 +112,7 @@ def _gradebook(course: Path) -> dict[str, dict[str, float]]:
     return scores
 
 
+@pytest.mark.slow
 def test_gradebook_scores_equal_the_autograder(course):
     book = _gradebook(course)
     with open(course / "grades.csv", newline="") as f:
@@ -125,6 +127,7 @@ def test_gradebook_scores_equal_the_autograder(course):
         assert report.score == totals[student]
 
 
+@pytest.mark.slow
 def test_feedback_shows_messages_and_no_hidden_test(course):
     feedback = course / "feedback"
     pages = sorted(feedback.glob(f"*/unit{UNIT}/*.html"))
@@ -150,6 +153,7 @@ def _leaks(shown: Path, submitted: Path) -> list[str]:
             + [w for _, w in solution_windows() if w in found and w not in own])
 
 
+@pytest.mark.slow
 def test_a_feedback_leak_would_be_found(course, tmp_path):
     planted = tmp_path / "feedback"
     shutil.copytree(course / "feedback" / "bob", planted)
@@ -158,3 +162,28 @@ def test_a_feedback_leak_would_be_found(course, tmp_path):
     # bob's 1.2 is wrong: the reference 1.2 in his feedback is a leak.
     page.write_text(page.read_text() + "<pre>" + inspect.getsource(unit1.orbax_save_count) + "</pre>")
     assert _leaks(planted, course / "submitted" / "bob")
+
+
+def test_grade_cell_runs_the_public_examples_where_hidden_tests_are_absent(monkeypatch, capsys):
+    # A learner running a test cell in a class environment without the hidden tests.
+    from autograder import release
+    from autograder.nbgrader_course import NotFullMarks, grade_cell
+
+    monkeypatch.setattr(release, "hidden_tests_available", lambda: False)
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    main = sys.modules["__main__"]
+    monkeypatch.setattr(main, "param_bytes", unit1.param_bytes, raising=False)
+    grade_cell("1.3")
+    assert "Correct" in capsys.readouterr().out
+    monkeypatch.setattr(main, "param_bytes", lambda params, dtype: 0, raising=False)
+    with pytest.raises(NotFullMarks) as err:
+        grade_cell("1.3")
+    lines = err.value._render_traceback_()  # what IPython shows: the message, no grader traceback
+    assert lines[0].startswith("[Incorrect] 1.3 param_bytes") and "hidden tests run when" in lines[-1]
+
+
+def test_public_checks_step_aside_while_nbgrader_autogrades(monkeypatch):
+    from autograder.notebook import problem
+
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    assert problem("1.3").check(lambda params, dtype: 0).status == "skipped"
