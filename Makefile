@@ -13,11 +13,14 @@ LAB_ARGS ?=
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 PYTEST_ARGS ?=
 
-.PHONY: help lab check test bench venv clean
+.PHONY: help lab check progress practice drill test bench venv clean
 
 help:
 	@echo "make lab    - open the course in JupyterLab (start with course/00_start_here.ipynb)"
 	@echo "make check  - grade your work in problems/ with the hidden tests"
+	@echo "make progress - where you stand: per unit and problem, from your grading runs"
+	@echo "make practice - a timed set of problems you have not mastered (MINUTES=30 UNIT=)"
+	@echo "make drill  - quick-fire numeric questions with worked answers"
 	@echo "make test   - run the project's test-suite"
 	@echo "make bench  - grading speed benchmarks"
 
@@ -36,6 +39,17 @@ lab: $(STAMP)
 
 check: $(STAMP)
 	@$(BIN)/python -m autograder grade problems/
+
+progress: $(STAMP)
+	@$(BIN)/python -m autograder progress
+
+MINUTES ?= 30
+UNIT ?=
+practice: $(STAMP)
+	@$(BIN)/python -m autograder practice --minutes $(MINUTES) $(if $(UNIT),--unit $(UNIT))
+
+drill: $(STAMP)
+	@$(BIN)/python -m autograder drill
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -55,6 +55,10 @@ def cmd_grade(args) -> int:
     print(table(report))
     if args.json:
         _write_json(args.json, report.to_json())
+    if not args.no_record:
+        from autograder import progress
+
+        progress.record_grading(report.to_json(), "grade")
     return 0
 
 
@@ -65,12 +69,19 @@ def cmd_check(args) -> int:
 
     if _missing(args.paths):
         return 2
-    results = check_paths(args.paths)
+    try:
+        results = check_paths(args.paths, args.only)
+    except KeyError as e:
+        print(f"error: {e.args[0]}", file=sys.stderr)
+        return 2
     for r in results:
         print(f"{r.problem.id:5} {r.problem.function:28} {r.status.replace('_', ' '):14} {r.message}")
     passed = sum(r.passed for r in results)
-    print(f"\nPublic examples pass for {passed} of {len(registry.PROBLEMS)} problems. Hidden tests run when your "
+    print(f"\nPublic examples pass for {passed} of {len(results)} problems. Hidden tests run when your "
           "work is graded.")
+    if args.json:
+        _write_json(args.json, {"problems": [{"id": r.problem.id, "status": r.status, "message": r.message,
+                                              "detail": r.detail} for r in results]})
     return 0
 
 
@@ -143,6 +154,53 @@ def cmd_nbgrader(args) -> int:
     return 0
 
 
+def cmd_practice(args) -> int:
+    import numpy as np
+
+    from autograder import practice, progress
+
+    if args.minutes <= 0:
+        print("error: --minutes must be positive", file=sys.stderr)
+        return 2
+    try:
+        problems, review = practice.choose(progress.load(args.learner), args.minutes, args.unit, args.count,
+                                           np.random.default_rng(args.seed))
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if review:
+        print("You have mastered every problem here: this set is for review.")
+    path = practice.new_workspace(problems, args.minutes, Path(args.workspace))
+    practice.Session(problems, args.minutes, args.learner, path).run()
+    return 0
+
+
+def cmd_drill(args) -> int:
+    from autograder import drills
+
+    kinds = args.kind or None
+    unknown = [k for k in kinds or [] if k not in drills.KINDS]
+    if unknown:
+        print(f"error: no drill {', '.join(unknown)}; choose from: {', '.join(drills.KINDS)}", file=sys.stderr)
+        return 2
+    drills.run(args.count, kinds, args.learner, seed=args.seed)
+    return 0
+
+
+def cmd_progress(args) -> int:
+    from autograder import progress
+
+    records = progress.load(args.learner)
+    if args.json:
+        rows = progress.summarize(records)
+        _write_json(args.json, {"learner": args.learner, "problems": [
+            {"id": r.problem.id, "function": r.problem.function, "unit": r.problem.unit, "status": r.status,
+             "best": r.best, "max_score": r.problem.points, "attempts": r.attempts, "seconds": round(r.seconds, 1),
+             "hints": r.hints, "last": r.last} for r in rows], "drills": progress.drill_stats(records)})
+    print(progress.table(args.learner, records))
+    return 0
+
+
 def cmd_list(args) -> int:
     from autograder import registry
 
@@ -169,7 +227,26 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--only", nargs="+", metavar="PROBLEM", help="grade only these problem ids or function names")
     g.add_argument("--timeout", type=float, help="seconds per problem (default: each problem's own limit)")
     g.add_argument("-j", "--jobs", type=int, help="problems graded in parallel (default: 2)")
+    g.add_argument("--no-record", action="store_true", help="do not record this run in the learner's progress")
     g.set_defaults(func=cmd_grade)
+    pr = sub.add_parser("practice", help="a timed set of problems you have not mastered, graded at the end")
+    pr.add_argument("--minutes", type=float, default=30, help="length of the set (default: 30)")
+    pr.add_argument("--unit", type=int, help="draw from this unit only")
+    pr.add_argument("--count", type=int, help="number of problems (default: as many as fit the time)")
+    pr.add_argument("--learner", default=_default_learner(), help="whose progress to read and record")
+    pr.add_argument("--workspace", default="practice", help="folder for the practice file (default: ./practice)")
+    pr.add_argument("--seed", type=int, help="choose the same set again")
+    pr.set_defaults(func=cmd_practice)
+    dr = sub.add_parser("drill", help="quick-fire numeric questions with worked answers")
+    dr.add_argument("--count", type=int, default=5, help="number of questions (default: 5)")
+    dr.add_argument("--kind", nargs="+", metavar="KIND", help="only these kinds of question")
+    dr.add_argument("--learner", default=_default_learner())
+    dr.add_argument("--seed", type=int, help="the same questions again")
+    dr.set_defaults(func=cmd_drill)
+    pg = sub.add_parser("progress", help="where you stand: per unit and problem, from your grading runs")
+    pg.add_argument("--learner", default=_default_learner())
+    pg.add_argument("--json", metavar="FILE", help="also write it as JSON")
+    pg.set_defaults(func=cmd_progress)
     b = sub.add_parser("grade-batch", help="(instructors) grade a folder of submissions, one per learner")
     b.add_argument("submissions", metavar="SUBMISSIONS_DIR", help="one sub-folder or notebook/.py file per learner")
     b.add_argument("--out", required=True, metavar="RESULTS_DIR", help="where results, feedback and summary go")
@@ -187,6 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     gr.set_defaults(func=cmd_gradescope_run)
     c = sub.add_parser("check", help="run every problem's public examples (what the notebook check cells run)")
     c.add_argument("paths", nargs="+", metavar="PATH", help="a notebook, a .py file, or a folder of them")
+    c.add_argument("--only", nargs="+", metavar="PROBLEM", help="check only these problem ids or function names")
+    c.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     c.set_defaults(func=cmd_check)
     r = sub.add_parser("release", help="(instructors) write the learner bundle: no solutions, no hidden tests")
     r.add_argument("out", metavar="OUT_DIR", help="a new, empty folder")

@@ -133,7 +133,7 @@ def grade_cell(problem_id: str, timeout: float = CELL_TIMEOUT - 20) -> None:
         nbformat.write(new_notebook(cells=[new_code_cell(c) for c in _kernel_cells()]), str(nb_path))
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", "autograder", "grade", str(nb_path), "--only", p.id,
-               "--learner", _learner_id(), "--json", str(out)]
+               "--learner", _learner_id(), "--json", str(out), "--no-record"]
         try:
             run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp)
         except subprocess.TimeoutExpired:

@@ -288,3 +288,34 @@ def plot_presharding_reads(chunks_by_layout: Mapping[str, Mapping[int, int]], ax
     ax.legend(fontsize=8, loc="upper right")
     ax.set_title(title)
     return ax
+
+
+_STATUS_COLOURS = {"mastered": "#1a7f37", "attempted": "#d29922", "not started": "#d0d7de"}
+
+
+def plot_progress(rows: Sequence[tuple[str, int, float, float, str]], ax=None, title: str = "Best score per problem"):
+    """One bar per problem, grouped by unit: the best score as a share of its points, coloured by
+    status. ``rows`` are ``(problem id, unit, best score, points, status)``, status one of
+    "mastered", "attempted", "not started"."""
+    ax = _axes(ax, (max(7, 0.42 * len(rows) + 2), 3.2))
+    x, gap, ticks = 0.0, 0.8, []
+    last_unit = None
+    for pid, unit, best, points, status in rows:
+        if last_unit is not None and unit != last_unit:
+            x += gap
+        last_unit = unit
+        share = best / points if points else 0.0
+        ax.bar(x, 1.0, 0.8, color="white", edgecolor="#8c959f", lw=0.5)  # the whole problem
+        ax.bar(x, max(share, 0.02 if status != "not started" else 0), 0.8,
+               color=_STATUS_COLOURS.get(status, "#8c959f"), edgecolor="black", lw=0.4)
+        ticks.append((x, pid))
+        x += 1
+    ax.set_xticks([t for t, _ in ticks], [label for _, label in ticks], fontsize=8)
+    ax.set_ylim(0, 1.25)
+    ax.set_yticks([0, 0.5, 1], ["0", "half", "all"])
+    ax.set_ylabel("points earned")
+    for status, colour in _STATUS_COLOURS.items():
+        ax.bar([], [], color=colour, edgecolor="black", lw=0.4, label=status)
+    ax.legend(fontsize=8, loc="upper right", ncol=3)
+    ax.set_title(title)
+    return ax

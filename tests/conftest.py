@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -11,6 +13,9 @@ from ckptlab import setup_devices
 
 ROOT = Path(__file__).resolve().parents[1]
 setup_devices()  # before any test touches JAX
+# Progress records of grading runs (and of kernels and CLIs the tests start) go to a throwaway
+# folder, never into the home of whoever runs the tests.
+os.environ["CKPT_COURSE_HOME"] = tempfile.mkdtemp(prefix="ckpt-course-home-")
 
 
 @pytest.fixture(scope="session")

@@ -64,6 +64,7 @@ LESSONS = sorted(p.name for p in (Path(__file__).resolve().parents[1] / "course"
 
 # What a lesson must show when run: its real results, not just that it ran.
 SHOWS = {
+    "00_start_here.ipynb": ("Worked answer: ",),
     "04_shard_reads_and_presharding.ipynb": (
         "same as safetensors: True", "every device's shard equals the bytes of its runs",
         "unbuffered               right values: True; read 512 bytes for 512 needed",

@@ -1,0 +1,270 @@
+"""Quick-fire drills: short numeric questions with fresh numbers every time, from the accounting
+the course teaches, with immediate feedback and the worked answer.
+
+Terminal: ``python -m autograder drill [--count N] [--kind KIND]``. Notebook::
+
+    from autograder.drills import drill
+    q = drill()          # a random kind; drill("reshard_ram") for one kind
+    q.answer("28 GB")    # right or not, and the worked answer
+
+Answers may carry units ("1.5 GiB", "12,288", "4x"); byte units are converted.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
+_ASK = {"bytes": "in bytes", "GB": "in GB", "params": "a number of parameters", "chunks": "a number of chunks",
+        "runs": "a number of runs", "x": "how many times, e.g. 4x", "byte offset": "a byte offset"}
+_BYTE_UNITS = {"b": 1, "byte": 1, "bytes": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+@dataclass
+class Question:
+    kind: str
+    text: str
+    solution: float  # the right answer, in `unit`
+    unit: str  # "bytes", "GB", "params", "chunks", "runs", "x" (times the bytes needed), "byte offset"
+    worked: str
+    rel_tol: float = 0.0  # 0: exact (answers are whole numbers); else a relative tolerance
+    unit_of_study: int = 0
+    facts: dict = field(default_factory=dict)  # the generated numbers, for tests and worked answers
+    asked: float = field(default_factory=time.monotonic)
+
+    @property
+    def ask(self) -> str:
+        return f"answer: {_ASK.get(self.unit, self.unit)}"
+
+    def __repr__(self) -> str:
+        return f"{self.text}\n({self.ask})"
+
+    def _repr_markdown_(self) -> str:
+        return f"**Drill ({self.kind})**: {self.text}\n\n*{self.ask.capitalize()}: call `.answer(...)` on this question.*"
+
+    def shown(self, value: float) -> str:
+        return f"{_fmt(value)}x" if self.unit == "x" else f"{_fmt(value)} {self.unit}"
+
+    def grade(self, reply) -> tuple[bool | None, str]:
+        """(right?, feedback with the worked answer); None when the reply is not a number."""
+        try:
+            value = parse_answer(reply, self.unit)
+        except ValueError as e:
+            return None, f"{e}. Answer with a number (units like 'GiB' or 'x' are fine)."
+        right = math.isclose(value, self.solution, rel_tol=self.rel_tol or 1e-9, abs_tol=1e-9)
+        head = "Right." if right else f"Not quite: you said {self.shown(value)}, the answer is {self.shown(self.solution)}."
+        return right, f"{head}\nWorked answer: {self.worked}"
+
+    def answer(self, reply, learner: str | None = None) -> bool | None:
+        """Check a reply, print the feedback, and record it in your progress."""
+        right, feedback = self.grade(reply)
+        print(feedback)
+        if right is not None:
+            from autograder import progress
+            from autograder.cli import _default_learner
+
+            progress.record_drill(learner or _default_learner(), self.kind, right, time.monotonic() - self.asked)
+        return right
+
+
+def _fmt(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:,.4g}"
+
+
+def parse_answer(reply, unit: str) -> float:
+    """A number from a reply: ``12,288``, ``1_000``, ``1.5e9``, ``3 GiB``, ``4x``."""
+    if isinstance(reply, (int, float, np.integer, np.floating)) and not isinstance(reply, bool):
+        return float(reply)
+    text = str(reply).strip().lower().replace(",", "").replace("_", "")
+    m = re.fullmatch(r"([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*([a-z]*)\.?", text)
+    if not m:
+        raise ValueError(f"{reply!r} is not a number")
+    value, suffix = float(m.group(1)), m.group(2)
+    if suffix in _BYTE_UNITS and unit in ("bytes", "GB", "byte offset"):
+        value *= _BYTE_UNITS[suffix]
+        return value / 10**9 if unit == "GB" else value
+    if suffix and suffix not in ("x", "times", "params", "parameters", "chunks", "chunk", "runs", "run", unit.lower()):
+        raise ValueError(f"{suffix!r} is not a unit for {unit}")
+    return value
+
+
+# --- the kinds of drill ------------------------------------------------------------------------
+
+def _dtype(rng) -> tuple[str, int]:
+    name = str(rng.choice(list(DTYPES)[:3]))
+    return name, DTYPES[name]
+
+
+def shard_bytes(rng) -> Question:
+    dtype, size = _dtype(rng)
+    data, model = [(2, 2), (2, 4), (2, 8), (4, 2), (4, 4)][int(rng.integers(5))]  # at most the course's 16
+    mesh = {"data": data, "model": model}
+    spec = [("data", "model"), (None, "model"), ("data", None), ("model", None)][int(rng.integers(4))]
+    shape = tuple(int(rng.choice([1024, 2048, 4096, 8192])) for _ in range(2))
+    per = [n // (mesh[a] if a else 1) for n, a in zip(shape, spec)]
+    spec_s = "P(" + ", ".join(repr(a) if a else "None" for a in spec) + ")"
+    return Question(
+        "shard_bytes",
+        f"A {dtype} parameter of shape {shape} is sharded {spec_s} on a mesh {mesh}. How many bytes of it "
+        "does one device hold?",
+        per[0] * per[1] * size, "bytes",
+        f"each device holds ({per[0]}, {per[1]}): dimension 0 {'/ ' + str(mesh[spec[0]]) if spec[0] else 'whole'}, "
+        f"dimension 1 {'/ ' + str(mesh[spec[1]]) if spec[1] else 'whole'}; {per[0]} x {per[1]} x {size} bytes "
+        f"= {per[0] * per[1] * size:,} bytes. Axes not named in the spec replicate.", facts=dict(dtype=dtype, shape=shape, mesh=mesh, spec=spec), unit_of_study=2)
+
+
+def model_bytes(rng) -> Question:
+    dtype, size = _dtype(rng)
+    layers, width, m = int(rng.integers(2, 9)), int(rng.choice([1024, 2048, 4096])), int(rng.choice([4, 8, 16]))
+    kernel, bias = width * width // m, width
+    total = layers * (kernel + bias) * size
+    return Question(
+        "model_bytes",
+        f"An MLP of {layers} nn.Dense({width}) layers on inputs of width {width}, in {dtype}. Kernels are "
+        f"sharded over their output dimension on {m} devices; biases are replicated. How many parameter bytes "
+        "does one device hold?",
+        total, "bytes",
+        f"per layer a device holds {width} x {width}/{m} = {kernel:,} kernel values and all {bias:,} bias values; "
+        f"{layers} layers x {kernel + bias:,} x {size} bytes = {total:,} bytes.", facts=dict(dtype=dtype, layers=layers, width=width, devices=m), unit_of_study=1)
+
+
+def dense_params(rng) -> Question:
+    n, f, shards = int(rng.choice([3, 16, 100, 784, 1000])), int(rng.choice([8, 10, 64, 128, 256])), int(rng.choice([2, 4, 8]))
+    total = n * f + f
+    return Question(
+        "dense_params",
+        f"nn.Dense({f}) is initialised on inputs of shape (32, {n}). Its checkpoint is split evenly into "
+        f"{shards} shards. How many parameters are in one shard (it may be a fraction)?",
+        total / shards, "params",
+        f"kernel ({n}, {f}) = {n * f:,} and bias ({f},) = {f}: {total:,} in total, / {shards} = {_fmt(total / shards)}. "
+        "The batch size (32) plays no part.", rel_tol=1e-6, facts=dict(n=n, features=f, shards=shards), unit_of_study=1)
+
+
+def reshard_ram(rng) -> Question:
+    billions = int(rng.choice([7, 8, 13, 16, 34, 70, 236, 405, 671]))
+    dtype, size = _dtype(rng)
+    return Question(
+        "reshard_ram",
+        f"Re-sharding a checkpoint on CPU (as MaxText's reshard_checkpoint does) holds the whole model in host "
+        f"RAM once. How much RAM is that for {billions} billion {dtype} parameters, in GB (10^9 bytes)?",
+        billions * size, "GB",
+        f"{billions} x 10^9 parameters x {size} bytes = {billions * size:,} GB (about {size}X GB for X billion "
+        f"{dtype} parameters).", rel_tol=0.01, facts=dict(billions=billions, dtype=dtype), unit_of_study=4)
+
+
+def ep_chunks(rng) -> Question:
+    experts, layers, emb, mlp = int(rng.choice([16, 64, 128])), int(rng.choice([2, 26, 60])), 2048, 1408
+    ep = int(rng.choice([e for e in (4, 8, 16) if experts % e == 0]))
+    fsdp = int(rng.choice([16, 32, 64]))
+    shape = (experts, layers, emb, mlp)
+    if rng.random() < 0.5:
+        return Question(
+            "ep_chunks",
+            f"An MoE weight of shape {shape} was saved expert-parallel over {ep} devices (each chunk holds "
+            f"{experts // ep} experts, all of the other dimensions). A job shards dimension 2 over {fsdp} devices "
+            "(FSDP). How many saved chunks does one of its devices read?",
+            ep, "chunks",
+            f"a device needs rows {emb // fsdp} of dimension 2 for every expert, and every chunk holds some experts "
+            f"with all of dimension 2: it overlaps all {ep} chunks.", facts=dict(shape=shape, ep=ep, fsdp=fsdp), unit_of_study=4)
+    return Question(
+        "ep_chunks",
+        f"An MoE weight of shape {shape} was saved expert-parallel over {ep} devices. A job shards dimension 2 "
+        f"over {fsdp} devices (FSDP). One of its devices reads how many times the bytes it needs?",
+        fsdp, "x",
+        f"it reads every chunk, so the whole tensor, and needs 1/{fsdp} of it: {fsdp}x. Pre-sharded with chunks "
+        f"split over dimension 2 it would read only the chunk it needs.", facts=dict(shape=shape, ep=ep, fsdp=fsdp), unit_of_study=4)
+
+
+def row_restore(rng) -> Question:
+    rows, cols = int(rng.choice([1024, 4096])), int(rng.choice([512, 1024]))
+    saved, restored = int(rng.choice([4, 8])), int(rng.choice([2, 4, 8, 16]))
+    amp = max(restored // saved, 1)
+    how = (f"each of the {restored} devices needs {rows // restored} rows, inside one chunk of {rows // saved} "
+           f"rows that it reads whole: {rows // saved}/{rows // restored} = {amp}x." if restored > saved else
+           f"each device needs {rows // restored} rows: {saved // restored} whole chunk(s) of {rows // saved} rows, "
+           "exactly what it needs: 1x.")
+    return Question(
+        "row_restore",
+        f"A ({rows}, {cols}) array was saved row-sharded over {saved} devices (one chunk per shard). It is "
+        f"restored row-sharded over {restored} devices. One device reads how many times the bytes it needs?",
+        amp, "x", how, facts=dict(shape=(rows, cols), saved=saved, restored=restored), unit_of_study=3)
+
+
+def column_runs(rng) -> Question:
+    rows, cols, k = int(rng.choice([64, 128, 1000])), int(rng.choice([256, 1024])), int(rng.choice([2, 4, 8]))
+    dtype, size = _dtype(rng)
+    return Question(
+        "column_runs",
+        f"A C-order {dtype} tensor of shape ({rows}, {cols}) in a safetensors file is split by columns over {k} "
+        "devices. How many separate contiguous byte runs make up one device's shard?",
+        rows, "runs",
+        f"in C order a row is contiguous; a column shard takes {cols // k} values ({cols // k * size} bytes) from "
+        f"each of the {rows} rows, with a gap between rows: {rows} runs. A row shard would be 1 run.",
+        facts=dict(shape=(rows, cols), devices=k, dtype=dtype), unit_of_study=4)
+
+
+def safetensors_offset(rng) -> Question:
+    header = int(rng.integers(40, 400)) * 8
+    begin = int(rng.integers(0, 2**20)) * 4
+    return Question(
+        "safetensors_offset",
+        f"A safetensors file's 8-byte length field says its JSON header is {header} bytes. A tensor's "
+        f"data_offsets are [{begin}, {begin + 4096}]. At which byte of the file does the tensor start?",
+        8 + header + begin, "byte offset",
+        f"offsets count from the end of the header: 8 + {header} + {begin} = {8 + header + begin:,}.",
+        facts=dict(header=header, begin=begin), unit_of_study=4)
+
+
+KINDS = {f.__name__: f for f in (dense_params, model_bytes, shard_bytes, row_restore, ep_chunks, reshard_ram,
+                                 column_runs, safetensors_offset)}
+
+
+def drill(kind: str | None = None, seed: int | None = None) -> Question:
+    """A fresh question (of ``kind`` if given; one of :data:`KINDS`)."""
+    rng = np.random.default_rng(seed)
+    if kind is None:
+        kind = str(rng.choice(list(KINDS)))
+    if kind not in KINDS:
+        raise ValueError(f"no drill {kind!r}; choose one of: {', '.join(KINDS)}")
+    return KINDS[kind](rng)
+
+
+def run(count: int, kinds: list[str] | None, learner: str, seed: int | None = None, ask=input, say=print) -> int:
+    """The terminal loop: ``count`` questions; returns how many were right."""
+    rng = np.random.default_rng(seed)
+    right = answered = 0
+    say(f"{count} drill question(s). Answer with a number (units like GiB or x are fine); "
+        "Enter or ? shows the worked answer, q stops.")
+    for i in range(1, count + 1):
+        kind = str(rng.choice(kinds or list(KINDS)))
+        q = KINDS[kind](rng)
+        say(f"\n[{i}/{count}] {q.text}\n({q.ask})")
+        while True:
+            try:
+                reply = ask("> ").strip()
+            except EOFError:
+                reply = "q"
+            if reply.lower() in ("q", "quit", "exit"):
+                say(f"\nStopped: {right}/{answered} right.")
+                return right
+            if reply in ("", "?"):
+                say(f"Worked answer: {q.worked}")
+                ok = False
+                break
+            ok, feedback = q.grade(reply)
+            say(feedback)
+            if ok is not None:
+                break
+        answered += 1
+        right += bool(ok)
+        from autograder import progress
+
+        progress.record_drill(learner, kind, bool(ok), time.monotonic() - q.asked)
+    say(f"\nDone: {right}/{answered} right.")
+    return right

@@ -1,0 +1,280 @@
+"""Timed practice: ``python -m autograder practice [--minutes M] [--unit U]``.
+
+A set of problems drawn at random from those the learner has not mastered (their progress
+records), sized to the time. The learner writes answers in a practice file (``practice/`` here,
+ignored by git) in any editor while the terminal shows each prompt and the time left, gives
+hints one step at a time (each noted), runs the public examples on demand, and at the end (or
+when time is up) grades the set with the hidden tests and prints a review: time per problem,
+hints used, what to study next. The session is recorded in the learner's progress.
+
+Learners' code never runs in this process: public examples run in a separate process with the
+worker's limits, and grading uses the grader's workers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from autograder import progress, registry
+from autograder.returns import Raises
+
+MINUTES_PER_POINT = 1.0  # a 10-point problem is budgeted 10 minutes
+CHECK_TIMEOUT = 120.0
+ROOT = Path(__file__).resolve().parents[1]
+
+HELP = ("Commands: Enter = prompt and time left, h = next hint, c = run the public examples on your file, "
+        "n / p = next / previous problem (or its number), g = grade now, q = stop without grading.")
+
+
+@dataclass
+class Item:
+    problem: registry.Problem
+    seconds: float = 0.0
+    hints: int = 0
+
+
+def choose(records: list[dict], minutes: float, unit: int | None = None, count: int | None = None,
+           rng: np.random.Generator | None = None) -> tuple[list[registry.Problem], bool]:
+    """Problems not yet mastered (of ``unit``), in random order, as many as fit ``minutes``
+    (``count`` overrides). Returns (problems, review) where review means all were mastered and
+    the set is drawn from every problem instead."""
+    rng = rng or np.random.default_rng()
+    pool = [p for p in registry.PROBLEMS if unit is None or p.unit == unit]
+    if not pool:
+        raise ValueError(f"no unit {unit}; units are {', '.join(map(str, registry.units()))}")
+    done = progress.mastered(records)
+    todo = [p for p in pool if p.id not in done]
+    review = not todo
+    todo = todo or pool
+    order = [todo[i] for i in rng.permutation(len(todo))]
+    if count:
+        return order[:count], review
+    chosen, budget = [], 0.0
+    for p in order:
+        if chosen and budget + p.points * MINUTES_PER_POINT > minutes:
+            continue
+        chosen.append(p)
+        budget += p.points * MINUTES_PER_POINT
+    return chosen, review
+
+
+def workspace_source(problems: list[registry.Problem], minutes: float) -> str:
+    from autograder.notebooks import IMPORTS, stub_source
+
+    imports = []
+    for unit in sorted({p.unit for p in problems}):
+        for line in IMPORTS[unit].splitlines():
+            if line.strip() and "autograder.notebook" not in line and line not in imports:
+                imports.append(line)
+    head = (f'"""Practice set: {len(problems)} problem(s), {minutes:g} minutes.\n\n'
+            "Write each function below and save the file; the terminal session checks and grades it.\n"
+            '"""\n')
+    body = "\n\n\n".join(stub_source(p) for p in problems)
+    return head + "\n".join(imports) + "\n\n\n" + body + "\n"
+
+
+def _limit_child() -> None:
+    import resource
+
+    from autograder.sandbox import DEFAULT_MEMORY
+
+    resource.setrlimit(resource.RLIMIT_AS, (DEFAULT_MEMORY, DEFAULT_MEMORY))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def public_check(path: Path, problem: registry.Problem) -> tuple[str, str]:
+    """(status, message) of the public examples on the saved file, in a separate process with the
+    worker's memory limit and a time limit."""
+    with tempfile.TemporaryDirectory(prefix="practice-check-") as tmp:
+        out = Path(tmp) / "check.json"
+        cmd = [sys.executable, "-m", "autograder", "check", str(path), "--only", problem.id, "--json", str(out)]
+        try:
+            subprocess.run(cmd, capture_output=True, text=True, timeout=CHECK_TIMEOUT, preexec_fn=_limit_child)
+            r = json.loads(out.read_text())["problems"][0]
+        except subprocess.TimeoutExpired:
+            return "timeout", f"the public examples did not finish in {CHECK_TIMEOUT:.0f} s: look for an endless loop."
+        except (OSError, ValueError, KeyError, IndexError):
+            return "error", "the check stopped without a result (out of memory, or the code exits the interpreter)."
+    return r["status"], r["message"] + (f"\n{r['detail']}" if r.get("detail") else "")
+
+
+def terminal_reader(prompt: str, timeout: float) -> str | None:
+    """A line from stdin, or None when ``timeout`` seconds pass first (time is up)."""
+    print(prompt, end="", flush=True)
+    if timeout <= 0:
+        return None
+    ready, _, _ = select.select([sys.stdin], [], [], timeout)
+    if not ready:
+        print()
+        return None
+    line = sys.stdin.readline()
+    return "g" if line == "" else line.strip()  # end of input: grade what is there
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    return f"{seconds // 60:d}:{seconds % 60:02d}"
+
+
+class Session:
+    def __init__(self, problems: list[registry.Problem], minutes: float, learner: str, path: Path, *,
+                 read=terminal_reader, say=print, clock=time.monotonic, grade_fn=None):
+        self.items = [Item(p) for p in problems]
+        self.minutes, self.learner, self.path = minutes, learner, path
+        self.read, self.say, self.clock = read, say, clock
+        self.grade_fn = grade_fn or _grade
+        self.current = 0
+
+    # --- showing -----------------------------------------------------------------------------
+    def prompt(self, left: float) -> str:
+        from autograder.notebook import _args, _fmt
+
+        item = self.items[self.current]
+        p = item.problem
+        lines = [f"\n[{self.current + 1}/{len(self.items)}] Problem {p.id} ({p.points} points, about "
+                 f"{p.points * MINUTES_PER_POINT:g} min): {p.title}    {_clock(left)} left",
+                 f"    {p.call}", "", p.statement.replace("`", "")]
+        for ex in p.examples[:2]:
+            if isinstance(ex.expected, Raises):
+                expected = f"raises {ex.expected.type}"
+            else:
+                expected = "(see the statement)" if ex.expected is None else _fmt(ex.expected)
+            lines.append(f"  e.g. {p.function}({_args(ex.args)}) -> {expected}")
+        lines.append(f"Hints used: {item.hints}/{len(p.hints)}.")
+        return "\n".join(lines)
+
+    # --- the loop ------------------------------------------------------------------------------
+    def run(self) -> dict | None:
+        start = self.clock()
+        deadline = start + self.minutes * 60
+        self.say(f"Practice: {len(self.items)} problem(s) in {self.minutes:g} minutes. Write your answers in\n"
+                 f"  {self.path}\n(open it in your editor or in JupyterLab and save as you go).\n{HELP}")
+        self.say(self.prompt(deadline - self.clock()))
+        shown_at = self.clock()
+        while True:
+            line = self.read("> ", deadline - self.clock())
+            now = self.clock()
+            self.items[self.current].seconds += now - shown_at
+            shown_at = now
+            if line is None or now >= deadline:
+                self.say("Time is up: grading your file.")
+                break
+            cmd = line.strip().lower()
+            if cmd in ("g", "grade", "done"):
+                break
+            if cmd in ("q", "quit", "exit"):
+                self.say(f"Stopped without grading. Your file stays at {self.path}.")
+                return None
+            if cmd == "h":
+                self.hint()
+            elif cmd == "c":
+                status, message = public_check(self.path, self.items[self.current].problem)
+                self.say(f"Public examples: {status.replace('_', ' ')}. {message}")
+            elif cmd in ("n", "p") or cmd.isdigit():
+                k = self.current + (1 if cmd == "n" else -1) if not cmd.isdigit() else int(cmd) - 1
+                self.current = min(max(k, 0), len(self.items) - 1)
+                self.say(self.prompt(deadline - now))
+            elif cmd == "":
+                self.say(self.prompt(deadline - now))
+            else:
+                self.say(f"Unknown command {line!r}. {HELP}")
+        return self.finish(self.clock() - start)
+
+    def hint(self) -> None:
+        item = self.items[self.current]
+        hints = item.problem.hints
+        if item.hints >= len(hints):
+            self.say(f"No more hints for {item.problem.id}: all {len(hints)} shown. Try `c` to run the public examples.")
+            return
+        item.hints += 1
+        self.say(f"Hint {item.hints}/{len(hints)}: {hints[item.hints - 1]}")
+
+    def finish(self, used: float) -> dict:
+        ids = [i.problem.id for i in self.items]
+        report = self.grade_fn(self.path, self.learner, ids)
+        extra = {i.problem.id: {"seconds_spent": round(i.seconds, 1), "hints": i.hints} for i in self.items}
+        if report.get("graded_by") == "hidden":
+            progress.record_grading(report, "practice", extra)
+        self.say(review(self.items, report, used, self.minutes))
+        return report
+
+
+def _grade(path: Path, learner: str, ids: list[str]) -> dict:
+    """The hidden tests (workers, as in grading); in the learner bundle, the public examples."""
+    from autograder.release import hidden_tests_available
+
+    if hidden_tests_available():
+        from autograder.grade import grade
+
+        report = grade([path], learner, problems=ids).to_json()
+        return {**report, "graded_by": "hidden"}
+    problems = []
+    for pid in ids:
+        p = registry.get(pid)
+        status, message = public_check(path, p)
+        problems.append({"id": pid, "function": p.function, "status": status, "message": message,
+                         "score": float(p.points if status == "correct" else 0), "max_score": float(p.points)})
+    return {"learner": learner, "score": sum(x["score"] for x in problems),
+            "max_score": sum(x["max_score"] for x in problems), "problems": problems, "graded_by": "public"}
+
+
+def _lesson(unit: int) -> str:
+    found = sorted((ROOT / "course").glob(f"0{unit}_*.ipynb"))
+    return f"course/{found[0].name}" if found else f"the Unit {unit} lesson"
+
+
+def _drills_for(unit: int) -> list[str]:
+    from autograder.drills import KINDS
+
+    rng = np.random.default_rng(0)
+    return [k for k, make in KINDS.items() if make(rng).unit_of_study == unit]
+
+
+def review(items: list[Item], report: dict, used: float, minutes: float) -> str:
+    results = {p["id"]: p for p in report["problems"]}
+    how = "hidden tests" if report.get("graded_by") == "hidden" else "public examples only (no hidden tests here)"
+    lines = ["", f"Review: {report['score']:g}/{report['max_score']:g} points, graded with {how}; "
+             f"{_clock(used)} of {_clock(minutes * 60)} used.", "",
+             f"  {'problem':34} {'result':22} {'time':>6} {'hints':>6}"]
+    for item in items:
+        p, r = item.problem, results[item.problem.id]
+        result = f"{r['status'].replace('_', ' ')} {r['score']:g}/{r['max_score']:g}"
+        lines.append(f"  {p.id + ' ' + p.function:34} {result:22} {_clock(item.seconds):>6} "
+                     f"{item.hints:>2}/{len(p.hints)}")
+    lines += ["", "What to study next:"]
+    todo = [i for i in items if results[i.problem.id]["status"] != "correct"]
+    for item in todo:
+        p, r = item.problem, results[item.problem.id]
+        drills = ", ".join(_drills_for(p.unit)[:2])
+        lines.append(f"  - {p.id} {p.function}: {r.get('message', '')}")
+        lines.append(f"    Revisit {_lesson(p.unit)}" + (f"; drill: python -m autograder drill --kind {drills.split(', ')[0]}"
+                                                           if drills else "") + ".")
+    for item in items:
+        if results[item.problem.id]["status"] == "correct" and item.hints:
+            lines.append(f"  - {item.problem.id} solved with {item.hints} hint(s): try it again without them another day.")
+    if not todo:
+        lines.append("  - All solved. Practise the next unit, or drill: python -m autograder drill")
+    lines.append("Your progress: python -m autograder progress (make progress).")
+    return "\n".join(lines)
+
+
+def new_workspace(problems: list[registry.Problem], minutes: float, folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = folder / f"session-{stamp}.py"
+    n = 1
+    while path.exists():
+        n += 1
+        path = folder / f"session-{stamp}-{n}.py"
+    path.write_text(workspace_source(problems, minutes))
+    return path

@@ -1,0 +1,190 @@
+"""Where a learner stands: every grading run, practice session and drill, recorded locally.
+
+Records are JSON lines in ``progress.jsonl`` under the course's data folder, outside the
+repository: ``$CKPT_COURSE_HOME``, else ``$XDG_DATA_HOME/ckpt-course``, else
+``~/.local/share/ckpt-course``. ``python -m autograder progress`` (``make progress``) prints per
+unit and per problem: status, best score, attempts and practice time; in a notebook,
+``show_progress()`` shows the same as a chart.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder import registry
+
+VERSION = 1
+
+
+def home() -> Path:
+    if os.environ.get("CKPT_COURSE_HOME"):
+        return Path(os.environ["CKPT_COURSE_HOME"])
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "ckpt-course"
+
+
+def store() -> Path:
+    return home() / "progress.jsonl"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def append(record: dict) -> Path | None:
+    """Append one record (one line, under a lock, so parallel runs never interleave). A store that
+    cannot be written costs a warning, never the grading run."""
+    path = store()
+    line = json.dumps({"v": VERSION, "time": _now(), **record}, separators=(",", ":")) + "\n"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            f.write(line)
+        return path
+    except OSError as e:
+        print(f"note: progress not recorded ({e}); set CKPT_COURSE_HOME to a folder you can write.", file=sys.stderr)
+        return None
+
+
+def record_grading(report_json: dict, source: str, extra: dict[str, dict] | None = None) -> Path | None:
+    """Record a grading run (``Report.to_json()``); ``extra[problem_id]`` adds practice facts
+    (seconds spent, hints used)."""
+    problems = []
+    for p in report_json["problems"]:
+        row = {k: p[k] for k in ("id", "status", "score", "max_score")}
+        row.update((extra or {}).get(p["id"], {}))
+        problems.append(row)
+    return append({"kind": "grading", "source": source, "learner": report_json["learner"], "problems": problems})
+
+
+def record_drill(learner: str, kind: str, correct: bool, seconds: float) -> Path | None:
+    return append({"kind": "drill", "learner": learner, "drill": kind, "correct": bool(correct),
+                   "seconds": round(float(seconds), 1)})
+
+
+def load(learner: str | None = None) -> list[dict]:
+    """Every readable record (of ``learner`` if given); a damaged line is skipped."""
+    path = store()
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and (learner is None or rec.get("learner") == learner):
+            out.append(rec)
+    return out
+
+
+@dataclass
+class ProblemProgress:
+    problem: registry.Problem
+    status: str = "not started"  # "mastered" (full marks on hidden tests), "attempted", "not started"
+    best: float = 0.0
+    attempts: int = 0
+    seconds: float = 0.0  # time spent on it in practice sessions
+    hints: int = 0  # hints asked for in practice sessions
+    last: str = ""  # when last attempted (UTC, ISO 8601)
+
+
+def summarize(records: list[dict]) -> list[ProblemProgress]:
+    rows = {p.id: ProblemProgress(p) for p in registry.PROBLEMS}
+    for rec in records:
+        if rec.get("kind") != "grading":
+            continue
+        for p in rec.get("problems", []):
+            row = rows.get(p.get("id"))
+            if row is None:
+                continue
+            row.seconds += float(p.get("seconds_spent", 0) or 0)
+            row.hints += int(p.get("hints", 0) or 0)
+            if p.get("status") == "not_attempted":
+                continue
+            row.attempts += 1
+            row.best = max(row.best, float(p.get("score", 0) or 0))
+            row.last = max(row.last, rec.get("time", ""))
+            if p.get("status") == "correct":
+                row.status = "mastered"
+            elif row.status != "mastered":
+                row.status = "attempted"
+    return list(rows.values())
+
+
+def mastered(records: list[dict]) -> set[str]:
+    return {r.problem.id for r in summarize(records) if r.status == "mastered"}
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else (f"{seconds:.0f} s" if seconds >= 1 else "")
+
+
+def drill_stats(records: list[dict]) -> dict[str, tuple[int, int]]:
+    """Per drill kind: (answered, right)."""
+    stats: dict[str, list[int]] = {}
+    for rec in records:
+        if rec.get("kind") == "drill":
+            s = stats.setdefault(rec.get("drill", "?"), [0, 0])
+            s[0] += 1
+            s[1] += bool(rec.get("correct"))
+    return {k: (a, b) for k, (a, b) in stats.items()}
+
+
+def table(learner: str, records: list[dict]) -> str:
+    rows = summarize(records)
+    gradings = [r for r in records if r.get("kind") == "grading"]
+    if not gradings and not drill_stats(records):
+        return (f"No progress recorded yet for {learner!r}. Grade your work (make check), practise "
+                f"(python -m autograder practice) or drill (python -m autograder drill); results are kept in {store()}.")
+    lines = [f"Progress of {learner!r}: {len(gradings)} grading run(s), last {max(r['time'] for r in gradings)[:16].replace('T', ' ')} UTC"
+             if gradings else f"Progress of {learner!r}: no grading run yet"]
+    for unit in registry.units():
+        title, _ = registry.UNITS[unit]
+        unit_rows = [r for r in rows if r.problem.unit == unit]
+        got = sum(r.best for r in unit_rows)
+        total = sum(r.problem.points for r in unit_rows)
+        done = sum(r.status == "mastered" for r in unit_rows)
+        bar = "#" * round(10 * got / total) + "." * (10 - round(10 * got / total))
+        lines += ["", f"Unit {unit}: {title}  [{bar}] {got:g}/{total} points, {done}/{len(unit_rows)} mastered"]
+        for r in unit_rows:
+            bits = [f"  {r.problem.id:5} {r.problem.function:28} {r.status:11} {r.best:>4g}/{r.problem.points:<3}"]
+            if r.attempts:
+                bits.append(f"attempts {r.attempts}")
+            if r.seconds:
+                bits.append(f"time {_minutes(r.seconds)}")
+            if r.hints:
+                bits.append(f"hints {r.hints}")
+            if r.last:
+                bits.append(f"last {r.last[:10]}")
+            lines.append("  ".join(bits).rstrip())
+    drills = drill_stats(records)
+    if drills:
+        answered = sum(a for a, _ in drills.values())
+        right = sum(b for _, b in drills.values())
+        lines += ["", f"Drills: {right}/{answered} right ("
+                  + ", ".join(f"{k} {b}/{a}" for k, (a, b) in sorted(drills.items())) + ")"]
+    todo = [r for r in rows if r.status != "mastered"]
+    if todo:
+        lines += ["", "Next: " + ", ".join(f"{r.problem.id} {r.problem.function}" for r in todo[:3])]
+    return "\n".join(lines)
+
+
+def show_progress(learner: str | None = None):
+    """In a notebook: the progress table and a chart of best scores per problem."""
+    from autograder.cli import _default_learner
+    from ckptlab import plotting
+
+    learner = learner or _default_learner()
+    records = load(learner)
+    print(table(learner, records))
+    rows = summarize(records)
+    return plotting.plot_progress([(r.problem.id, r.problem.unit, r.best, r.problem.points, r.status) for r in rows],
+                                  title=f"Best score per problem ({learner})")

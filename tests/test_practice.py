@@ -1,0 +1,362 @@
+"""Practice sessions, progress records and drills: real grading, real libraries behind the drills."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from autograder import drills, practice, progress, registry
+from ckptlab.layout import course_mesh, real_index_domains
+from autograder.notebooks import stub_source
+from solutions import unit1
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A fresh progress store for this test (and the processes it starts)."""
+    monkeypatch.setenv("CKPT_COURSE_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def _cli(*args, stdin=None, timeout=600, cwd=None):
+    return subprocess.run([sys.executable, "-m", "autograder", *args], input=stdin, capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd or ROOT, env={**os.environ})
+
+
+def _run(status_by_id: dict[str, str], learner="ann") -> dict:
+    points = {p.id: p.points for p in registry.PROBLEMS}
+    return {"learner": learner, "problems": [
+        {"id": pid, "status": st, "score": float(points[pid] if st == "correct" else 0), "max_score": float(points[pid])}
+        for pid, st in status_by_id.items()]}
+
+
+# --- progress ------------------------------------------------------------------------------------
+
+def test_progress_keeps_best_score_attempts_and_time(home):
+    progress.record_grading(_run({"1.1": "incorrect", "1.2": "not_attempted"}), "grade")
+    progress.record_grading(_run({"1.1": "correct", "1.2": "error"}), "practice",
+                            {"1.1": {"seconds_spent": 125.0, "hints": 2}})
+    progress.record_grading(_run({"1.1": "incorrect"}), "grade")  # a later regression keeps the best
+    progress.record_grading(_run({"1.3": "correct"}, learner="someone-else"), "grade")
+    with open(progress.store(), "a") as f:
+        f.write("{not json\n")  # a damaged line is skipped, never fatal
+    rows = {r.problem.id: r for r in progress.summarize(progress.load("ann"))}
+    assert (rows["1.1"].status, rows["1.1"].best, rows["1.1"].attempts) == ("mastered", 10.0, 3)
+    assert (rows["1.1"].seconds, rows["1.1"].hints) == (125.0, 2)
+    assert (rows["1.2"].status, rows["1.2"].attempts) == ("attempted", 1)  # not_attempted is no attempt
+    assert rows["1.3"].status == "not started"  # another learner's run
+    assert progress.mastered(progress.load("ann")) == {"1.1"}
+    text = progress.table("ann", progress.load("ann"))
+    assert "Unit 1: Parameter accounting" in text and "1/4 mastered" in text
+    assert "1.1   dense_checkpoint_accounting  mastered" in text and "attempts 3" in text and "time 2 min" in text
+    assert "Next: 1.2 orbax_save_count" in text
+
+
+def test_progress_store_is_outside_the_repository_by_default(monkeypatch, tmp_path):
+    monkeypatch.delenv("CKPT_COURSE_HOME", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert progress.store() == tmp_path / "ckpt-course" / "progress.jsonl"
+    monkeypatch.delenv("XDG_DATA_HOME")
+    assert progress.store() == Path.home() / ".local" / "share" / "ckpt-course" / "progress.jsonl"
+    assert ROOT not in progress.store().parents
+
+
+def test_an_unwritable_store_costs_a_warning_not_the_run(monkeypatch, tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("CKPT_COURSE_HOME", str(blocker / "sub"))
+    assert progress.record_grading(_run({"1.1": "correct"}), "grade") is None
+    assert "progress not recorded" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_grading_runs_are_recorded_and_shown(home, tmp_path):
+    src = tmp_path / "work.py"
+    src.write_text("import jax\nimport jax.numpy as jnp\nimport numpy as np\n\n" + inspect.getsource(unit1.param_bytes))
+    out = _cli("grade", str(src), "--only", "1.3", "--learner", "ann")
+    assert out.returncode == 0, out.stderr
+    out = _cli("grade", str(src), "--only", "1.3", "--learner", "ann", "--no-record")
+    assert out.returncode == 0, out.stderr
+    out = _cli("progress", "--learner", "ann", "--json", str(tmp_path / "p.json"))
+    assert "1.3   param_bytes                  mastered      10/10   attempts 1" in out.stdout, out.stdout
+    data = json.loads((tmp_path / "p.json").read_text())
+    assert next(p for p in data["problems"] if p["id"] == "1.3")["attempts"] == 1
+    assert "No progress recorded yet" in _cli("progress", "--learner", "nobody").stdout
+
+
+# --- choosing a practice set -------------------------------------------------------------------------
+
+def test_practice_draws_unmastered_problems_that_fit_the_time(home):
+    progress.record_grading(_run({"2.1": "correct", "2.2": "correct"}), "grade")
+    records = progress.load("ann")
+    for seed in range(20):
+        chosen, review = practice.choose(records, 30, unit=2, rng=np.random.default_rng(seed))
+        ids = [p.id for p in chosen]
+        assert not review and ids and len(set(ids)) == len(ids)
+        assert all(p.unit == 2 and p.id not in ("2.1", "2.2") for p in chosen)
+        assert sum(p.points for p in chosen) <= 30
+    sets = {tuple(p.id for p in practice.choose(records, 30, unit=2, rng=np.random.default_rng(s))[0]) for s in range(20)}
+    assert len(sets) > 3  # drawn at random
+    assert len(practice.choose(records, 5, rng=np.random.default_rng(0))[0]) == 1  # at least one problem
+    assert len(practice.choose(records, 30, count=5, rng=np.random.default_rng(0))[0]) == 5
+    progress.record_grading(_run({p.id: "correct" for p in registry.PROBLEMS if p.unit == 1}), "grade")
+    chosen, review = practice.choose(progress.load("ann"), 30, unit=1)
+    assert review and all(p.unit == 1 for p in chosen)
+    with pytest.raises(ValueError, match="no unit 9"):
+        practice.choose(records, 30, unit=9)
+
+
+def test_practice_file_is_valid_python_with_every_stub():
+    chosen = [registry.get("1.3"), registry.get("2.1"), registry.get("4.2")]
+    src = practice.workspace_source(chosen, 30)
+    compile(src, "practice.py", "exec")
+    assert all(f"def {p.call}:" in src for p in chosen) and "autograder.notebook" not in src
+
+
+# --- a session, scripted ----------------------------------------------------------------------------
+
+class Script:
+    """Commands typed at given times (a fake clock): each entry (seconds after start, command)."""
+
+    def __init__(self, steps):
+        self.steps, self.now = list(steps), 0.0
+
+    def clock(self):
+        return self.now
+
+    def read(self, prompt, timeout):
+        if not self.steps:
+            self.now += timeout
+            return None  # nobody types: time runs out
+        at, cmd = self.steps.pop(0)
+        if at - self.now > timeout:
+            self.now += timeout
+            return None
+        self.now = at
+        return cmd
+
+
+@pytest.mark.slow
+def test_a_session_notes_hints_and_time_grades_and_reviews(home, tmp_path):
+    chosen = [registry.get("1.3"), registry.get("2.1")]
+    path = practice.new_workspace(chosen, 10, tmp_path)
+    # 1.3 solved with the reference, 2.1 a wrong answer.
+    src = path.read_text().replace(stub_source(chosen[0]), inspect.getsource(unit1.param_bytes))
+    path.write_text(src.replace(stub_source(chosen[1]), "def shard_shape(global_shape, mesh_shape, spec):\n"
+                                                      "    return tuple(global_shape)\n"))
+    said = []
+    script = Script([(60, "h"), (90, "h"), (120, "n"), (150, "x"), (200, "h"), (300, "g")])
+    report = practice.Session(chosen, 10, "ann", path, read=script.read, say=said.append, clock=script.clock).run()
+    text = "\n".join(said)
+    assert "Hint 1/" in text and "Hint 2/" in text and "Unknown command 'x'" in text
+    assert [p["status"] for p in report["problems"]] == ["correct", "incorrect"]
+    assert "Review: 10/20 points, graded with hidden tests; 5:00 of 10:00 used." in text
+    assert re.search(r"1\.3 param_bytes +correct 10/10 +2:00 +2/3", text), text
+    assert re.search(r"2\.1 shard_shape +incorrect 0/10 +3:00 +1/3", text), text
+    assert "Revisit course/02_sharded_save_layouts.ipynb" in text and "1.3 solved with 2 hint(s)" in text
+    rows = {r.problem.id: r for r in progress.summarize(progress.load("ann"))}
+    assert (rows["1.3"].status, rows["1.3"].seconds, rows["1.3"].hints) == ("mastered", 120.0, 2)
+    assert (rows["2.1"].status, rows["2.1"].seconds, rows["2.1"].hints) == ("attempted", 180.0, 1)
+
+
+def test_time_up_grades_and_quitting_records_nothing(home, tmp_path):
+    chosen = [registry.get("1.3")]
+    path = practice.new_workspace(chosen, 1, tmp_path)
+    graded = []
+
+    def fake_grade(p, learner, ids):  # the grading itself is tested above
+        graded.append(ids)
+        return _run({"1.3": "not_attempted"}, learner) | {"score": 0.0, "max_score": 10.0, "graded_by": "hidden"}
+
+    said = []
+    script = Script([(30, "h")])
+    practice.Session(chosen, 1, "ann", path, read=script.read, say=said.append, clock=script.clock,
+                     grade_fn=fake_grade).run()
+    assert graded == [["1.3"]] and "Time is up" in "\n".join(said) and script.now == 60
+    said.clear()
+    script = Script([(10, "q")])
+    assert practice.Session(chosen, 1, "ann", path, read=script.read, say=said.append, clock=script.clock,
+                            grade_fn=fake_grade).run() is None
+    assert graded == [["1.3"]] and "Stopped without grading" in said[-1]
+    assert len(progress.load("ann")) == 1
+
+
+@pytest.mark.slow
+def test_practice_in_a_terminal(home, tmp_path):
+    out = _cli("practice", "--unit", "1", "--count", "1", "--seed", "4", "--learner", "ann",
+               "--workspace", str(tmp_path), stdin="h\nc\n\ng\n")
+    assert out.returncode == 0, out.stderr
+    assert "Practice: 1 problem(s)" in out.stdout and "left" in out.stdout and "Hint 1/" in out.stdout
+    assert "Public examples: not attempted" in out.stdout and "Review: 0/10 points, graded with hidden tests" in out.stdout
+    assert len(list(tmp_path.glob("session-*.py"))) == 1
+    out = _cli("practice", "--minutes", "0", "--learner", "ann")
+    assert out.returncode == 2 and "--minutes must be positive" in out.stderr
+
+
+# --- drills --------------------------------------------------------------------------------------
+
+def test_answers_are_parsed_with_units():
+    q = drills.drill("shard_bytes", seed=0)
+    assert drills.parse_answer("12,288", "bytes") == 12288
+    assert drills.parse_answer("1.5 KiB", "bytes") == 1536
+    assert drills.parse_answer("140 GB", "GB") == 140
+    assert drills.parse_answer("0.14 TB", "GB") == pytest.approx(140)
+    assert drills.parse_answer("4x", "x") == 4 and drills.parse_answer(7, "chunks") == 7
+    for bad in ("lots", "3 apples", ""):
+        right, feedback = q.grade(bad)
+        assert right is None and "Answer with a number" in feedback
+
+
+def _wrong(q: drills.Question) -> list[float]:
+    """Curated wrong answers: each drill's classic mistakes."""
+    f = q.facts
+    size = drills.DTYPES.get(f.get("dtype", ""), 1)
+    return {
+        "shard_bytes": lambda: [q.solution / size, q.solution * f["mesh"]["data"], np.prod(f["shape"]) * size],
+        "model_bytes": lambda: [f["layers"] * (f["width"] ** 2 + f["width"]) * size / f["devices"], q.solution / size],
+        "dense_params": lambda: [f["n"] * f["features"] / f["shards"], (f["n"] + 1) * f["features"] * 32 / f["shards"]],
+        "reshard_ram": lambda: [f["billions"] * size * 1e9 / 2**30, f["billions"], f["billions"] * size * 2],
+        "ep_chunks": lambda: [1, f["fsdp"] // f["ep"] or 2] if q.unit == "chunks" else [1, f["ep"]],
+        "row_restore": lambda: [f["saved"] / f["restored"] * 2, f["restored"]],
+        "column_runs": lambda: [1, f["devices"]],
+        "safetensors_offset": lambda: [f["header"] + f["begin"], 8 + f["begin"]],
+    }[q.kind]()
+
+
+@pytest.mark.parametrize("kind", list(drills.KINDS))
+def test_every_drill_rejects_its_classic_mistakes(kind):
+    for seed in range(30):
+        q = drills.drill(kind, seed=seed)
+        assert q.grade(q.solution)[0] is True and "Worked answer: " in q.grade(q.solution)[1]
+        for wrong in _wrong(q):
+            if not np.isclose(wrong, q.solution, rtol=max(q.rel_tol, 1e-9)):
+                assert q.grade(wrong)[0] is False, (kind, seed, wrong)
+        assert q.grade(q.solution * 1.5)[0] is False
+
+
+def test_drills_draw_fresh_numbers():
+    texts = {drills.drill("shard_bytes").text for _ in range(20)}
+    assert len(texts) > 5
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_shard_bytes_and_model_bytes_equal_what_jax_places(seed):
+    q = drills.drill("shard_bytes", seed=seed)
+    f = q.facts
+    mesh = course_mesh(f["mesh"])
+    x = jax.device_put(np.zeros(f["shape"], f["dtype"]) if f["dtype"] != "bfloat16"
+                       else jax.numpy.zeros(f["shape"], jax.numpy.bfloat16), NamedSharding(mesh, P(*f["spec"])))
+    assert x.addressable_shards[0].data.nbytes == q.solution
+    q = drills.drill("model_bytes", seed=seed)
+    f = q.facts
+    import flax.linen as nn
+
+    mesh = course_mesh({"model": f["devices"]})
+    params = nn.Dense(f["width"], param_dtype=f["dtype"]).init(jax.random.PRNGKey(0), np.zeros((1, f["width"]), f["dtype"]))
+    kernel = jax.device_put(params["params"]["kernel"], NamedSharding(mesh, P(None, "model")))
+    bias = jax.device_put(params["params"]["bias"], NamedSharding(mesh, P()))
+    on_device0 = kernel.addressable_shards[0].data.nbytes + bias.addressable_shards[0].data.nbytes
+    assert f["layers"] * on_device0 == q.solution
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_dense_params_equal_flax(seed):
+    import flax.linen as nn
+
+    q = drills.drill("dense_params", seed=seed)
+    f = q.facts
+    params = nn.Dense(f["features"]).init(jax.random.PRNGKey(0), np.zeros((32, f["n"]), np.float32))
+    assert sum(x.size for x in jax.tree.leaves(params)) / f["shards"] == q.solution
+
+
+def _chunks_overlapped(domain, chunk):
+    return int(np.prod([-(-stop // c) - start // c for (start, stop), c in zip(domain, chunk)]))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_row_restore_equals_the_chunks_orbax_writes(seed, tmp_path):
+    import orbax.checkpoint as ocp
+
+    q = drills.drill("row_restore", seed=seed)
+    f = q.facts
+    x = jax.device_put(np.zeros(f["shape"], np.float32), NamedSharding(course_mesh({"x": f["saved"]}), P("x")))
+    with ocp.Checkpointer(ocp.PyTreeCheckpointHandler(use_ocdbt=False)) as ckpt:
+        ckpt.save(tmp_path / "ckpt", args=ocp.args.PyTreeSave({"w": x}))
+    chunk = json.loads((tmp_path / "ckpt" / "w" / ".zarray").read_text())["chunks"]
+    domain = real_index_domains(f["shape"], {"x": f["restored"]}, ("x",))[0]
+    read = _chunks_overlapped(domain, chunk) * int(np.prod(chunk))
+    need = int(np.prod([b - a for a, b in domain]))
+    assert read / need == q.solution
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_ep_chunks_equal_chunk_overlaps_of_jax_domains(seed):
+    q = drills.drill("ep_chunks", seed=seed)
+    f = q.facts
+    experts, layers, emb, mlp = f["shape"]
+    chunk = (experts // f["ep"], layers, emb, mlp)
+    # Device 0 of the FSDP job holds rows [0, emb / fsdp) of dimension 2. JAX's own domain for it, on
+    # the course's 16 devices: dimension 2 cut to emb / fsdp * 16 rows gives device 0 the same rows.
+    domain = real_index_domains((experts, layers, emb // f["fsdp"] * 16, mlp), {"x": 16}, (None, None, "x"))[0]
+    assert domain[2] == (0, emb // f["fsdp"])
+    n = _chunks_overlapped(domain, chunk)
+    need = int(np.prod([b - a for a, b in domain]))
+    expected = n if q.unit == "chunks" else n * int(np.prod(chunk)) / need
+    assert expected == q.solution
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_column_runs_and_offsets_equal_orbax_and_safetensors(seed, tmp_path):
+    from orbax.checkpoint.experimental.v1._src.layout.safetensors_layout import index_domain_to_byte_runs
+    from safetensors.numpy import save_file
+
+    q = drills.drill("column_runs", seed=seed)
+    f = q.facts
+    rows, cols = f["shape"]
+    domain = real_index_domains(f["shape"], {"x": f["devices"]}, (None, "x"))[0]
+    assert len(index_domain_to_byte_runs(domain, f["shape"], drills.DTYPES[f["dtype"]], 0)) == q.solution
+
+    q = drills.drill("safetensors_offset", seed=seed)
+    arrays = {"a": np.arange(10, dtype=np.float32), "b": np.arange(6, dtype=np.int16).reshape(2, 3)}
+    save_file(arrays, str(tmp_path / "t.safetensors"))
+    data = (tmp_path / "t.safetensors").read_bytes()
+    header = int.from_bytes(data[:8], "little")
+    begin, end = json.loads(data[8:8 + header])["b"]["data_offsets"]
+    # The drill's rule, on a real file: the tensor's bytes start at 8 + header + begin.
+    probe = drills.Question("safetensors_offset", "", 8 + header + begin, "byte offset", "", facts={"header": header, "begin": begin})
+    assert np.array_equal(np.frombuffer(data[int(probe.solution):int(probe.solution) + end - begin], np.int16).reshape(2, 3), arrays["b"])
+    assert q.solution == 8 + q.facts["header"] + q.facts["begin"]
+
+
+def test_reshard_ram_is_the_weights_bytes():
+    for seed in range(12):
+        q = drills.drill("reshard_ram", seed=seed)
+        f = q.facts
+        assert q.solution * 1e9 == f["billions"] * 1e9 * np.dtype(jax.numpy.dtype(f["dtype"])).itemsize
+
+
+def test_drill_in_a_terminal_and_in_a_notebook(home, capsys):
+    out = _cli("drill", "--count", "2", "--seed", "5", "--learner", "ann", stdin="1\n?\n")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("Worked answer: ") == 2 and "Done: 0/2 right." in out.stdout
+    assert _cli("drill", "--kind", "nope").returncode == 2
+    q = drills.drill("reshard_ram", seed=1)
+    assert q.answer(f"{q.solution} GB", learner="ann") is True
+    assert "Right." in capsys.readouterr().out
+    stats = progress.drill_stats(progress.load("ann"))
+    assert sum(a for a, _ in stats.values()) == 3 and sum(b for _, b in stats.values()) == 1
+    assert "Drills: 1/3 right" in progress.table("ann", progress.load("ann"))
+    # The review's study pointers name a drill for every unit.
+    assert all(practice._drills_for(u) for u in registry.units())
