@@ -32,6 +32,10 @@ Work through the lessons in `course/` and solve the problems in `problems/`; eac
 cell runs its public examples and `.hint()` gives hints in steps. Your instructor grades your
 `problems/` folder with hidden tests (other inputs than the public examples), so passing the
 checks is a good sign, not a score. Submit the notebooks in `problems/` as your instructor says.
+
+To practise: `make practice MINUTES=30` (a timed set of problems with hints in steps, checked
+against the public examples at the end) and `make drill` (quick numeric questions with worked
+answers); `make progress` shows your drill record.
 """
 
 
@@ -64,7 +68,8 @@ def _bundle_makefile(text: str) -> str:
         ("@$(BIN)/python -m autograder grade problems/", "@$(BIN)/python -m autograder check problems/"),
         ("make check  - grade your work in problems/ with the hidden tests",
          "make check  - run every problem's public examples on your saved notebooks"),
-        (".PHONY: help lab check test bench venv clean", ".PHONY: help lab check venv clean"),
+        (".PHONY: help lab check progress practice drill test bench venv clean",
+         ".PHONY: help lab check progress practice drill venv clean"),
     ]
     for old, new in swaps:
         assert old in text, f"the Makefile changed: update autograder.release ({old!r})"
