@@ -108,17 +108,33 @@ def public_check(path: Path, problem: registry.Problem) -> tuple[str, str]:
     return r["status"], r["message"] + (f"\n{r['detail']}" if r.get("detail") else "")
 
 
+WARN_AT = (300, 60)  # seconds left at which the terminal says so
+
+
 def terminal_reader(prompt: str, timeout: float) -> str | None:
-    """A line from stdin, or None when ``timeout`` seconds pass first (time is up)."""
+    """A line from stdin, or None when ``timeout`` seconds pass first (time is up).
+
+    On a terminal the countdown ticks in the window title every second, and a line says when 5
+    minutes and 1 minute are left (redrawing the prompt line would hide what the learner types)."""
     print(prompt, end="", flush=True)
-    if timeout <= 0:
-        return None
-    ready, _, _ = select.select([sys.stdin], [], [], timeout)
-    if not ready:
-        print()
-        return None
-    line = sys.stdin.readline()
-    return "g" if line == "" else line.strip()  # end of input: grade what is there
+    deadline = time.monotonic() + timeout
+    tty = sys.stdout.isatty()
+    warned = {w for w in WARN_AT if timeout <= w}
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            print()
+            return None
+        if tty:
+            print(f"\033]0;practice: {_clock(left)} left\007", end="", flush=True)
+        for w in WARN_AT:
+            if left <= w and w not in warned:
+                warned.add(w)
+                print(f"\n[{_clock(w)} left]\n{prompt}", end="", flush=True)
+        ready, _, _ = select.select([sys.stdin], [], [], min(1.0, left))
+        if ready:
+            line = sys.stdin.readline()
+            return "g" if line == "" else line.strip()  # end of input: grade what is there
 
 
 def _clock(seconds: float) -> str:

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jax
@@ -203,6 +204,19 @@ def test_practice_in_a_terminal(home, tmp_path):
     assert len(list(tmp_path.glob("session-*.py"))) == 1
     out = _cli("practice", "--minutes", "0", "--learner", "ann")
     assert out.returncode == 2 and "--minutes must be positive" in out.stderr
+    # Nobody types and the input stays open: the countdown runs out and the set is graded.
+    proc = subprocess.Popen([sys.executable, "-m", "autograder", "practice", "--minutes", "0.05", "--count", "1",
+                             "--unit", "1", "--learner", "ann", "--workspace", str(tmp_path)], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)  # stdin stays open all along
+        stdout = proc.stdout.read()
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    assert "Time is up: grading your file." in stdout and "Review: 0/10 points" in stdout, stdout
 
 
 # --- drills --------------------------------------------------------------------------------------
