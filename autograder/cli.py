@@ -159,8 +159,8 @@ def cmd_practice(args) -> int:
 
     from autograder import practice, progress
 
-    if args.minutes <= 0:
-        print("error: --minutes must be positive", file=sys.stderr)
+    if args.minutes <= 0 or (args.count is not None and args.count < 1):
+        print("error: --minutes and --count must be positive", file=sys.stderr)
         return 2
     try:
         problems, review = practice.choose(progress.load(args.learner), args.minutes, args.unit, args.count,
@@ -171,7 +171,11 @@ def cmd_practice(args) -> int:
     if review:
         print("You have mastered every problem here: this set is for review.")
     path = practice.new_workspace(problems, args.minutes, Path(args.workspace))
-    practice.Session(problems, args.minutes, args.learner, path).run()
+    try:
+        practice.Session(problems, args.minutes, args.learner, path).run()
+    except KeyboardInterrupt:
+        print(f"\nStopped without grading. Your file stays at {path}.")
+        return 130
     return 0
 
 
@@ -183,7 +187,14 @@ def cmd_drill(args) -> int:
     if unknown:
         print(f"error: no drill {', '.join(unknown)}; choose from: {', '.join(drills.KINDS)}", file=sys.stderr)
         return 2
-    drills.run(args.count, kinds, args.learner, seed=args.seed)
+    if args.count < 1:
+        print("error: --count must be positive", file=sys.stderr)
+        return 2
+    try:
+        drills.run(args.count, kinds, args.learner, seed=args.seed)
+    except KeyboardInterrupt:
+        print("\nStopped.")
+        return 130
     return 0
 
 

@@ -110,7 +110,7 @@ def _kernel_cells() -> list[str]:
     shell = get_ipython()
     if shell is None:
         raise RuntimeError("grade_cell runs inside a Jupyter notebook")
-    return [c for c in shell.history_manager.input_hist_raw[1:]]
+    return list(shell.history_manager.input_hist_raw[1:])
 
 
 def _autograding() -> bool:
@@ -141,9 +141,9 @@ def grade_cell(problem_id: str, timeout: float = CELL_TIMEOUT - 20) -> None:
         try:
             result = json.loads(out.read_text())["problems"][0]
         except (OSError, ValueError, KeyError, IndexError):
-            detail = " ".join((run.stderr or run.stdout).strip().splitlines()[-1:]) or f"exit status {run.returncode}"
-            raise NotFullMarks(f"Problem {p.id}: the grader could not run here ({detail}). Your instructor can "
-                               "grade the notebook with `python -m autograder grade`.") from None
+            # No detail from the grader's output: it goes into learners' feedback.
+            raise NotFullMarks(f"Problem {p.id}: the grader could not run here (exit status {run.returncode}). Your "
+                               "instructor can grade the notebook with `python -m autograder grade`.") from None
     line = f"Problem {p.id} {p.function}: {result['status'].replace('_', ' ')}, {result['score']:g}/{result['max_score']:g} points."
     if result["status"] == "correct":
         print(line)

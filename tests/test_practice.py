@@ -203,7 +203,7 @@ def test_practice_in_a_terminal(home, tmp_path):
     assert "Public examples: not attempted" in out.stdout and "Review: 0/10 points, graded with hidden tests" in out.stdout
     assert len(list(tmp_path.glob("session-*.py"))) == 1
     out = _cli("practice", "--minutes", "0", "--learner", "ann")
-    assert out.returncode == 2 and "--minutes must be positive" in out.stderr
+    assert out.returncode == 2 and "--minutes and --count must be positive" in out.stderr
     # Nobody types and the input stays open: the countdown runs out and the set is graded.
     proc = subprocess.Popen([sys.executable, "-m", "autograder", "practice", "--minutes", "0.05", "--count", "1",
                              "--unit", "1", "--learner", "ann", "--workspace", str(tmp_path)], cwd=ROOT,
@@ -365,7 +365,7 @@ def test_drill_in_a_terminal_and_in_a_notebook(home, capsys):
     out = _cli("drill", "--count", "2", "--seed", "5", "--learner", "ann", stdin="1\n?\n")
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("Worked answer: ") == 2 and "Done: 0/2 right." in out.stdout
-    assert _cli("drill", "--kind", "nope").returncode == 2
+    assert _cli("drill", "--kind", "nope").returncode == 2 and _cli("drill", "--count", "0").returncode == 2
     q = drills.drill("reshard_ram", seed=1)
     assert q.answer(f"{q.solution} GB", learner="ann") is True
     assert "Right." in capsys.readouterr().out
