@@ -84,12 +84,10 @@ def workspace_source(problems: list[registry.Problem], minutes: float) -> str:
 
 
 def _limit_child() -> None:
-    import resource
+    from autograder.sandbox import DEFAULT_FILE_BYTES, DEFAULT_MEMORY
+    from autograder.worker import limit
 
-    from autograder.sandbox import DEFAULT_MEMORY
-
-    resource.setrlimit(resource.RLIMIT_AS, (DEFAULT_MEMORY, DEFAULT_MEMORY))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    limit(DEFAULT_MEMORY, DEFAULT_FILE_BYTES)  # the grader's worker limits
 
 
 def public_check(path: Path, problem: registry.Problem) -> tuple[str, str]:

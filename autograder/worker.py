@@ -18,10 +18,12 @@ SUBMISSION = "<submission>"
 _BLOCKED = ("solutions", "autograder.hidden")
 
 
-def _limit(memory_bytes: int, file_bytes: int) -> None:
-    for kind, value in ((resource.RLIMIT_AS, memory_bytes), (resource.RLIMIT_FSIZE, file_bytes), (resource.RLIMIT_CORE, 0)):
+def limit(memory_bytes: int, file_bytes: int) -> None:
+    """The worker's limits: address space and file size (0 leaves one unlimited), and no core dumps."""
+    for kind, value in ((resource.RLIMIT_AS, memory_bytes), (resource.RLIMIT_FSIZE, file_bytes)):
         if value:
             resource.setrlimit(kind, (value, value))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 class _BlockHidden(importlib.abc.MetaPathFinder):
@@ -72,7 +74,7 @@ def main(job_path: str, result_path: str) -> int:
     with open(job_path) as f:
         job = json.load(f)
     os.unlink(job_path)  # the learner's code has no business reading the job file
-    _limit(job.get("memory_bytes", 0), job.get("file_bytes", 0))
+    limit(job.get("memory_bytes", 0), job.get("file_bytes", 0))
     sys.meta_path.insert(0, _BlockHidden())
     for name in list(sys.modules):
         if any(name == b or name.startswith(b + ".") for b in _BLOCKED):
