@@ -25,6 +25,23 @@ def _write_json(path: str, data: dict) -> None:
     os.replace(tmp, out)
 
 
+def run_json(args: list[str], timeout: float) -> tuple[dict | None, int]:
+    """Run ``python -m autograder <args> --json FILE`` in a fresh process; return (its JSON, or None
+    when it ended without one, and its exit status). Its output is dropped: callers show learners
+    only what the JSON says. Raises ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="autograder-run-") as tmp:
+        out = Path(tmp) / "result.json"
+        run = subprocess.run([sys.executable, "-m", "autograder", *args, "--json", str(out)], capture_output=True,
+                             text=True, timeout=timeout, cwd=tmp)
+        try:
+            return json.loads(out.read_text()), run.returncode
+        except (OSError, ValueError):
+            return None, run.returncode
+
+
 def _missing(paths) -> bool:
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
@@ -69,6 +86,11 @@ def cmd_check(args) -> int:
 
     if _missing(args.paths):
         return 2
+    if args.worker_limits:  # before any learner code runs here
+        from autograder.sandbox import DEFAULT_FILE_BYTES, DEFAULT_MEMORY
+        from autograder.worker import limit
+
+        limit(DEFAULT_MEMORY, DEFAULT_FILE_BYTES)
     try:
         results = check_paths(args.paths, args.only)
     except KeyError as e:
@@ -231,11 +253,14 @@ def cmd_notebooks(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m autograder", description="The course autograder.")
     sub = parser.add_subparsers(dest="command", required=True)
+    def submission_args(p: argparse.ArgumentParser, verb: str) -> None:
+        p.add_argument("paths", nargs="+", metavar="PATH", help="a notebook, a .py file, or a folder of them")
+        p.add_argument("--only", nargs="+", metavar="PROBLEM", help=f"{verb} only these problem ids or function names")
+        p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+
     g = sub.add_parser("grade", help="grade notebooks or .py files with the hidden tests")
-    g.add_argument("paths", nargs="+", metavar="PATH", help="a notebook, a .py file, or a folder of them")
+    submission_args(g, "grade")
     g.add_argument("--learner", default=_default_learner(), help="learner id (chooses the hidden cases)")
-    g.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    g.add_argument("--only", nargs="+", metavar="PROBLEM", help="grade only these problem ids or function names")
     g.add_argument("--timeout", type=float, help="seconds per problem (default: each problem's own limit)")
     g.add_argument("-j", "--jobs", type=int, help="problems graded in parallel (default: 2)")
     g.add_argument("--no-record", action="store_true", help="do not record this run in the learner's progress")
@@ -274,9 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--root", default="/autograder", help="the Gradescope tree (default: /autograder)")
     gr.set_defaults(func=cmd_gradescope_run)
     c = sub.add_parser("check", help="run every problem's public examples (what the notebook check cells run)")
-    c.add_argument("paths", nargs="+", metavar="PATH", help="a notebook, a .py file, or a folder of them")
-    c.add_argument("--only", nargs="+", metavar="PROBLEM", help="check only these problem ids or function names")
-    c.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    submission_args(c, "check")
+    c.add_argument("--worker-limits", action="store_true", help="run under the grader's worker limits (memory, files)")
     c.set_defaults(func=cmd_check)
     r = sub.add_parser("release", help="(instructors) write the learner bundle: no solutions, no hidden tests")
     r.add_argument("out", metavar="OUT_DIR", help="a new, empty folder")

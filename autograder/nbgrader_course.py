@@ -18,10 +18,8 @@ examples instead when the hidden tests are not installed.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -127,23 +125,22 @@ def grade_cell(problem_id: str, timeout: float = CELL_TIMEOUT - 20) -> None:
     p = registry.get(problem_id)
     if not hidden_tests_available() and not _autograding():
         return _public_check(p)
+    from autograder.cli import run_json
+
     with tempfile.TemporaryDirectory(prefix="nbgrader-cell-") as tmp:
         # Named as the learner's notebook, so messages say "<notebook> code cell N".
         nb_path = Path(tmp) / p.notebook
         nbformat.write(new_notebook(cells=[new_code_cell(c) for c in _kernel_cells()]), str(nb_path))
-        out = Path(tmp) / "result.json"
-        cmd = [sys.executable, "-m", "autograder", "grade", str(nb_path), "--only", p.id,
-               "--learner", _learner_id(), "--json", str(out), "--no-record"]
         try:
-            run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp)
+            data, status = run_json(["grade", str(nb_path), "--only", p.id, "--learner", _learner_id(), "--no-record"],
+                                    timeout)
         except subprocess.TimeoutExpired:
             raise NotFullMarks(f"Problem {p.id}: grading took longer than {timeout:.0f} s and was stopped.") from None
-        try:
-            result = json.loads(out.read_text())["problems"][0]
-        except (OSError, ValueError, KeyError, IndexError):
-            # No detail from the grader's output: it goes into learners' feedback.
-            raise NotFullMarks(f"Problem {p.id}: the grader could not run here (exit status {run.returncode}). Your "
-                               "instructor can grade the notebook with `python -m autograder grade`.") from None
+    if data is None:
+        # No detail from the grader's output: it would reach learners' feedback.
+        raise NotFullMarks(f"Problem {p.id}: the grader could not run here (exit status {status}). Your "
+                           "instructor can grade the notebook with `python -m autograder grade`.")
+    result = data["problems"][0]
     line = f"Problem {p.id} {p.function}: {result['status'].replace('_', ' ')}, {result['score']:g}/{result['max_score']:g} points."
     if result["status"] == "correct":
         print(line)

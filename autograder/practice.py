@@ -14,11 +14,9 @@ worker's limits, and grading uses the grader's workers.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import select
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,27 +81,22 @@ def workspace_source(problems: list[registry.Problem], minutes: float) -> str:
     return head + "\n".join(imports) + "\n\n\n" + body + "\n"
 
 
-def _limit_child() -> None:
-    from autograder.sandbox import DEFAULT_FILE_BYTES, DEFAULT_MEMORY
-    from autograder.worker import limit
+def public_checks(path: Path, problems: list[registry.Problem]) -> dict[str, tuple[str, str]]:
+    """{problem id: (status, message)} of the public examples on the saved file, all in one separate
+    process under the worker's limits, with a time limit."""
+    from autograder.cli import run_json
 
-    limit(DEFAULT_MEMORY, DEFAULT_FILE_BYTES)  # the grader's worker limits
-
-
-def public_check(path: Path, problem: registry.Problem) -> tuple[str, str]:
-    """(status, message) of the public examples on the saved file, in a separate process with the
-    worker's memory limit and a time limit."""
-    with tempfile.TemporaryDirectory(prefix="practice-check-") as tmp:
-        out = Path(tmp) / "check.json"
-        cmd = [sys.executable, "-m", "autograder", "check", str(path), "--only", problem.id, "--json", str(out)]
-        try:
-            subprocess.run(cmd, capture_output=True, text=True, timeout=CHECK_TIMEOUT, preexec_fn=_limit_child)
-            r = json.loads(out.read_text())["problems"][0]
-        except subprocess.TimeoutExpired:
-            return "timeout", f"the public examples did not finish in {CHECK_TIMEOUT:.0f} s: look for an endless loop."
-        except (OSError, ValueError, KeyError, IndexError):
-            return "error", "the check stopped without a result (out of memory, or the code exits the interpreter)."
-    return r["status"], r["message"] + (f"\n{r['detail']}" if r.get("detail") else "")
+    ids = [p.id for p in problems]
+    try:
+        data, _ = run_json(["check", str(path.resolve()), "--only", *ids, "--worker-limits"], CHECK_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        data = {"problems": [{"id": i, "status": "timeout", "message": f"the public examples did not finish in "
+                              f"{CHECK_TIMEOUT:.0f} s: look for an endless loop."} for i in ids]}
+    if data is None:
+        data = {"problems": [{"id": i, "status": "error", "message": "the check stopped without a result (out of "
+                              "memory, or the code exits the interpreter)."} for i in ids]}
+    return {r["id"]: (r["status"], r["message"] + (f"\n{r['detail']}" if r.get("detail") else ""))
+            for r in data["problems"]}
 
 
 WARN_AT = (300, 60)  # seconds left at which the terminal says so
@@ -192,7 +185,8 @@ class Session:
             if cmd == "h":
                 self.hint()
             elif cmd == "c":
-                status, message = public_check(self.path, self.items[self.current].problem)
+                problem = self.items[self.current].problem
+                status, message = public_checks(self.path, [problem])[problem.id]
                 self.say(f"Public examples: {status.replace('_', ' ')}. {message}")
             elif cmd in ("n", "p") or cmd.isdigit():
                 k = self.current + (1 if cmd == "n" else -1) if not cmd.isdigit() else int(cmd) - 1
@@ -232,10 +226,11 @@ def _grade(path: Path, learner: str, ids: list[str]) -> dict:
 
         report = grade([path], learner, problems=ids).to_json()
         return {**report, "graded_by": "hidden"}
+    checked = public_checks(path, [registry.get(pid) for pid in ids])
     problems = []
     for pid in ids:
         p = registry.get(pid)
-        status, message = public_check(path, p)
+        status, message = checked[pid]
         problems.append({"id": pid, "function": p.function, "status": status, "message": message,
                          "score": float(p.points if status == "correct" else 0), "max_score": float(p.points)})
     return {"learner": learner, "score": sum(x["score"] for x in problems),

@@ -374,3 +374,24 @@ def test_drill_in_a_terminal_and_in_a_notebook(home, capsys):
     assert "Drills: 1/3 right" in progress.table("ann", progress.load("ann"))
     # The review's study pointers name a drill for every unit.
     assert all(practice._drills_for(u) for u in registry.units())
+
+
+def test_without_hidden_tests_a_set_is_checked_on_its_public_examples(monkeypatch, tmp_path):
+    # The learner bundle: one checking process for the whole set, with the worker's limits.
+    from autograder import release
+
+    monkeypatch.setattr(release, "hidden_tests_available", lambda: False)
+    chosen = [registry.get("1.3"), registry.get("2.1")]
+    path = practice.new_workspace(chosen, 20, tmp_path)
+    path.write_text(path.read_text().replace(stub_source(chosen[0]), inspect.getsource(unit1.param_bytes)))
+    report = practice._grade(path, "ann", ["1.3", "2.1"])
+    assert report["graded_by"] == "public" and report["score"] == 10.0
+    assert [p["status"] for p in report["problems"]] == ["correct", "not_attempted"]
+    assert "public examples only" in practice.review([practice.Item(p) for p in chosen], report, 60, 20)
+
+
+def test_public_checks_run_under_the_worker_memory_limit(tmp_path):
+    path = tmp_path / "greedy.py"
+    path.write_text("def param_bytes(params, dtype):\n    return len(bytearray(8 * 2**30))\n")
+    status, message = practice.public_checks(path, [registry.get("1.3")])["1.3"]
+    assert status == "error" and "MemoryError" in message
