@@ -87,8 +87,8 @@ def cmd_check(args) -> int:
     if _missing(args.paths):
         return 2
     if args.worker_limits:  # before any learner code runs here
-        from autograder.sandbox import DEFAULT_FILE_BYTES, DEFAULT_MEMORY
-        from autograder.worker import limit
+        from autograder.sandbox.jail import limit
+        from autograder.sandbox.outside import DEFAULT_FILE_BYTES, DEFAULT_MEMORY
 
         limit(DEFAULT_MEMORY, DEFAULT_FILE_BYTES)
     try:

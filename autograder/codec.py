@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-MAX_ELEMENTS = 10_000_000  # refuse to ship absurd outputs (a learner returning a huge array)
+MAX_ELEMENTS = 2_000_000  # refuse to ship absurd outputs (a learner returning a huge array)
 
 
 class EncodeError(TypeError):
@@ -152,33 +152,86 @@ def _float_in(v):
     return v
 
 
-def decode(data: Any) -> Any:
-    """Inverse of :func:`encode`; JAX arrays come back as NumPy arrays (see :class:`Decoded`)."""
+# What a worker's answer may hold; checked before anything is built from it.
+MAX_DEPTH = 64
+DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+                    "float32", "float64", "bfloat16", "float8_e4m3fn", "float8_e5m2"})
+
+
+class _Budget:
+    def __init__(self):
+        self.left = MAX_ELEMENTS
+
+    def take(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise ValueError(f"more than {MAX_ELEMENTS:,} elements")
+
+
+def decode(data: Any, checked: bool = False) -> Any:
+    """Inverse of :func:`encode`; JAX arrays come back as NumPy arrays (see :class:`Decoded`).
+
+    ``checked`` (for what a worker sends): nesting depth, element count, array shapes and dtypes are
+    checked before anything is built, and anything off raises ValueError."""
+    return _decode(data, 0, _Budget() if checked else None)
+
+
+def _decode(data: Any, depth: int, budget: _Budget | None) -> Any:
+    if budget is not None:
+        if depth > MAX_DEPTH:
+            raise ValueError(f"nested more than {MAX_DEPTH} levels deep")
+        budget.take(1)
     if isinstance(data, list):
-        return [decode(v) for v in data]
+        return [_decode(v, depth + 1, budget) for v in data]
     if not isinstance(data, dict):
+        if budget is not None and not (data is None or isinstance(data, (bool, int, float, str))):
+            raise ValueError(f"unexpected {type(data).__name__}")
         return data
     if "$float" in data:
         return float(_float_in(data["$float"]))
     if "$scalar" in data:
-        return np.dtype(_load_dtype(data["$scalar"])).type(_float_in(data["v"]))
+        return np.dtype(_load_dtype(data["$scalar"], budget)).type(_float_in(data["v"]))
     if "$tuple" in data:
-        return tuple(decode(v) for v in data["$tuple"])
+        return tuple(_decode(v, depth + 1, budget) for v in data["$tuple"])
     if "$dict" in data:
-        return {k: decode(v) for k, v in data["$dict"].items()}
+        return {k: _decode(v, depth + 1, budget) for k, v in data["$dict"].items()}
     if "$pairs" in data:
-        return {_hashable(decode(k)): decode(v) for k, v in data["$pairs"]}
+        return {_hashable(_decode(k, depth + 1, budget)): _decode(v, depth + 1, budget) for k, v in data["$pairs"]}
     if "$mesh" in data:
         return MeshArg(tuple((str(n), int(s)) for n, s in data["$mesh"]))
     if "$pspec" in data:
-        return SpecArg(tuple(decode(data["$pspec"])))
+        return SpecArg(tuple(_decode(data["$pspec"], depth + 1, budget)))
     if "$array" in data:
-        dtype = _load_dtype(data["$array"])
-        flat = [_float_in(x) for x in data["data"]]
+        dtype = _load_dtype(data["$array"], budget)
+        shape, flat = data["shape"], data["data"]
+        if budget is not None:
+            if not (isinstance(shape, list) and len(shape) <= 8 and all(type(n) is int and 0 <= n for n in shape)):
+                raise ValueError("an array shape must be a short list of sizes")
+            if not isinstance(flat, list) or math.prod(shape) != len(flat):
+                raise ValueError("an array's data does not match its shape")
+            budget.take(len(flat))
+        flat = [_float_in(x) for x in flat]
         arr = np.array(flat, dtype=np.float64 if _is_low_float(dtype) else dtype).astype(dtype)
         arr = arr.reshape(data["shape"])
-        return JaxArray(arr, data.get("placement")) if data.get("lib") == "jax" else arr
-    raise ValueError(f"unknown tagged value: {sorted(data)}")
+        placement = data.get("placement")
+        if budget is not None and placement is not None:
+            _plain(placement, depth + 1, budget)  # read by the judge only: plain data of bounded size
+        return JaxArray(arr, placement) if data.get("lib") == "jax" else arr
+    raise ValueError(f"unknown tagged value: {sorted(data)[:5]}")
+
+
+def _plain(value, depth: int, budget: _Budget) -> None:
+    if depth > MAX_DEPTH:
+        raise ValueError(f"nested more than {MAX_DEPTH} levels deep")
+    budget.take(1)
+    if isinstance(value, list):
+        for v in value:
+            _plain(v, depth + 1, budget)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _plain(v, depth + 1, budget)
+    elif not (value is None or isinstance(value, (bool, int, float, str))):
+        raise ValueError(f"unexpected {type(value).__name__}")
 
 
 def _hashable(v):
@@ -187,7 +240,9 @@ def _hashable(v):
     return v
 
 
-def _load_dtype(name: str):
+def _load_dtype(name: str, budget: _Budget | None = None):
+    if budget is not None and name not in DTYPES:
+        raise ValueError("an array's dtype must be a plain numeric one")
     try:
         return np.dtype(name)
     except TypeError:

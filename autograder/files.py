@@ -166,6 +166,23 @@ def realize(value, workdir: str):
     return value
 
 
+def remove(value) -> None:
+    """Delete the files :func:`realize` wrote for ``value`` (its paths): a checkpoint folder or a file."""
+    import shutil
+
+    if isinstance(value, str) and os.path.isabs(value) and os.path.basename(value).startswith(("ckpt-", "model-")):
+        if os.path.isdir(value):
+            shutil.rmtree(value, ignore_errors=True)
+        elif os.path.exists(value):
+            os.unlink(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            remove(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            remove(v)
+
+
 def has_files(value) -> bool:
     if isinstance(value, (CheckpointArg, SafetensorsArg)):
         return True

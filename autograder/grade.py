@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from autograder import codec, extract, files, registry, sandbox
+from autograder import codec, extract, files, registry
+from autograder.sandbox import outside as sandbox
 from autograder.hidden import Case, Hidden, load
 from autograder.returns import Raises
 
@@ -49,6 +50,7 @@ class ProblemResult:
 class Report:
     learner: str
     problems: list[ProblemResult] = field(default_factory=list)
+    isolation: str = ""  # the level learner code ran at: strict or basic (see SECURITY.md)
 
     @property
     def score(self) -> float:
@@ -60,7 +62,7 @@ class Report:
 
     def to_json(self) -> dict:
         return {"learner": self.learner, "score": self.score, "max_score": self.max_score,
-                "problems": [p.public() for p in self.problems]}
+                "isolation": self.isolation, "problems": [p.public() for p in self.problems]}
 
 
 def course_salt() -> str:
@@ -149,6 +151,10 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
     if run.status == "timeout":
         return "timeout", "timeout", (f"Did not finish within {timeout:.0f} s for all hidden cases. Look for an endless "
                            "loop, or work that grows much faster than the input.")
+    if run.status == "malformed":
+        return "error", "malformed", ("The worker running your code sent back something that is not a result (too "
+                                      "large, nested too deeply, or not plain data). Return plain values of the "
+                                      "type the problem asks for.")
     if run.status == "crashed":
         how = f"killed by signal {-run.returncode}" if (run.returncode or 0) < 0 else f"exit code {run.returncode}"
         return "error", "crashed", (f"The worker running your code stopped without a result ({how}). This usually means it "
@@ -273,8 +279,13 @@ def _plan(problem, sub: extract.Submission, learner: str, salt: str | None, time
 
 
 def grade(paths, learner: str = "local", *, problems=None, salt: str | None = None,
-          timeout: float | None = None, jobs: int | None = None) -> Report:
-    """Grade the files or folders in ``paths`` for ``learner``; never raises for bad submissions."""
+          timeout: float | None = None, jobs: int | None = None, isolation: str | sandbox.Isolation = "auto") -> Report:
+    """Grade the files or folders in ``paths`` for ``learner``; never raises for bad submissions.
+
+    ``isolation`` is ``strict``, ``basic`` or ``auto`` (the best this machine has), or a level
+    already resolved; ``strict`` raises :class:`~autograder.sandbox.outside.IsolationUnavailable`
+    where the machine cannot give it."""
+    level = isolation if isinstance(isolation, sandbox.Isolation) else sandbox.resolve(isolation)
     chosen = [registry.get(p) for p in problems] if problems else list(registry.PROBLEMS)
     sub = extract.load_submissions(list(paths))
     plans = [_plan(p, sub, learner, salt, timeout) for p in chosen]
@@ -294,20 +305,26 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
         if plan.result is not None:
             return plan.result
         workdir = sandbox.new_workdir()
+        lazy = plan.problem.count_reads  # its files are written one case at a time, while reads are counted
+        reference_dir = sandbox.new_workdir() if lazy else workdir
         try:
             # Checkpoints a problem reads are saved fresh, inside the worker's own directory.
-            args = [files.realize(c.args, workdir) for c in plan.cases]
+            args = [files.realize(c.args, reference_dir) for c in plan.cases]
+            worker = sandbox.Worker(plan.source, plan.problem.function, [c.args for c in plan.cases] if lazy else args,
+                                    timeout=plan.timeout, workdir=workdir, count_reads=lazy, level=level.level)
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
+            shutil.rmtree(reference_dir, ignore_errors=True)
             raise
-        worker = sandbox.Worker(plan.source, plan.problem.function, args, timeout=plan.timeout, workdir=workdir,
-                                count_reads=plan.problem.count_reads)
         try:
             # Expected values are computed while the worker runs: the two overlap on two cores.
             plan.expected = [expected_outcome(plan.problem, a) for a in args]
         except BaseException:
             worker.kill()
             raise
+        finally:
+            if lazy:
+                shutil.rmtree(reference_dir, ignore_errors=True)
         out = worker.wait()
         try:
             status, category, message = judge(plan.problem, plan.hidden, plan.cases, plan.expected, out, plan.source,
@@ -321,4 +338,4 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
     jobs = jobs or min(2, os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(run, plans))
-    return Report(learner, results)
+    return Report(learner, results, level.level)

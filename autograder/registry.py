@@ -16,7 +16,7 @@ from autograder.codec import MeshArg, SpecArg
 from autograder.files import CheckpointArg, SafetensorsArg
 from autograder.reads import READ_SLACK
 from autograder.returns import ArrayOf, Raises, RestoredTree, SafetensorsShard, Struct
-from autograder.sandbox import DEFAULT_TIMEOUT
+from autograder.sandbox.outside import DEFAULT_TIMEOUT
 
 
 @dataclass(frozen=True)

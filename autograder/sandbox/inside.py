@@ -1,0 +1,145 @@
+"""The untrusted side: the one process that runs learner code, inside its jail.
+
+Started by :class:`autograder.sandbox.outside.Worker` as ``python -I -B -m
+autograder.sandbox.inside IN_FD OUT_FD``. It reads its jail plan from ``IN_FD`` and enters the
+jail (:mod:`autograder.sandbox.jail`) before anything else is imported, then reads the job (the
+learner's module source and the function's name), loads the code, and answers one frame per case
+on ``OUT_FD``: the encoded return value, or what went wrong. It never sees expected values, and
+nothing it sends is trusted: the grader bounds and checks every frame, and measures what scores
+depend on (time, bytes read) from outside this process.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+SUBMISSION = "<submission>"
+_TRUSTED = 2**31 - 1  # what the grader sends is not bounded here
+_LIBRARIES = ("jax", "jaxlib", "flax", "orbax", "numpy", "tensorstore", "ml_dtypes", "safetensors")
+# Loaded before a read-counted problem's code: file memory maps are refused there, so C extensions
+# a reader typically uses cannot be loaded later; and loading them is not reading.
+_PRELOAD_FOR_READS = ("array", "binascii", "bisect", "heapq", "io", "json", "math", "mmap", "random", "struct",
+                      "zlib", "safetensors", "safetensors.numpy")
+
+
+class _SayHidden:
+    """A clear ImportError for learner code that imports the references or the hidden tests. A
+    courtesy, not a protection: at the strict level the kernel refuses to read those files."""
+
+    _BLOCKED = ("solutions", "autograder.hidden")
+
+    def find_spec(self, name, path=None, target=None):
+        if any(name == b or name.startswith(b + ".") for b in self._BLOCKED):
+            raise ImportError(f"{name} is not available to submissions")
+        return None
+
+
+def _where(tb) -> int | None:
+    import traceback
+
+    line = None
+    for frame, lineno in traceback.walk_tb(tb):
+        if frame.f_code.co_filename == SUBMISSION:
+            line = lineno
+    return line
+
+
+def _public_name(cls: type) -> str:
+    """An exception's class name, if it is a builtin's or a library's; a class the learner's code
+    made could carry any text in its name (even a hidden input), so it is not named."""
+    import builtins
+
+    if getattr(builtins, cls.__name__, None) is cls:
+        return cls.__name__
+    module = sys.modules.get(cls.__module__ or "")
+    if (cls.__module__ or "").split(".")[0] in _LIBRARIES and module is not None \
+            and getattr(module, cls.__name__, None) is cls:
+        return cls.__name__
+    return "an exception of a class defined in your code"
+
+
+def _error(exc: BaseException, kind: str = "exception") -> dict:
+    if isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in str(exc)[:500] or "Out of memory" in str(exc)[:500]:
+        kind = "memory"
+    # The message and class names go to the grader only (to check an expected ValueError); they are
+    # never shown in reports, since a message may quote hidden inputs.
+    line = exc.lineno if isinstance(exc, SyntaxError) and exc.filename == SUBMISSION else _where(exc.__traceback__)
+    return {"kind": kind, "type": _public_name(type(exc)), "line": line,
+            "mro": [c.__name__ for c in type(exc).__mro__], "message": str(exc)[:500]}
+
+
+def main(in_fd: int, out_fd: int) -> int:
+    from autograder.sandbox import jail, wire
+
+    plan = jail.Plan.from_json(wire.recv(in_fd, limit=_TRUSTED)["plan"])
+    jail.enter(plan, close_in_launcher=(in_fd, out_fd))
+    job = wire.recv(in_fd, limit=_TRUSTED)["job"]
+
+    def send(message) -> None:
+        wire.send(out_fd, message)
+
+    from autograder import codec  # numpy only
+    from ckptlab.devices import prepare_environment
+
+    try:
+        # JAX, if the learner's code imports it, starts with the course's devices; if not, no cost.
+        prepare_environment(job.get("num_devices", 16))
+    except BaseException as exc:  # noqa: BLE001 - report, never crash silently
+        send({"setup": {"kind": "devices", "type": type(exc).__name__, "line": None, "detail": str(exc)}})
+        return 0
+    if plan.count_reads:
+        import importlib
+
+        for name in _PRELOAD_FOR_READS:
+            importlib.import_module(name)
+        from autograder.reads import switch_off_memory_maps
+
+        switch_off_memory_maps()
+        jail.seal_reads(plan)
+
+    sys.meta_path.insert(0, _SayHidden())
+    namespace = {"__name__": "submission", "__builtins__": __builtins__}
+    try:
+        code = compile(job["source"], SUBMISSION, "exec")
+        exec(code, namespace)  # noqa: S102 - this process exists to run learner code
+        fn = namespace[job["function"]]
+    except BaseException as exc:  # noqa: BLE001
+        send({"setup": _error(exc, "setup")})
+        return 0
+    send({"loaded": True})
+
+    import time
+
+    while True:
+        message = wire.recv(in_fd, limit=_TRUSTED)
+        if message is None:
+            return 0
+        try:
+            args = codec.materialize(codec.decode(message["args"]))  # meshes and specs become JAX objects
+        except BaseException as exc:  # noqa: BLE001
+            send({"error": _error(exc, "setup")})
+            continue
+        start = time.perf_counter()
+        try:
+            value = fn(*args)
+        except NotImplementedError as exc:
+            send({"error": _error(exc, "not_implemented"), "seconds": time.perf_counter() - start})
+            continue
+        except BaseException as exc:  # noqa: BLE001 - SystemExit and friends cost one case only
+            send({"error": _error(exc), "seconds": time.perf_counter() - start})
+            continue
+        seconds = time.perf_counter() - start
+        try:
+            encoded = codec.encode(value)
+        except BaseException as exc:  # noqa: BLE001 - converting a learner's object runs learner code
+            # Only the codec's own words are passed on: any other message could carry hidden inputs.
+            detail = str(exc) if type(exc) is codec.EncodeError else "it could not be converted to plain data"
+            send({"error": {"kind": "bad_return", "type": type(exc).__name__, "line": None, "detail": detail},
+                  "seconds": seconds})
+            continue
+        send({"value": encoded, "seconds": seconds})
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1]), int(sys.argv[2])))

@@ -1,0 +1,425 @@
+"""Kernel-enforced isolation for the process that runs learner code (Linux).
+
+Two levels (see SECURITY.md):
+
+- ``strict``: the worker runs in its own user, pid, network and IPC namespaces, as pid 1 of its
+  pid namespace (so every process it starts dies with it, however it detached); Landlock lets it
+  read only the interpreter, the libraries and the public course files, write only its own
+  scratch folder, connect or bind no TCP port, and send no signal and reach no abstract unix
+  socket outside its sandbox; a seccomp filter refuses sockets, ptrace and other escape hatches
+  (and, for read-counted problems, file memory maps and the calls that move file bytes without a
+  counted read); all capabilities are dropped; a process-count limit (RLIMIT_NPROC in the user
+  namespace, or a pids cgroup when the grader runs as root) stops fork bombs.
+- ``basic``: resource limits, a scrubbed environment, its own scratch folder and process group.
+  Nothing stops the code from reading, writing or signalling what its user can.
+
+Both levels keep the memory, file-size, core-dump and time limits. Everything here runs in the
+worker process *before* any learner code, while it is single-threaded; the module imports only
+the standard library.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import platform
+import resource
+import struct
+import sys
+from dataclasses import dataclass, field
+
+STRICT, BASIC = "strict", "basic"
+LEVELS = (STRICT, BASIC)
+MAX_TASKS = 256  # processes and threads of one worker (JAX on 16 devices runs about 45 threads)
+SANDBOX_UID_NOTE = "the grader's own user, inside a user namespace, with every capability dropped"
+
+# --- Landlock (linux/landlock.h) ----------------------------------------------------------------
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # the same on every arch
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+FS_TRUNCATE, FS_IOCTL_DEV = 1 << 14, 1 << 15
+_FS_ABI1 = (1 << 13) - 1  # execute ... make_sym
+_FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
+READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
+NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
+STRICT_LANDLOCK_ABI = 6  # TCP (ABI 4) and signal / abstract-socket scoping (ABI 6)
+
+# --- namespaces, prctl, capabilities ------------------------------------------------------------
+CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x10000000, 0x20000000, 0x40000000
+PR_SET_PDEATHSIG, PR_SET_SECCOMP, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 22, 24, 38
+_CAP_LAST = 63
+
+# --- seccomp -------------------------------------------------------------------------------------
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+# Calls no course code needs, refused always: (name: errno).
+_DENY = {"socket": errno.EACCES, "ptrace": errno.EPERM, "process_vm_readv": errno.EPERM,
+         "process_vm_writev": errno.EPERM, "io_uring_setup": errno.EPERM, "io_uring_enter": errno.EPERM,
+         "io_uring_register": errno.EPERM, "io_setup": errno.EPERM, "io_submit": errno.EPERM, "bpf": errno.EPERM,
+         "perf_event_open": errno.EPERM, "userfaultfd": errno.EPERM, "keyctl": errno.EPERM,
+         "add_key": errno.EPERM, "request_key": errno.EPERM, "unshare": errno.EPERM, "setns": errno.EPERM,
+         "mount": errno.EPERM, "umount2": errno.EPERM, "pivot_root": errno.EPERM, "kcmp": errno.EPERM,
+         "pidfd_getfd": errno.EPERM, "personality": errno.EPERM}
+# For read-counted problems: every byte of a file must come through a read the kernel counts.
+_DENY_UNCOUNTED = {"splice": errno.EPERM, "tee": errno.EPERM, "vmsplice": errno.EPERM,
+                   "sendfile": errno.EPERM, "copy_file_range": errno.EPERM}
+_NR = {
+    "x86_64": {"socket": 41, "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311,
+               "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "io_setup": 206,
+               "io_submit": 209, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "keyctl": 250,
+               "add_key": 248, "request_key": 249, "unshare": 272, "setns": 308, "mount": 165, "umount2": 166,
+               "pivot_root": 155, "kcmp": 312, "pidfd_getfd": 438, "personality": 135, "splice": 275, "tee": 276,
+               "vmsplice": 278, "sendfile": 40, "copy_file_range": 326, "prctl": 157, "mmap": 9, "seccomp": 317},
+    "aarch64": {"socket": 198, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
+                "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "io_setup": 0,
+                "io_submit": 2, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "keyctl": 219,
+                "add_key": 217, "request_key": 218, "unshare": 97, "setns": 268, "mount": 40, "umount2": 39,
+                "pivot_root": 41, "kcmp": 272, "pidfd_getfd": 438, "personality": 92, "splice": 76, "tee": 77,
+                "vmsplice": 75, "sendfile": 71, "copy_file_range": 285, "prctl": 167, "mmap": 222, "seccomp": 277},
+}
+_MAP_ANONYMOUS = 0x20
+_RET_ALLOW, _RET_ERRNO, _RET_KILL = 0x7FFF0000, 0x00050000, 0x80000000
+
+
+class JailError(RuntimeError):
+    """The kernel refused a part of the strict level: says which, and how to get it."""
+
+
+@dataclass
+class Plan:
+    """What one worker's jail allows: built on the grader's side, applied in the worker."""
+
+    level: str
+    scratch: str
+    memory_bytes: int = 0
+    file_bytes: int = 0
+    count_reads: bool = False
+    read_paths: list = field(default_factory=list)  # [path, ...] readable (and executable)
+    read_files: list = field(default_factory=list)  # single files readable
+    rw_files: list = field(default_factory=list)  # single files readable and writable (/dev/null)
+    list_dirs: list = field(default_factory=list)  # folders whose entries may be listed, no more
+    pids_cgroup: str = ""  # a pids cgroup folder to join (root only), or "" for RLIMIT_NPROC
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__)
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        return cls(**json.loads(text))
+
+
+# ---------------------------------------------------------------------------------------------
+# libc
+
+def _libc():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    libc.prctl.restype = ctypes.c_int
+    return libc
+
+
+def _check(result: int, what: str) -> int:
+    if result < 0:
+        err = ctypes.get_errno()
+        raise JailError(f"{what}: {os.strerror(err)} (errno {err})")
+    return result
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, or 0 where Landlock is off or missing."""
+    if sys.platform != "linux":
+        return 0
+    result = _libc().syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+    return max(0, int(result))
+
+
+def _fs_rights(abi: int) -> int:
+    rights = _FS_ABI1
+    if abi >= 2:
+        rights |= 1 << 13  # refer
+    if abi >= 3:
+        rights |= FS_TRUNCATE
+    if abi >= 5:
+        rights |= FS_IOCTL_DEV
+    return rights
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _landlock(plan: Plan, libc) -> int:
+    abi = landlock_abi()
+    if abi < STRICT_LANDLOCK_ABI:
+        raise JailError(f"Landlock ABI {abi} (need {STRICT_LANDLOCK_ABI}: Linux 6.12 or later with Landlock enabled)")
+    every = _fs_rights(abi)
+    attr = _RulesetAttr(every, NET_BIND_TCP | NET_CONNECT_TCP, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL)
+    ruleset = _check(libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
+                                  ctypes.c_uint32(0)), "landlock_create_ruleset")
+    rules = [(p, READ) for p in plan.read_paths] + [(p, FS_READ_FILE) for p in plan.read_files] + \
+            [(p, FS_READ_FILE | FS_WRITE_FILE) for p in plan.rw_files] + [(p, FS_READ_DIR) for p in plan.list_dirs] + \
+            [(plan.scratch, every)]
+    for path, rights in rules:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue  # a path this machine does not have
+        try:
+            if not os.path.isdir(f"/proc/self/fd/{fd}"):
+                rights &= _FILE_RIGHTS
+            rule = _PathBeneath(rights & every, fd)
+            _check(libc.syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), ctypes.c_uint32(0)),
+                   f"landlock_add_rule({path})")
+        finally:
+            os.close(fd)
+    return ruleset
+
+
+def _seccomp_program(deny: dict, *, guard_pdeathsig: bool, forbid_file_maps: bool) -> bytes:
+    machine = platform.machine()
+    if machine not in _NR:
+        raise JailError(f"no seccomp filter for the {machine} architecture (x86_64 and aarch64 have one)")
+    nr = _NR[machine]
+
+    def op(code, jt, jf, k):
+        return struct.pack("=HBBI", code, jt, jf, k)
+
+    ld_arch, ld_nr = op(0x20, 0, 0, 4), op(0x20, 0, 0, 0)
+    ret = lambda k: op(0x06, 0, 0, k)  # noqa: E731
+    jeq = lambda k, jt, jf: op(0x15, jt, jf, k)  # noqa: E731
+    prog = [ld_arch, jeq(_AUDIT_ARCH[machine], 1, 0), ret(_RET_KILL), ld_nr]
+    if machine == "x86_64":  # the x32 ABI numbers every call again, above 0x40000000
+        prog += [op(0x35, 0, 1, 0x40000000), ret(_RET_ERRNO | errno.ENOSYS)]  # jge
+    for name, err in deny.items():
+        prog += [jeq(nr[name], 0, 1), ret(_RET_ERRNO | err)]
+    if guard_pdeathsig:  # prctl(PR_SET_PDEATHSIG, ...): the worker dies with its launcher, and may not change that
+        prog += [jeq(nr["prctl"], 0, 3), op(0x20, 0, 0, 16), jeq(PR_SET_PDEATHSIG, 0, 1),
+                 ret(_RET_ERRNO | errno.EPERM), ld_nr]
+    if forbid_file_maps:  # mmap of a file (not MAP_ANONYMOUS): bytes the kernel would not count as read
+        prog += [jeq(nr["mmap"], 0, 4), op(0x20, 0, 0, 16 + 8 * 3), op(0x45, 1, 0, _MAP_ANONYMOUS),  # jset
+                 ret(_RET_ERRNO | errno.EACCES), ld_nr]
+    prog.append(ret(_RET_ALLOW))
+    return b"".join(prog)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _seccomp(program: bytes, libc) -> None:
+    """Install a filter on every thread of the process (SECCOMP_FILTER_FLAG_TSYNC)."""
+    buf = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.addressof(buf))
+    _check(libc.syscall(_NR[platform.machine()]["seccomp"], 1, 1, ctypes.byref(fprog)), "seccomp filter")
+
+
+def seal_reads(plan: Plan) -> None:
+    """For a read-counted problem, once the worker has loaded what it needs and before the
+    learner's code: no more file memory maps, and no call that moves file bytes without a read
+    the kernel counts (a second seccomp filter; filters only ever add up)."""
+    if plan.level == STRICT and plan.count_reads:
+        _seccomp(_seccomp_program(_DENY_UNCOUNTED, guard_pdeathsig=False, forbid_file_maps=True), _libc())
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_capabilities(libc) -> None:
+    for cap in range(_CAP_LAST + 1):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 and ctypes.get_errno() != errno.EINVAL:
+            _check(-1, "dropping the capability bounding set")
+    header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()  # _LINUX_CAPABILITY_VERSION_3
+    _check(libc.capset(ctypes.byref(header), data), "capset")
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _namespaces(plan: Plan, libc) -> None:
+    """New user, pid, network and IPC namespaces for this process (pid: for its next child)."""
+    uid, gid = os.geteuid(), os.getegid()
+    if plan.pids_cgroup:  # root: join the pids cgroup the grader made for this worker, while still root
+        _write(os.path.join(plan.pids_cgroup, "cgroup.procs"), str(os.getpid()))
+    _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC),
+           "unshare (user, pid, network and IPC namespaces)")
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1")
+    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+
+
+def limit(memory_bytes: int, file_bytes: int) -> None:
+    """Address space and file size (0 leaves one unlimited), and no core dumps."""
+    for kind, value in ((resource.RLIMIT_AS, memory_bytes), (resource.RLIMIT_FSIZE, file_bytes)):
+        if value:
+            resource.setrlimit(kind, (value, value))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def enter(plan: Plan, close_in_launcher: tuple = ()) -> None:
+    """Make this (single-threaded) process the jailed worker that ``plan`` describes.
+
+    At the strict level the process forks: the parent stays outside, waits for the child and exits
+    with its status (it never returns); the child, pid 1 of the new pid namespace, returns from
+    here inside the jail. Raises :class:`JailError` when the kernel refuses a part of it."""
+    limit(plan.memory_bytes, plan.file_bytes)
+    os.chdir(plan.scratch)
+    if plan.level == BASIC:
+        return
+    libc = _libc()
+    _namespaces(plan, libc)
+    alive_r, alive_w = os.pipe()  # open in the launcher for as long as it lives
+    child = os.fork()
+    if child:  # the launcher: outside the pid namespace, runs no learner code
+        os.close(alive_r)
+        for fd in close_in_launcher:
+            os.close(fd)
+        _, status = os.waitpid(child, 0)
+        os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+    try:
+        os.close(alive_w)
+        _check(libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0), "parent-death signal")
+        import select
+
+        if select.select([alive_r], [], [], 0)[0]:  # end of file: the launcher died before PDEATHSIG was set
+            os._exit(1)
+        os.close(alive_r)
+        if not plan.pids_cgroup:
+            resource.setrlimit(resource.RLIMIT_NPROC, (MAX_TASKS, MAX_TASKS))
+        _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+        ruleset = _landlock(plan, libc)
+        _drop_capabilities(libc)
+        _check(libc.syscall(_SYS_RESTRICT_SELF, ruleset, ctypes.c_uint32(0)), "landlock_restrict_self")
+        os.close(ruleset)
+        _seccomp(_seccomp_program(_DENY, guard_pdeathsig=True, forbid_file_maps=False), libc)
+    except BaseException as exc:  # noqa: BLE001 - the child must never return un-jailed
+        sys.stderr.write(f"jail: {exc}\n")
+        os._exit(3)
+
+
+# ---------------------------------------------------------------------------------------------
+# What a worker may read: the interpreter, the libraries and the public course files
+
+def _course_dirs() -> tuple[list[str], list[str]]:
+    """(package folders learners may read whole, [the autograder's folder])."""
+    import importlib.util
+
+    public, autograder = [], []
+    for name in ("ckptlab",):
+        spec = importlib.util.find_spec(name)
+        if spec and spec.submodule_search_locations:
+            public += list(spec.submodule_search_locations)
+    spec = importlib.util.find_spec("autograder")
+    if spec and spec.submodule_search_locations:
+        autograder = list(spec.submodule_search_locations)
+    return public, autograder
+
+
+def _secret_dirs() -> list[str]:
+    """Folders of code learners must never read: the references (wherever they are installed)."""
+    import importlib.util
+
+    out = []
+    spec = importlib.util.find_spec("solutions")
+    if spec and spec.submodule_search_locations:
+        out += [os.path.realpath(p) for p in spec.submodule_search_locations]
+    return out
+
+
+def _is_public_course_file(path: str) -> bool:
+    """The autograder files the learner bundle ships (see :mod:`autograder.release`)."""
+    parts = path.split(os.sep)
+    if "__pycache__" in parts:
+        return False
+    if len(parts) >= 2 and parts[-2] == "hidden":
+        return parts[-1] == "__init__.py"
+    return path.endswith(".py")
+
+
+def _grant_tree(path: str, course: list[str], out: Plan) -> None:
+    """Grant ``path`` readable, except the course's own packages below it; a source checkout (a
+    folder holding a course package that is not a library folder) gets nothing at all."""
+    real = os.path.realpath(path)
+    below = [c for c in course if c == real or c.startswith(real + os.sep)]
+    if not below:
+        out.read_paths.append(real)
+        return
+    if real in course or (any(os.path.dirname(c) == real for c in below) and not _is_library_dir(real)):
+        return
+    out.list_dirs.append(real)  # list it, and grant each entry but the course's
+    try:
+        entries = sorted(os.listdir(real))
+    except OSError:
+        return
+    for name in entries:
+        _grant_tree(os.path.join(real, name), course, out)
+
+
+def plan_for(level: str, scratch: str, *, memory_bytes: int, file_bytes: int, count_reads: bool,
+             pids_cgroup: str = "") -> Plan:
+    """The jail of one worker. Grader side: decides what the worker may read."""
+    plan = Plan(level, scratch, memory_bytes, file_bytes, count_reads, pids_cgroup=pids_cgroup)
+    if level == BASIC:
+        return plan
+    base = _readable()
+    for name in ("read_paths", "read_files", "rw_files", "list_dirs"):
+        setattr(plan, name, list(getattr(base, name)))
+    return plan
+
+
+_READABLE: Plan | None = None
+
+
+def _readable() -> Plan:
+    """What every strict worker may read (computed once per process)."""
+    global _READABLE
+    if _READABLE is not None:
+        return _READABLE
+    plan = Plan(STRICT, "")
+    public, autograder = _course_dirs()
+    course = sorted({os.path.realpath(p) for p in public + autograder + _secret_dirs()})
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    roots |= {p for p in sys.path if p and os.path.isabs(p) and os.path.exists(p)}
+    for root in sorted(roots):
+        _grant_tree(root, course, plan)
+    plan.read_paths += [os.path.realpath(p) for p in public]
+    for folder in autograder:
+        for dirpath, dirnames, filenames in os.walk(folder):
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+            plan.list_dirs.append(os.path.realpath(dirpath))
+            for name in filenames:
+                full = os.path.realpath(os.path.join(dirpath, name))
+                if _is_public_course_file(full):
+                    plan.read_files.append(full)
+    plan.read_paths += [p for p in ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib",
+                                    "/usr/share/zoneinfo", "/sys/devices/system/cpu") if os.path.exists(p)]
+    plan.read_paths.append(os.path.dirname(os.path.realpath(sys.executable)))
+    plan.read_files += [p for p in ("/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group",
+                                    "/etc/nsswitch.conf", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat",
+                                    "/dev/urandom", "/dev/random") if os.path.exists(p)]
+    plan.rw_files += ["/dev/null", "/dev/zero"]
+    for name in ("read_paths", "read_files", "rw_files", "list_dirs"):
+        setattr(plan, name, sorted(set(getattr(plan, name))))
+    _READABLE = plan
+    return plan
+
+
+def _is_library_dir(path: str) -> bool:
+    return os.path.basename(path) in ("site-packages", "dist-packages")

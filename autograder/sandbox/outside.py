@@ -1,0 +1,399 @@
+"""The trusted side of a worker: start it in its jail, feed it cases, read its frames, measure it.
+
+Nothing here runs learner code. The worker's frames are bounded and checked before anything is
+built from them (:mod:`autograder.sandbox.wire`, :func:`autograder.codec.decode`); the bytes a
+read-counted problem reads are counted here, from the kernel's counters of every process in the
+worker's tree, around each case; the worker and everything it started are killed when the
+problem ends.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from autograder import codec
+from autograder.sandbox import jail, wire
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MEMORY = 4 * 2**30
+DEFAULT_FILE_BYTES = 256 * 2**20
+STRICT, BASIC, AUTO = jail.STRICT, jail.BASIC, "auto"
+_ERROR_KINDS = ("exception", "memory", "not_implemented", "setup", "bad_return", "devices")
+
+
+class IsolationUnavailable(RuntimeError):
+    """The strict level was required and this machine cannot give it."""
+
+
+@dataclass
+class RunResult:
+    status: str  # "ok", "timeout", "crashed", "malformed"
+    setup: dict | None = None
+    # per case: {"value": decoded, "read_bytes": int | None} or {"error": {...}}
+    cases: list = field(default_factory=list)
+    seconds: float = 0.0  # wall time of the worker, start-up included
+    code_seconds: float = 0.0  # time spent inside the learner's function (as the worker says: not scored)
+    returncode: int | None = None
+    stderr_tail: str = ""  # for instructors' debugging logs only, never shown in reports
+    detail: str = ""  # why a frame was refused (for instructors' logs)
+
+
+def new_workdir() -> str:
+    """A fresh directory for one worker; it is removed when the worker is done."""
+    return tempfile.mkdtemp(prefix="ckpt-worker-")
+
+
+# ---------------------------------------------------------------------------------------------
+# Isolation levels
+
+@dataclass(frozen=True)
+class Isolation:
+    level: str  # strict or basic
+    missing: tuple = ()  # what the strict level lacks here (empty when it is available)
+
+    @property
+    def describe(self) -> str:
+        if self.level == STRICT:
+            return ("strict (Landlock, seccomp, user/pid/network namespaces, process limit: learner code reads only "
+                    "the public course files, writes only its scratch folder, has no network and cannot signal "
+                    "the grader)")
+        why = f"; strict is not available here: {'; '.join(self.missing)}" if self.missing else ""
+        return "basic (resource limits only: learner code can read, write and signal what the grader can)" + why
+
+
+@lru_cache(maxsize=1)
+def strict_missing() -> tuple:
+    """What this machine lacks for the strict level (empty: it has it all), found by starting a
+    real strict worker once and asking it to run a one-line function."""
+    if sys.platform != "linux":
+        return (f"kernel isolation needs Linux (this is {sys.platform})",)
+    abi = jail.landlock_abi()
+    if abi < jail.STRICT_LANDLOCK_ABI:
+        return (f"Landlock ABI {abi}: the strict level needs ABI {jail.STRICT_LANDLOCK_ABI} or later (Linux 6.12+, "
+                "with 'landlock' in the kernel's lsm= list)",)
+    try:
+        run = Worker("def probe():\n    return 1\n", "probe", [()], timeout=60, level=STRICT).wait()
+    except IsolationUnavailable as exc:
+        return (str(exc),)
+    if run.status == "ok" and not run.setup and run.cases and run.cases[0].get("value") == 1:
+        return ()
+    lines = [line[len("jail: "):] for line in run.stderr_tail.splitlines() if line.startswith("jail: ")]
+    reason = lines[-1] if lines else f"a strict worker did not start ({run.status}): {run.stderr_tail[-300:]}"
+    if "unshare" in reason:
+        reason += (" — user namespaces are off for this user: allow them (sysctl user.max_user_namespaces, "
+                   "kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu 24.04; in a container, a seccomp "
+                   "profile that allows unshare)")
+    return (reason,)
+
+
+def resolve(requested: str) -> Isolation:
+    """``strict``: raise :class:`IsolationUnavailable` (saying what is missing) unless available;
+    ``basic``: basic; ``auto``: the best available."""
+    if requested not in (STRICT, BASIC, AUTO):
+        raise ValueError(f"unknown isolation level {requested!r}: choose strict, basic or auto")
+    if requested == BASIC:
+        return Isolation(BASIC, strict_missing())
+    missing = strict_missing()
+    if not missing:
+        return Isolation(STRICT)
+    if requested == STRICT:
+        raise IsolationUnavailable(
+            "The strict isolation level is not available on this machine: " + "; ".join(missing) + ". "
+            "Grade on a Linux machine that has it (python -m autograder isolation says what this one has), or "
+            "pass --isolation basic to grade with resource limits only (learner code can then read the hidden "
+            "tests and harm other submissions).")
+    return Isolation(BASIC, missing)
+
+
+# ---------------------------------------------------------------------------------------------
+# A process limit for a root grader: a pids cgroup (RLIMIT_NPROC does not bind root)
+
+def _pids_cgroup() -> str:
+    if os.geteuid() != 0:
+        return ""
+    name = f"ckpt-worker-{uuid.uuid4().hex[:12]}"
+    bases = ["/sys/fs/cgroup/pids"]
+    try:
+        own = next(line.split(":", 2)[2] for line in open("/proc/self/cgroup").read().splitlines()
+                   if line.startswith("0::"))
+        bases.append("/sys/fs/cgroup" + own.rstrip("/"))
+    except (OSError, StopIteration):
+        pass
+    for base in bases:
+        path = os.path.join(base, name)
+        try:
+            os.mkdir(path)
+        except OSError:
+            continue
+        try:
+            with open(os.path.join(path, "pids.max"), "w") as f:
+                f.write(str(jail.MAX_TASKS))
+            return path
+        except OSError:
+            _remove_cgroup(path)
+    raise IsolationUnavailable("the grader runs as root, and root needs a writable pids cgroup for the strict "
+                               "level's process limit (cgroup v1 /sys/fs/cgroup/pids, or a cgroup v2 subtree with "
+                               "the pids controller); or run the grader as a normal user")
+
+
+def _remove_cgroup(path: str) -> None:
+    for _ in range(50):
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.02)
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting reads from outside
+
+def _tree(root: int) -> list[tuple[int, int]]:
+    """(depth, pid) of ``root`` and every process descending from it, deepest first."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        parents[int(entry)] = int(stat[stat.rindex(b")") + 2:].split()[1])
+    out = []
+    for pid in parents:
+        depth, p = 0, pid
+        while p != root and p in parents and depth < 10_000:
+            p, depth = parents[p], depth + 1
+        if p == root:
+            out.append((depth, pid))
+    return sorted(out, reverse=True)
+
+
+def tree_rchar(root: int) -> int:
+    """Bytes read so far by ``root`` and its descendants, as the kernel counts them (rchar). A
+    process reaped during the count has its bytes added to its reaper, an ancestor read after it
+    (deepest first): a read is never missed, at worst counted twice."""
+    total = 0
+    for _, pid in _tree(root):
+        try:
+            with open(f"/proc/{pid}/io", "rb") as f:
+                for line in f:
+                    if line.startswith(b"rchar:"):
+                        total += int(line.split()[1])
+                        break
+        except OSError:
+            continue
+    return total
+
+
+def _clean_error(raw) -> dict:
+    """An error frame from the worker, reduced to bounded plain fields of known kinds."""
+    raw = raw if isinstance(raw, dict) else {}
+    kind = raw.get("kind") if raw.get("kind") in _ERROR_KINDS else "exception"
+    line = raw.get("line") if type(raw.get("line")) is int else None
+    mro = [m[:100] for m in raw.get("mro", [])[:64] if isinstance(m, str)] if isinstance(raw.get("mro"), list) else []
+    text = lambda k: raw.get(k)[:500] if isinstance(raw.get(k), str) else ""  # noqa: E731
+    return {"kind": kind, "type": text("type")[:100], "line": line, "mro": mro, "message": text("message"),
+            "detail": text("detail")}
+
+
+# ---------------------------------------------------------------------------------------------
+# The worker
+
+def _env(workdir: str, level: str) -> dict:
+    """The worker's whole environment: nothing of the grader's (no salt, no tokens, no home)."""
+    return {"PATH": os.environ.get("PATH", os.defpath), "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
+            "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg", "MPLCONFIGDIR": os.path.join(workdir, ".matplotlib"),
+            "CKPT_ISOLATION": level}
+
+
+class Worker:
+    """A started worker; :meth:`wait` returns its :class:`RunResult` within the time limit.
+
+    ``cases`` are argument tuples. Files in them (:mod:`autograder.files`) must already be written
+    into ``workdir``, except for a read-counted problem, whose files are written one case at a
+    time, inside the window in which its reads are counted (so no code can read them earlier)."""
+
+    def __init__(self, source: str, function: str, cases: list[tuple], *, timeout: float = DEFAULT_TIMEOUT,
+                 memory_bytes: int = DEFAULT_MEMORY, file_bytes: int = DEFAULT_FILE_BYTES, workdir: str | None = None,
+                 count_reads: bool = False, level: str = BASIC):
+        self.timeout, self.level, self.count_reads = timeout, level, count_reads
+        self.workdir = workdir or new_workdir()
+        self.cases = list(cases)
+        self.result = RunResult("crashed")
+        self.cgroup = _pids_cgroup() if level == STRICT else ""
+        self.plan = jail.plan_for(level, os.path.realpath(self.workdir), memory_bytes=memory_bytes,
+                                  file_bytes=file_bytes, count_reads=count_reads, pids_cgroup=self.cgroup)
+        to_r, self.to_w = os.pipe()
+        self.from_r, from_w = os.pipe()
+        self.log = tempfile.TemporaryFile(prefix="ckpt-worker-log-")  # unlinked: the worker cannot find it
+        self.job = {"source": source, "function": function}
+        self.namespace: str | None = None
+        self.start = time.monotonic()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-B", "-m", "autograder.sandbox.inside", str(to_r), str(from_w)],
+                pass_fds=(to_r, from_w), cwd=self.workdir, env=_env(self.workdir, level), stdin=subprocess.DEVNULL,
+                stdout=self.log, stderr=self.log, start_new_session=True)
+        finally:
+            os.close(to_r)
+            os.close(from_w)
+        os.set_blocking(self.to_w, False)
+        self.thread = threading.Thread(target=self._drive, daemon=True)
+        self.thread.start()
+
+    # -- the conversation ------------------------------------------------------------------------
+    def _drive(self) -> None:
+        from autograder import files
+
+        deadline = self.start + self.timeout
+        result = self.result
+        try:
+            wire.send(self.to_w, {"plan": self.plan.to_json()}, deadline)
+            wire.send(self.to_w, {"job": self.job}, deadline)
+            first = wire.recv(self.from_r, deadline)
+            if first is None:
+                return
+            self.namespace = _pid_namespace(self.proc.pid) if self.level == STRICT else None
+            if not isinstance(first, dict) or not first.get("loaded"):
+                result.setup = _clean_error(first.get("setup") if isinstance(first, dict) else None)
+                result.status = "ok"
+                return
+            for args in self.cases:
+                before = tree_rchar(self.proc.pid) if self.count_reads else 0
+                if self.count_reads:
+                    args = files.realize(args, self.workdir)
+                sent = wire.send(self.to_w, {"args": codec.encode(tuple(args))}, deadline)
+                answer = wire.recv(self.from_r, deadline)
+                if answer is None:
+                    return  # the worker died: crashed
+                read_bytes = None
+                if self.count_reads:
+                    # What the worker read of the frame itself is the grader's, not the learner's.
+                    read_bytes = max(0, tree_rchar(self.proc.pid) - before - sent)
+                    files.remove(args)
+                result.cases.append(self._case(answer, read_bytes))
+            result.status = "ok"
+        except wire.FrameError as exc:
+            timed_out = time.monotonic() >= deadline or str(exc) == "timeout"
+            result.status, result.detail = ("timeout", "") if timed_out else ("malformed", str(exc))
+        except (ValueError, TypeError, KeyError, RecursionError, OverflowError) as exc:
+            result.status, result.detail = "malformed", f"{type(exc).__name__}: {str(exc)[:200]}"
+        finally:
+            self._stop()
+
+    def _case(self, answer, read_bytes) -> dict:
+        if not isinstance(answer, dict):
+            raise ValueError("a case frame is not an object")
+        seconds = answer.get("seconds")
+        if isinstance(seconds, (int, float)) and 0 <= seconds < 1e6:
+            self.result.code_seconds += float(seconds)
+        if "value" in answer:
+            return {"value": codec.decode(answer["value"], checked=True), "read_bytes": read_bytes}
+        return {"error": _clean_error(answer.get("error"))}
+
+    # -- the end ----------------------------------------------------------------------------------
+    def _stop(self) -> None:
+        """Kill the worker and everything it started; in the strict level, wait until its pid
+        namespace is empty."""
+        namespace = self.namespace or (_pid_namespace(self.proc.pid) if self.level == STRICT else None)
+        if namespace:
+            # Pid 1 first: the kernel kills the whole namespace and reaps it before pid 1 ends; then
+            # the launcher, which waits for pid 1, reaps it and exits. (Killing the launcher first
+            # would leave pid 1 to be reaped by the machine's init, whenever it gets to it.)
+            for pid in _children(self.proc.pid):
+                _kill(pid)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        _kill(-self.proc.pid)  # the launcher's group (basic: the worker's group)
+        self.proc.wait()
+        if namespace:
+            _wait_gone(namespace)
+        for fd in (self.to_w, self.from_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if self.cgroup:
+            _remove_cgroup(self.cgroup)
+        self.result.seconds = time.monotonic() - self.start
+        self.result.returncode = self.proc.returncode
+
+    def wait(self) -> RunResult:
+        self.thread.join(self.timeout + 30)
+        if self.thread.is_alive():  # cannot happen short of a grader bug: the drive has a deadline
+            _kill(-self.proc.pid)
+            self.thread.join()
+        self.log.seek(0, os.SEEK_END)
+        size = self.log.tell()
+        self.log.seek(max(0, size - 4000))
+        self.result.stderr_tail = self.log.read().decode("utf-8", "replace")
+        self.log.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        return self.result
+
+    def kill(self) -> None:
+        for pid in _children(self.proc.pid):
+            _kill(pid)
+        _kill(-self.proc.pid)
+        self.wait()
+
+
+def _kill(pid: int) -> None:
+    """SIGKILL a process (or, for a negative pid, a process group) that may be gone already."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _children(parent: int) -> list[int]:
+    return [pid for depth, pid in _tree(parent) if depth == 1]
+
+
+def _pid_namespace(launcher: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{launcher}/ns/pid_for_children")
+    except OSError:
+        return None
+
+
+def namespace_pids(namespace: str) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry}/ns/pid") == namespace:
+                    pids.append(int(entry))
+            except OSError:
+                continue
+    return pids
+
+
+def _wait_gone(namespace: str, seconds: float = 5.0) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        left = namespace_pids(namespace)
+        if not left:
+            return
+        for pid in left:  # not expected: the kernel kills them when pid 1 dies
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
