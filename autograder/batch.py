@@ -65,18 +65,18 @@ def _atomic_write(path: Path, data: str | bytes) -> None:
     os.replace(tmp, path)
 
 
-def _grade_one(learner: Learner, results: Path, timeout: float | None) -> dict:
+def _grade_one(learner: Learner, results: Path, timeout: float | None, isolation) -> dict:
     from autograder.grade import grade
 
     start = time.monotonic()
     try:
-        graded = grade([learner.path], learner.id, timeout=timeout, jobs=1)
+        graded = grade([learner.path], learner.id, timeout=timeout, jobs=1, isolation=isolation)
         report = graded.to_json()
         for p, result in zip(report["problems"], graded.problems):
             p["category"] = result.category  # for the class summary only
     except Exception as exc:  # noqa: BLE001 - the grader never stops a batch
         report = {"learner": learner.id, "score": 0.0, "max_score": float(sum(p.points for p in registry.PROBLEMS)),
-                  "problems": [{"id": p.id, "function": p.function, "status": "error", "score": 0.0,
+                  "isolation": isolation.level, "problems": [{"id": p.id, "function": p.function, "status": "error", "score": 0.0,
                                 "max_score": float(p.points), "category": "grader",
                                 "message": f"The grader failed on this submission ({type(exc).__name__}); "
                                            "please report it."} for p in registry.PROBLEMS]}
@@ -104,10 +104,17 @@ class _Progress:
 
 
 def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool = False,
-                timeout: float | None = None, progress: bool = True) -> dict:
-    """Grade every learner not yet graded; then write the gradebook, feedback and summary."""
+                timeout: float | None = None, progress: bool = True, isolation: str = "strict") -> dict:
+    """Grade every learner not yet graded; then write the gradebook, feedback and summary.
+
+    ``isolation`` ``strict`` (the default) raises
+    :class:`~autograder.sandbox.outside.IsolationUnavailable` before grading anyone where this
+    machine cannot give it."""
+    from autograder.sandbox.outside import resolve
+
     submissions, results = Path(submissions), Path(results)
     learners = find_learners(submissions)
+    level = resolve(isolation)
     todo = [lr for lr in learners if force or not (results / "learners" / f"{lr.id}.json").exists()]
     bar = _Progress(len(todo)) if progress else None
     if todo:
@@ -118,7 +125,7 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
     futures: dict = {}
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
-        futures = {pool.submit(_grade_one, lr, results, timeout): lr for lr in todo}
+        futures = {pool.submit(_grade_one, lr, results, timeout, level): lr for lr in todo}
         for future in as_completed(futures):
             report = future.result()
             if bar:
@@ -134,7 +141,7 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
     reports = load_results(results, [lr.id for lr in learners])
     write_outputs(reports, results)
     return {"learners": len(learners), "graded": len(todo), "skipped": len(learners) - len(todo),
-            "interrupted": interrupted, "results": len(reports)}
+            "interrupted": interrupted, "results": len(reports), "isolation": level.level}
 
 
 def load_results(results: Path, ids: list[str]) -> list[dict]:
@@ -214,11 +221,19 @@ def class_summary(reports: list[dict]) -> list[dict]:
 
 
 def summary_markdown(rows: list[dict], reports: list[dict]) -> str:
+    from autograder.sandbox.outside import NO_CODE_RAN, STRICT
+
     totals = sorted(r["score"] for r in reports)
     median = totals[len(totals) // 2] if totals else 0
+    levels = Counter(r.get("isolation") or "unknown" for r in reports)
     lines = ["# Class summary", "", f"{len(reports)} learners; median total {median:g}.", "",
-             "![pass rate per problem](summary.png)", "",
-             "| Problem | Function | Attempted | Pass rate | Most common failure |", "| --- | --- | --- | --- | --- |"]
+             "Isolation: " + ", ".join(f"{level} ({n} learners)" for level, n in sorted(levels.items())) + ".", ""]
+    if set(levels) - {STRICT, NO_CODE_RAN}:
+        lines += ["**Warning:** some learners' code ran below the strict isolation level: it could read the hidden "
+                  "tests and references, and write, signal or reach what the grader can. Their scores are not "
+                  "protected against a hostile submission (see SECURITY.md).", ""]
+    lines += ["![pass rate per problem](summary.png)", "",
+              "| Problem | Function | Attempted | Pass rate | Most common failure |", "| --- | --- | --- | --- | --- |"]
     for row in rows:
         failure = f"{row['most_common_failure']} ({row['count']})" if row["most_common_failure"] else ""
         lines.append(f"| {row['id']} | `{row['function']}` | {row['attempted']}/{row['learners']} | "

@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import os
 import sys
 from pathlib import Path
 
-
-def _default_learner() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:  # noqa: BLE001 - no user name in some containers
-        return "local"
+from autograder.invoke import default_learner
 
 
 def _write_json(path: str, data: dict) -> None:
@@ -23,23 +17,6 @@ def _write_json(path: str, data: dict) -> None:
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     os.replace(tmp, out)
-
-
-def run_json(args: list[str], timeout: float) -> tuple[dict | None, int]:
-    """Run ``python -m autograder <args> --json FILE`` in a fresh process; return (its JSON, or None
-    when it ended without one, and its exit status). Its output is dropped: callers show learners
-    only what the JSON says. Raises ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
-    import subprocess
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="autograder-run-") as tmp:
-        out = Path(tmp) / "result.json"
-        run = subprocess.run([sys.executable, "-m", "autograder", *args, "--json", str(out)], capture_output=True,
-                             text=True, timeout=timeout, cwd=tmp)
-        try:
-            return json.loads(out.read_text()), run.returncode
-        except (OSError, ValueError):
-            return None, run.returncode
 
 
 def _missing(paths) -> bool:
@@ -68,7 +45,14 @@ def cmd_grade(args) -> int:
     except KeyError as e:
         print(f"error: {e.args[0]}", file=sys.stderr)
         return 2
-    report = grade(args.paths, args.learner, problems=only, timeout=args.timeout, jobs=args.jobs)
+    from autograder.sandbox.outside import IsolationUnavailable
+
+    try:
+        report = grade(args.paths, args.learner, problems=only, timeout=args.timeout, jobs=args.jobs,
+                       isolation=args.isolation)
+    except IsolationUnavailable as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(table(report))
     if args.json:
         _write_json(args.json, report.to_json())
@@ -131,14 +115,18 @@ def cmd_grade_batch(args) -> int:
         print(f"error: {args.submissions} is not a folder of submissions (one sub-folder or file per learner)",
               file=sys.stderr)
         return 2
+    from autograder.sandbox.outside import IsolationUnavailable
+
     try:
         summary = grade_batch(Path(args.submissions), Path(args.out), jobs=args.jobs, force=args.force,
-                              timeout=args.timeout, progress=not args.quiet)
-    except ValueError as e:
+                              timeout=args.timeout, progress=not args.quiet, isolation=args.isolation)
+    except (ValueError, IsolationUnavailable) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"{summary['learners']} learners: {summary['graded']} graded now, {summary['skipped']} already graded "
           f"(--force regrades them). Results in {args.out}: gradebook.csv, feedback/, summary.md, summary.png")
+    print(f"Isolation: {summary['isolation']}" + ("" if summary["isolation"] == "strict" else
+          " -- WARNING: learner code was not isolated from the grader or from other submissions (see SECURITY.md)"))
     if summary["interrupted"]:
         print("Interrupted: what was graded is saved; run the same command again to go on.", file=sys.stderr)
         return 130
@@ -157,7 +145,7 @@ def cmd_gradescope(args) -> int:
 def cmd_gradescope_run(args) -> int:
     from autograder.gradescope import run
 
-    results = run(Path(args.root))
+    results = run(Path(args.root), args.isolation)
     print(f"score {results['score']:g}; results in {Path(args.root) / 'results' / 'results.json'}")
     return 0
 
@@ -234,6 +222,20 @@ def cmd_progress(args) -> int:
     return 0
 
 
+def cmd_isolation(args) -> int:
+    from autograder.sandbox import jail
+    from autograder.sandbox.outside import resolve
+
+    level = resolve("auto")
+    print(f"Landlock ABI: {jail.landlock_abi()} (strict needs {jail.STRICT_LANDLOCK_ABI})")
+    print(f"Level available: {level.level}")
+    if level.missing:
+        print("Missing for strict: " + "; ".join(level.missing))
+    print(level.describe if not level.missing else "grade-batch, gradescope-run and nbgrader autograding refuse to "
+          "grade here unless given --isolation basic (see SECURITY.md).")
+    return 0 if level.level == "strict" else 1
+
+
 def cmd_list(args) -> int:
     from autograder import registry
 
@@ -253,6 +255,11 @@ def cmd_notebooks(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m autograder", description="The course autograder.")
     sub = parser.add_subparsers(dest="command", required=True)
+    def isolation_arg(p: argparse.ArgumentParser, default: str) -> None:
+        p.add_argument("--isolation", choices=("strict", "basic", "auto"), default=default,
+                       help=f"how learner code is isolated (default: {default}; see SECURITY.md and "
+                            "`python -m autograder isolation`)")
+
     def submission_args(p: argparse.ArgumentParser, verb: str) -> None:
         p.add_argument("paths", nargs="+", metavar="PATH", help="a notebook, a .py file, or a folder of them")
         p.add_argument("--only", nargs="+", metavar="PROBLEM", help=f"{verb} only these problem ids or function names")
@@ -260,27 +267,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("grade", help="grade notebooks or .py files with the hidden tests")
     submission_args(g, "grade")
-    g.add_argument("--learner", default=_default_learner(), help="learner id (chooses the hidden cases)")
+    g.add_argument("--learner", default=default_learner(), help="learner id (chooses the hidden cases)")
     g.add_argument("--timeout", type=float, help="seconds per problem (default: each problem's own limit)")
     g.add_argument("-j", "--jobs", type=int, help="problems graded in parallel (default: 2)")
     g.add_argument("--no-record", action="store_true", help="do not record this run in the learner's progress")
+    isolation_arg(g, "auto")
     g.set_defaults(func=cmd_grade)
     pr = sub.add_parser("practice", help="a timed set of problems you have not mastered, graded at the end")
     pr.add_argument("--minutes", type=float, default=30, help="length of the set (default: 30)")
     pr.add_argument("--unit", type=int, help="draw from this unit only")
     pr.add_argument("--count", type=int, help="number of problems (default: as many as fit the time)")
-    pr.add_argument("--learner", default=_default_learner(), help="whose progress to read and record")
+    pr.add_argument("--learner", default=default_learner(), help="whose progress to read and record")
     pr.add_argument("--workspace", default="practice", help="folder for the practice file (default: ./practice)")
     pr.add_argument("--seed", type=int, help="choose the same set again")
     pr.set_defaults(func=cmd_practice)
     dr = sub.add_parser("drill", help="quick-fire numeric questions with worked answers")
     dr.add_argument("--count", type=int, default=5, help="number of questions (default: 5)")
     dr.add_argument("--kind", nargs="+", metavar="KIND", help="only these kinds of question")
-    dr.add_argument("--learner", default=_default_learner())
+    dr.add_argument("--learner", default=default_learner())
     dr.add_argument("--seed", type=int, help="the same questions again")
     dr.set_defaults(func=cmd_drill)
     pg = sub.add_parser("progress", help="where you stand: per unit and problem, from your grading runs")
-    pg.add_argument("--learner", default=_default_learner())
+    pg.add_argument("--learner", default=default_learner())
     pg.add_argument("--json", metavar="FILE", help="also write it as JSON")
     pg.set_defaults(func=cmd_progress)
     b = sub.add_parser("grade-batch", help="(instructors) grade a folder of submissions, one per learner")
@@ -290,6 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--force", action="store_true", help="regrade learners that already have a result")
     b.add_argument("--timeout", type=float, help="seconds per problem (default: each problem's own limit)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
+    isolation_arg(b, "strict")
     b.set_defaults(func=cmd_grade_batch)
     gs = sub.add_parser("gradescope", help="(instructors) write the Gradescope autograder zip")
     gs.add_argument("out", metavar="OUT.zip")
@@ -297,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     gs.set_defaults(func=cmd_gradescope)
     gr = sub.add_parser("gradescope-run", help="(inside Gradescope) grade /autograder/submission")
     gr.add_argument("--root", default="/autograder", help="the Gradescope tree (default: /autograder)")
+    isolation_arg(gr, os.environ.get("CKPT_ISOLATION", "strict"))
     gr.set_defaults(func=cmd_gradescope_run)
     c = sub.add_parser("check", help="run every problem's public examples (what the notebook check cells run)")
     submission_args(c, "check")
@@ -309,6 +319,8 @@ def build_parser() -> argparse.ArgumentParser:
     ng = sub.add_parser("nbgrader", help="(instructors) write an nbgrader course: source notebooks and config")
     ng.add_argument("course_dir", metavar="COURSE_DIR", help="the nbgrader course folder (created if missing)")
     ng.set_defaults(func=cmd_nbgrader)
+    iso = sub.add_parser("isolation", help="what isolation this machine gives learner code (exit 1 if not strict)")
+    iso.set_defaults(func=cmd_isolation)
     ls = sub.add_parser("list", help="list the problems")
     ls.set_defaults(func=cmd_list)
     nb = sub.add_parser("notebooks", help="(maintainers) rebuild problems/*.ipynb from the registry")

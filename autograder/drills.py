@@ -67,9 +67,9 @@ class Question:
         print(feedback)
         if right is not None:
             from autograder import progress
-            from autograder.cli import _default_learner
+            from autograder.invoke import default_learner
 
-            progress.record_drill(learner or _default_learner(), self.kind, right, time.monotonic() - self.asked)
+            progress.record_drill(learner or default_learner(), self.kind, right, time.monotonic() - self.asked)
         return right
 
 

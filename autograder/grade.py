@@ -51,6 +51,7 @@ class Report:
     learner: str
     problems: list[ProblemResult] = field(default_factory=list)
     isolation: str = ""  # the level learner code ran at: strict or basic (see SECURITY.md)
+    isolation_missing: tuple = ()  # at basic: what this machine lacks for strict
 
     @property
     def score(self) -> float:
@@ -62,7 +63,9 @@ class Report:
 
     def to_json(self) -> dict:
         return {"learner": self.learner, "score": self.score, "max_score": self.max_score,
-                "isolation": self.isolation, "problems": [p.public() for p in self.problems]}
+                "isolation": self.isolation, **({"isolation_missing": list(self.isolation_missing)}
+                                                if self.isolation_missing else {}),
+                "problems": [p.public() for p in self.problems]}
 
 
 def course_salt() -> str:
@@ -285,11 +288,17 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
     ``isolation`` is ``strict``, ``basic`` or ``auto`` (the best this machine has), or a level
     already resolved; ``strict`` raises :class:`~autograder.sandbox.outside.IsolationUnavailable`
     where the machine cannot give it."""
-    level = isolation if isinstance(isolation, sandbox.Isolation) else sandbox.resolve(isolation)
     chosen = [registry.get(p) for p in problems] if problems else list(registry.PROBLEMS)
     sub = extract.load_submissions(list(paths))
     plans = [_plan(p, sub, learner, salt, timeout) for p in chosen]
-    if any(plan.result is None for plan in plans):
+    runs = any(plan.result is None for plan in plans)
+    if isinstance(isolation, sandbox.Isolation):
+        level = isolation
+    elif runs or isolation == sandbox.STRICT:
+        level = sandbox.resolve(isolation)
+    else:
+        level = sandbox.Isolation(sandbox.NO_CODE_RAN)  # no learner code to run: no level to choose
+    if runs:
         from ckptlab import setup_devices
 
         setup_devices()  # the references run here and need the course's 16 devices
@@ -338,4 +347,4 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
     jobs = jobs or min(2, os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(run, plans))
-    return Report(learner, results, level.level)
+    return Report(learner, results, level.level, level.missing if level.level == sandbox.BASIC else ())

@@ -37,10 +37,13 @@ python3.11 -m venv /autograder/venv
 RUN_AUTOGRADER = """\
 #!/usr/bin/env bash
 # Gradescope runs this for every submission. AUTOGRADER_ROOT and PYTHON can be overridden to try it
-# locally against a fake /autograder tree.
+# locally against a fake /autograder tree. Learner code runs at the strict isolation level, and no
+# submission is graded where the container cannot give it: CKPT_ISOLATION=basic (here, or in the
+# assignment's environment) grades with resource limits only (see SECURITY.md).
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
 PY="${PYTHON:-$ROOT/venv/bin/python}"
-cd "$ROOT/source" && JAX_PLATFORMS=cpu "$PY" -m autograder gradescope-run --root "$ROOT"
+cd "$ROOT/source" && JAX_PLATFORMS=cpu "$PY" -m autograder gradescope-run --root "$ROOT" \\
+  --isolation "${CKPT_ISOLATION:-strict}"
 """
 
 _FILES = ("pyproject.toml", "README.md")
@@ -100,20 +103,29 @@ def results_json(report: dict, seconds: float) -> dict:
                       "output": output, "visibility": "visible", "tags": list(problem.tags)})
     return {"score": report["score"], "execution_time": round(seconds),
             "output": f"Total: {report['score']:g} / {report['max_score']:g}. Each problem ran hidden cases chosen "
-                      "for you; messages say what to look at, never the hidden inputs.",
+                      "for you; messages say what to look at, never the hidden inputs. "
+                      f"Isolation: {report.get('isolation', '')}.",
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
 
 
-def run(root: Path) -> dict:
+def run(root: Path, isolation: str = "strict") -> dict:
     """Grade ``root/submission`` and write ``root/results/results.json``; never raises."""
     root = Path(root)
     start = time.monotonic()
     try:
         from autograder.grade import grade
+        from autograder.sandbox.outside import IsolationUnavailable
 
         submission = root / "submission"
-        report = grade([submission], _learner_id(root)).to_json()
-        results = results_json(report, time.monotonic() - start)
+        try:
+            report = grade([submission], _learner_id(root), isolation=isolation).to_json()
+            results = results_json(report, time.monotonic() - start)
+        except IsolationUnavailable as exc:
+            print(f"error: {exc}")  # the instructor's debugging output (stdout is hidden from learners)
+            results = {"score": 0.0, "execution_time": round(time.monotonic() - start), "visibility": "visible",
+                       "stdout_visibility": "hidden", "tests": [],
+                       "output": "Not graded: this autograder container cannot isolate submitted code (the strict "
+                                 "level), so no code was run. Your instructor has been told; please resubmit later."}
     except Exception as exc:  # noqa: BLE001 - Gradescope must always get a results.json
         results = {"score": 0.0, "execution_time": round(time.monotonic() - start), "visibility": "visible",
                    "output": f"The autograder failed ({type(exc).__name__}); your instructor has been told. "

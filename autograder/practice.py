@@ -84,7 +84,7 @@ def workspace_source(problems: list[registry.Problem], minutes: float) -> str:
 def public_checks(path: Path, problems: list[registry.Problem]) -> dict[str, tuple[str, str]]:
     """{problem id: (status, message)} of the public examples on the saved file, all in one separate
     process under the worker's limits, with a time limit."""
-    from autograder.cli import run_json
+    from autograder.invoke import run_json
 
     ids = [p.id for p in problems]
     try:

@@ -179,10 +179,10 @@ def table(learner: str, records: list[dict]) -> str:
 
 def show_progress(learner: str | None = None):
     """In a notebook: the progress table and a chart of best scores per problem."""
-    from autograder.cli import _default_learner
+    from autograder.invoke import default_learner
     from ckptlab import plotting
 
-    learner = learner or _default_learner()
+    learner = learner or default_learner()
     records = load(learner)
     print(table(learner, records))
     rows = summarize(records)

@@ -27,4 +27,8 @@ def table(report: Report, width: int = 100) -> str:
             lines += textwrap.wrap(p.message, width=width, initial_indent="    ", subsequent_indent="    ")
     lines.append("  ".join("-" * w for w in widths))
     lines.append(f"Total: {_points(report.score)}/{_points(report.max_score)}")
+    if report.isolation:
+        why = f"; strict is not available here: {'; '.join(report.isolation_missing)}" if report.isolation_missing else ""
+        lines += textwrap.wrap(f"Isolation: {report.isolation}{why} (see SECURITY.md)", width=width,
+                               subsequent_indent="    ")
     return "\n".join(lines)

@@ -21,8 +21,9 @@ def test_grade_cli_writes_the_documented_json(root, tmp_path):
     total = sum(p.points for p in registry.PROBLEMS)
     assert "not attempted" in proc.stdout and f"Total: 0/{total}" in proc.stdout
     data = json.loads(out.read_text())
-    assert set(data) == {"learner", "score", "max_score", "problems"}
+    assert set(data) == {"learner", "score", "max_score", "isolation", "problems"}
     assert data["learner"] == "ada" and data["score"] == 0 and data["max_score"] == total
+    assert data["isolation"].startswith("none")  # stubs only: no learner code ran, no level was needed
     for p in data["problems"]:
         assert set(p) == {"id", "function", "status", "score", "max_score", "message"}
         assert p["status"] == "not_attempted"

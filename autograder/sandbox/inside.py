@@ -17,8 +17,8 @@ import sys
 SUBMISSION = "<submission>"
 _TRUSTED = 2**31 - 1  # what the grader sends is not bounded here
 _LIBRARIES = ("jax", "jaxlib", "flax", "orbax", "numpy", "tensorstore", "ml_dtypes", "safetensors")
-# Loaded before a read-counted problem's code: file memory maps are refused there, so C extensions
-# a reader typically uses cannot be loaded later; and loading them is not reading.
+# Loaded before a read-counted problem's code: once its cases run, file memory maps are refused, so
+# C extensions a reader may import inside its function must be loaded already.
 _PRELOAD_FOR_READS = ("array", "binascii", "bisect", "heapq", "io", "json", "math", "mmap", "random", "struct",
                       "zlib", "safetensors", "safetensors.numpy")
 
@@ -96,7 +96,6 @@ def main(in_fd: int, out_fd: int) -> int:
         from autograder.reads import switch_off_memory_maps
 
         switch_off_memory_maps()
-        jail.seal_reads(plan)
 
     sys.meta_path.insert(0, _SayHidden())
     namespace = {"__name__": "submission", "__builtins__": __builtins__}
@@ -107,6 +106,9 @@ def main(in_fd: int, out_fd: int) -> int:
     except BaseException as exc:  # noqa: BLE001
         send({"setup": _error(exc, "setup")})
         return 0
+    # The kernel's seal comes after the module is loaded (its imports may load C extensions) and
+    # before any case: the case's file does not exist yet, so nothing could have mapped it.
+    jail.seal_reads(plan)
     send({"loaded": True})
 
     import time

