@@ -56,6 +56,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_grading.py
+	$(BIN)/python bench/bench_isolation.py
 	$(BIN)/python bench/bench_shard_reads.py
 	$(BIN)/python bench/bench_nbgrader.py
 

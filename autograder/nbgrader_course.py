@@ -136,7 +136,13 @@ def grade_cell(problem_id: str, timeout: float = CELL_TIMEOUT - 20) -> None:
     from autograder.release import hidden_tests_available
 
     p = registry.get(problem_id)
-    if not hidden_tests_available() and not _autograding():
+    if _autograding():
+        # nbgrader is running this notebook in a kernel: the course's nbgrader_config.py (which
+        # grades without one) was not loaded. A kernel's cells can change what this cell does.
+        raise NotFullMarks(f"Problem {p.id}: not graded. nbgrader ran this notebook in a kernel, where the "
+                           "learner's cells can change the test cells; autograde with the course's "
+                           "nbgrader_config.py (python -m autograder nbgrader writes it).")
+    if not hidden_tests_available():
         return _public_check(p)
     from autograder.invoke import run_json
 
@@ -174,7 +180,7 @@ def _public_check(p: registry.Problem) -> None:
 
 try:
     from nbconvert.preprocessors import Preprocessor
-    from traitlets import Float, Unicode
+    from traitlets import Bool, Float, Unicode
 except ImportError:  # pragma: no cover - the learner bundle may lack nbconvert; the class is instructors'
     Preprocessor = object
 
@@ -185,6 +191,9 @@ class GradeInSandbox(Preprocessor):
     as its output, an error where the problem did not earn its points."""
 
     if Preprocessor is not object:
+        # nbconvert's preprocessors are off unless enabled: off, no test cell would get an output, and
+        # nbgrader gives a test cell without an error its full points.
+        enabled = Bool(True).tag(config=True)
         isolation = Unicode("strict", help="strict, basic or auto (see SECURITY.md)").tag(config=True)
         timeout = Float(900.0, help="seconds to grade one notebook").tag(config=True)
 
@@ -214,7 +223,6 @@ class GradeInSandbox(Preprocessor):
             self.log.error("autograder: %s for %s", why, student)
         else:
             results = {p["id"]: p for p in data["problems"]}
-        nb.metadata["autograder"] = {"isolation": level.level}
         for gid, cell in tests.items():
             result = results.get(ids.get(gid, ""))
             cell.execution_count = None
@@ -227,7 +235,8 @@ class GradeInSandbox(Preprocessor):
             else:
                 cell.outputs = [_error_output(
                     f"Problem {result['id']} {result['function']}: {result['status'].replace('_', ' ')}, "
-                    f"{result['score']:g}/{result['max_score']:g} points.\n{result['message']}")]
+                    f"{result['score']:g}/{result['max_score']:g} points.\n{result['message']}\n"
+                    f"(isolation: {level.level})")]
         return nb, resources
 
 
@@ -242,7 +251,7 @@ def _autograde_preprocessors() -> list:
         from nbgrader.preprocessors import Execute
     except ImportError:  # pragma: no cover - instructors' side only
         return []
-    return [GradeInSandbox if pp is Execute else pp for pp in Autograde.autograde_preprocessors.default_value]
+    return [GradeInSandbox if pp is Execute else pp for pp in Autograde.autograde_preprocessors.default()]
 
 
 def __getattr__(name: str):

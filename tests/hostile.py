@@ -10,6 +10,7 @@ mark, which shows that the protection, not a broken attack, makes the strict tes
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # Harm, persistence and processes are judged by their effects: the function does its damage and
@@ -84,7 +85,7 @@ class Attack:
     def source(self, constants: dict) -> str:
         head = "".join(f"{k} = {v!r}\n" for k, v in sorted(constants.items()))
         tail = ""
-        if self.problem == "4.3" and "def coalesce_runs" not in self.code:
+        if self.problem == "4.3" and not re.search(r"^def coalesce_runs", self.code, re.MULTILINE):
             tail = _WRONG if self.kind in EFFECTS else _CORRECT
         tail = _READER if self.problem == "4.4" else tail
         return head + "\nimport os, sys, signal, socket, glob, time\n" + self.code + "\n" + tail
@@ -365,11 +366,25 @@ def attack():
 ''', contrast=False, doc="a fork bomb"),
     # --- forged measurements (4.4: bytes read) -----------------------------------------------------
     Attack("whole_file_read", "measure", "4.4", '''
-def grab(path, start, size):
-    import json, builtins
-    json.dump = lambda *a, **k: None  # the old worker counted reads in this process and wrote them with json
+def _patch_json():
+    """Run at load time (a default argument): a worker that counts reads in its own process and
+    reports them with json gets its report rewritten."""
+    import json
+    real = json.dump
+
+    def zero_counts(obj, *args, **kwargs):
+        for case in obj.get("cases", []) if isinstance(obj, dict) else []:
+            if isinstance(case, dict) and "read_bytes" in case:
+                case["read_bytes"] = 0
+        return real(obj, *args, **kwargs)
+
+    json.dump = zero_counts
+    return True
+
+
+def grab(path, start, size, _patched=_patch_json()):
     return open(path, "rb").read()[start:start + size]
-''', contrast=False, doc="read the whole file, and tamper with the worker's own report of the count"),
+''', contrast=False, doc="read the whole file, and rewrite the worker's own report of the count"),
     Attack("ctypes_mmap", "measure", "4.4", '''
 def grab(path, start, size):
     import ctypes, mmap as _mmap
@@ -404,15 +419,18 @@ def grab(path, start, size):
     return ctypes.string_at(shared, size)
 ''', doc="read in an orphaned grandchild and hand the bytes over in shared memory"),
     Attack("preload", "measure", "4.4", '''
-_CACHE = {}
-for _name in os.listdir("."):
-    if _name.endswith(".safetensors"):
-        _CACHE[_name] = open(_name, "rb").read()
+def _read_everything():
+    """Run at load time (a default argument), before any read is counted: every file in reach."""
+    cache = {}
+    for name in os.listdir("."):
+        if name.endswith(".safetensors"):
+            cache[name] = open(name, "rb").read()
+    return cache
 
 
-def grab(path, start, size):
-    return _CACHE[os.path.basename(path)][start:start + size]
-''', contrast=False, doc="read every file at import time, before the reads are counted"),
+def grab(path, start, size, _cache=_read_everything()):
+    return _cache[os.path.basename(path)][start:start + size]
+''', contrast=False, doc="read every file at load time, before the reads are counted"),
 ]
 
 assert len({a.name for a in ATTACKS}) == len(ATTACKS)

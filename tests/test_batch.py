@@ -48,7 +48,8 @@ def _class(tmp_path: Path) -> Path:
 def test_grade_batch_grades_a_class_resumes_and_writes_everything(tmp_path):
     subs, out = _class(tmp_path), tmp_path / "results"
     summary = grade_batch(subs, out, jobs=2, timeout=20, progress=False)
-    assert summary == {"learners": 4, "graded": 4, "skipped": 0, "interrupted": False, "results": 4}
+    assert summary == {"learners": 4, "graded": 4, "skipped": 0, "interrupted": False, "results": 4,
+                       "isolation": "strict"}
 
     rows = {r["learner"]: r for r in csv.DictReader((out / "gradebook.csv").open())}
     assert set(rows) == {"ada", "bob", "carol", "dave"}
@@ -99,10 +100,10 @@ def test_an_interrupted_batch_keeps_what_was_graded_and_goes_on(tmp_path, monkey
         (subs / f"{name}.py").write_text("def coalesce_runs(runs, max_gap):\n    raise NotImplementedError\n")
     real = batch._grade_one
 
-    def interrupted_at_ben(learner, results, timeout):
+    def interrupted_at_ben(learner, results, timeout, isolation):
         if learner.id == "ben":
             raise KeyboardInterrupt  # as Ctrl-C would, in the middle of the class
-        return real(learner, results, timeout)
+        return real(learner, results, timeout, isolation)
 
     monkeypatch.setattr(batch, "_grade_one", interrupted_at_ben)
     out = tmp_path / "out"

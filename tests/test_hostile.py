@@ -214,7 +214,9 @@ def test_the_batch_finishes_in_one_run(strict_class):
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.name)
 def test_no_attack_earns_a_point(strict_class, attack):
-    assert strict_class.score(attack.name, attack.problem) == 0, strict_class.learner_json(attack.name)
+    (result,) = [p for p in strict_class.learner_json(attack.name)["problems"] if p["id"] == attack.problem]
+    assert result["status"] != "not_attempted", result  # the attack ran
+    assert strict_class.score(attack.name, attack.problem) == 0, result
     assert float(strict_class.scores[attack.name]["total"]) == 0
     assert strict_class.learner_json(attack.name)["isolation"] == "strict"
 

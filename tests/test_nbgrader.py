@@ -22,6 +22,9 @@ from solutions import unit1
 from tests.leaks import hidden_code_windows, solution_windows, tree_windows
 from tests.nbgrader_work import reference_answers, submit, wrong_answer
 
+TAMPER = ("import autograder.nbgrader_course as _course\n"
+          "_course.grade_cell = lambda problem_id, *args, **kwargs: print('full marks')")
+STUDENTS = ("ada", "bob", "cy", "eve")
 UNIT = 1
 NOTEBOOK = next(p.notebook for p in registry.PROBLEMS if p.unit == UNIT)
 PROBLEMS = [p for p in registry.PROBLEMS if p.unit == UNIT]
@@ -54,6 +57,9 @@ def course(tmp_path_factory):
         # a syntax error in one answer, a cell that crashes at the top level, one right answer
         "cy": ({"1.1": ref["1.1"].replace("):", ")", 1), "1.2": ref["1.2"]},
                {"1.2": "raise RuntimeError('a cell that crashes at the top level')"}),
+        # every answer a stub, and an early cell that replaces the test cells' grader with a no-op:
+        # in a learner's kernel that passed every test cell
+        "eve": ({}, {"1.1": TAMPER}),
     }
     for student, (answers, extra) in work.items():
         folder = course / "submitted" / student / f"unit{UNIT}"
@@ -82,6 +88,7 @@ def test_source_notebooks_are_valid_nbgrader_notebooks():
 
 def test_course_keeps_the_instructors_config(tmp_path):
     write_course(tmp_path)
+    assert "GradeInSandbox" in (tmp_path / "nbgrader_config.py").read_text()
     (tmp_path / "nbgrader_config.py").write_text("c = get_config()\nc.Execute.timeout = 999\n")
     write_course(tmp_path)
     assert "999" in (tmp_path / "nbgrader_config.py").read_text()
@@ -106,7 +113,7 @@ def _gradebook(course: Path) -> dict[str, dict[str, float]]:
 
     scores = {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        for student in ("ada", "bob", "cy"):
+        for student in STUDENTS:
             nb = gb.find_submission_notebook(NOTEBOOK[:-len(".ipynb")], f"unit{UNIT}", student)
             scores[student] = {g.name: g.score for g in nb.grades}
     return scores
@@ -117,9 +124,9 @@ def test_gradebook_scores_equal_the_autograder(course):
     book = _gradebook(course)
     with open(course / "grades.csv", newline="") as f:
         totals = {row["student_id"]: float(row["score"]) for row in csv.DictReader(f) if row["assignment"] == f"unit{UNIT}"}
-    expected_totals = {"ada": 40.0, "bob": 20.0, "cy": 10.0}
+    expected_totals = {"ada": 40.0, "bob": 20.0, "cy": 10.0, "eve": 0.0}
     assert totals == expected_totals
-    for student in ("ada", "bob", "cy"):
+    for student in STUDENTS:
         report = grade([course / "submitted" / student / f"unit{UNIT}" / NOTEBOOK], student,
                        problems=[p.id for p in PROBLEMS])
         ours = {f"p{r.id.replace('.', '_')}-tests": r.score for r in report.problems}
@@ -131,12 +138,12 @@ def test_gradebook_scores_equal_the_autograder(course):
 def test_feedback_shows_messages_and_no_hidden_test(course):
     feedback = course / "feedback"
     pages = sorted(feedback.glob(f"*/unit{UNIT}/*.html"))
-    assert [p.parts[-3] for p in pages] == ["ada", "bob", "cy"]
+    assert [p.parts[-3] for p in pages] == list(STUDENTS)
     bob = tree_windows(feedback / "bob")[1]
     assert "orbax_save_count: incorrect, 0/10 points" in bob and "only the kernel was counted" in bob
     cy = tree_windows(feedback / "cy")[1]
     assert "SyntaxError" in cy and "code cell 3" in cy
-    for student in ("ada", "bob", "cy"):
+    for student in STUDENTS:
         for where in (feedback / student, course / "autograded" / student):
             assert not _leaks(where, course / "submitted" / student), where
             # Test cells are shown in full (nbgrader issue 917): ours hold no test, only the call.
@@ -151,6 +158,32 @@ def _leaks(shown: Path, submitted: Path) -> list[str]:
     found, _ = tree_windows(shown)
     return ([w for _, w in hidden_code_windows() if w in found]
             + [w for _, w in solution_windows() if w in found and w not in own])
+
+
+@pytest.mark.slow
+def test_autograding_runs_no_learner_kernel_and_says_its_isolation(course):
+    for student in STUDENTS:
+        nb = nbformat.read(str(course / "autograded" / student / f"unit{UNIT}" / NOTEBOOK), as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        tests = [c for c in code if c.metadata.get("nbgrader", {}).get("grade")]
+        assert all(c.outputs == [] and c.execution_count is None for c in code if c not in tests)
+        assert len(tests) == len(PROBLEMS)
+        for cell in tests:
+            (out,) = cell.outputs
+            assert "(isolation: strict)" in (out.get("text") or "\n".join(out.get("traceback", [])))
+        if student == "eve":  # the tampering cell never ran: every test cell says what the grader found
+            assert all(c.outputs[0].output_type == "error" and "not attempted" in c.outputs[0].evalue for c in tests)
+
+
+def test_autograding_refuses_without_the_strict_level(monkeypatch):
+    from autograder.nbgrader_course import GradeInSandbox
+    from autograder.sandbox import outside
+
+    monkeypatch.setattr(outside, "strict_missing", lambda: ("Landlock ABI 0 (a test)",))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("def f():\n    pass")])
+    resources = {"nbgrader": {"student": "ada", "notebook": "unit1", "assignment": "unit1"}}
+    with pytest.raises(outside.IsolationUnavailable, match="Landlock ABI 0"):
+        GradeInSandbox().preprocess(nb, resources)
 
 
 @pytest.mark.slow

@@ -1,7 +1,8 @@
 """The untrusted side: the one process that runs learner code, inside its jail.
 
-Started by :class:`autograder.sandbox.outside.Worker` as ``python -I -B -m
-autograder.sandbox.inside IN_FD OUT_FD``. It reads its jail plan from ``IN_FD`` and enters the
+Started by :class:`autograder.sandbox.outside.Worker` as ``python -I -B .../inside.py IN_FD
+OUT_FD``: isolated from the environment, and importing the very copy of the course's packages the
+grader uses (the folder holding this package). It reads its jail plan from ``IN_FD`` and enters the
 jail (:mod:`autograder.sandbox.jail`) before anything else is imported, then reads the job (the
 learner's module source and the function's name), loads the code, and answers one frame per case
 on ``OUT_FD``: the encoded return value, or what went wrong. It never sees expected values, and
@@ -71,6 +72,7 @@ def _error(exc: BaseException, kind: str = "exception") -> dict:
 
 def main(in_fd: int, out_fd: int) -> int:
     from autograder.sandbox import jail, wire
+    from ckptlab.devices import prepare_environment  # standard library only; the grader's own copy
 
     plan = jail.Plan.from_json(wire.recv(in_fd, limit=_TRUSTED)["plan"])
     jail.enter(plan, close_in_launcher=(in_fd, out_fd))
@@ -79,8 +81,7 @@ def main(in_fd: int, out_fd: int) -> int:
     def send(message) -> None:
         wire.send(out_fd, message)
 
-    from autograder import codec  # numpy only
-    from ckptlab.devices import prepare_environment
+    from autograder import codec  # numpy only (after the jail: loading numpy starts threads)
 
     try:
         # JAX, if the learner's code imports it, starts with the course's devices; if not, no cost.
@@ -144,4 +145,7 @@ def main(in_fd: int, out_fd: int) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]), int(sys.argv[2])))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from autograder.sandbox.inside import main as _main  # this file, as a module of that copy
+
+    sys.exit(_main(int(sys.argv[1]), int(sys.argv[2])))

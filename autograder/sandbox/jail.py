@@ -334,30 +334,20 @@ def enter(plan: Plan, close_in_launcher: tuple = ()) -> None:
 # ---------------------------------------------------------------------------------------------
 # What a worker may read: the interpreter, the libraries and the public course files
 
-def _course_dirs() -> tuple[list[str], list[str]]:
-    """(package folders learners may read whole, [the autograder's folder])."""
+def _course_dirs() -> tuple[list[str], list[str], list[str]]:
+    """Every copy of the course's packages this interpreter could import, on any sys.path entry or
+    through an editable install's finder: (ckptlab folders, autograder folders, solutions folders)."""
     import importlib.util
 
-    public, autograder = [], []
-    for name in ("ckptlab",):
+    found: dict[str, set] = {"ckptlab": set(), "autograder": set(), "solutions": set()}
+    for name, places in found.items():
         spec = importlib.util.find_spec(name)
         if spec and spec.submodule_search_locations:
-            public += list(spec.submodule_search_locations)
-    spec = importlib.util.find_spec("autograder")
-    if spec and spec.submodule_search_locations:
-        autograder = list(spec.submodule_search_locations)
-    return public, autograder
-
-
-def _secret_dirs() -> list[str]:
-    """Folders of code learners must never read: the references (wherever they are installed)."""
-    import importlib.util
-
-    out = []
-    spec = importlib.util.find_spec("solutions")
-    if spec and spec.submodule_search_locations:
-        out += [os.path.realpath(p) for p in spec.submodule_search_locations]
-    return out
+            places.update(os.path.realpath(p) for p in spec.submodule_search_locations)
+        for entry in sys.path:
+            if entry and os.path.isdir(os.path.join(entry, name)):
+                places.add(os.path.realpath(os.path.join(entry, name)))
+    return sorted(found["ckptlab"]), sorted(found["autograder"]), sorted(found["solutions"])
 
 
 def _is_public_course_file(path: str) -> bool:
@@ -410,8 +400,8 @@ def _readable() -> Plan:
     if _READABLE is not None:
         return _READABLE
     plan = Plan(STRICT, "")
-    public, autograder = _course_dirs()
-    course = sorted({os.path.realpath(p) for p in public + autograder + _secret_dirs()})
+    public, autograder, secret = _course_dirs()
+    course = sorted(set(public + autograder + secret))
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     roots |= {p for p in sys.path if p and os.path.isabs(p) and os.path.exists(p)}
     for root in sorted(roots):

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from autograder import codec
-from autograder.sandbox import jail, wire
+from autograder.sandbox import inside, jail, wire
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MEMORY = 4 * 2**30
@@ -246,7 +246,7 @@ class Worker:
         self.start = time.monotonic()
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-B", "-m", "autograder.sandbox.inside", str(to_r), str(from_w)],
+                [sys.executable, "-I", "-B", inside.__file__, str(to_r), str(from_w)],
                 pass_fds=(to_r, from_w), cwd=self.workdir, env=_env(self.workdir, level), stdin=subprocess.DEVNULL,
                 stdout=self.log, stderr=self.log, start_new_session=True)
         finally:
