@@ -166,6 +166,25 @@ def realize(value, workdir: str):
     return value
 
 
+def mirror(value, source: str, target: str):
+    """Copy the files :func:`realize` wrote under ``source`` into ``target``; return ``value``
+    with its paths moved there too."""
+    import shutil
+
+    shutil.copytree(source, target, dirs_exist_ok=True)
+
+    def move(v):
+        if isinstance(v, str) and v.startswith(source + os.sep):
+            return target + v[len(source):]
+        if isinstance(v, dict):
+            return {k: move(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)) and type(v) in (list, tuple):
+            return type(v)(move(x) for x in v)
+        return v
+
+    return move(value)
+
+
 def remove(value) -> None:
     """Delete the files :func:`realize` wrote for ``value`` (its paths): a checkpoint folder or a file."""
     import shutil

@@ -315,12 +315,18 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
             return plan.result
         workdir = sandbox.new_workdir()
         lazy = plan.problem.count_reads  # its files are written one case at a time, while reads are counted
-        reference_dir = sandbox.new_workdir() if lazy else workdir
+        # The references read files of their own: learner code may rewrite every file in its folder.
+        reference_dir = sandbox.new_workdir() if any(files.has_files(c.args) for c in plan.cases) else workdir
         try:
-            # Checkpoints a problem reads are saved fresh, inside the worker's own directory.
             args = [files.realize(c.args, reference_dir) for c in plan.cases]
-            worker = sandbox.Worker(plan.source, plan.problem.function, [c.args for c in plan.cases] if lazy else args,
-                                    timeout=plan.timeout, workdir=workdir, count_reads=lazy, level=level.level)
+            if lazy:
+                worker_args = [c.args for c in plan.cases]
+            elif reference_dir != workdir:  # the same files, copied into the worker's own folder
+                worker_args = files.mirror(args, reference_dir, workdir)
+            else:
+                worker_args = args
+            worker = sandbox.Worker(plan.source, plan.problem.function, worker_args, timeout=plan.timeout,
+                                    workdir=workdir, count_reads=lazy, level=level.level)
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
             shutil.rmtree(reference_dir, ignore_errors=True)
@@ -332,7 +338,7 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
             worker.kill()
             raise
         finally:
-            if lazy:
+            if reference_dir != workdir:
                 shutil.rmtree(reference_dir, ignore_errors=True)
         out = worker.wait()
         try:

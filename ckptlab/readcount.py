@@ -11,9 +11,9 @@ what you asked for. Memory maps are not reads and are not counted. Linux only: e
 ``reads.bytes`` is None.
 
 ``count_reads()`` counts the calling thread only (``/proc/thread-self/io``): in Jupyter, the
-kernel's own threads read from their sockets and event fds all the time. The grader's worker,
-which runs nothing else, uses ``count_reads(whole_process=True)`` so that reads made from other
-threads count too.
+kernel's own threads read from their sockets and event fds all the time. (The grader counts a
+graded function's reads from outside its worker, for every process the function starts: see
+:func:`autograder.sandbox.outside.tree_rchar`.)
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-def rchar(whole_process: bool = False) -> int | None:
-    """Bytes this thread (or process) has read so far, or None where the kernel does not say."""
+def rchar() -> int | None:
+    """Bytes this thread has read so far, or None where the kernel does not say."""
     try:
-        fd = os.open("/proc/self/io" if whole_process else "/proc/thread-self/io", os.O_RDONLY)
+        fd = os.open("/proc/thread-self/io", os.O_RDONLY)
     except OSError:
         return None
     try:
@@ -38,9 +38,9 @@ def rchar(whole_process: bool = False) -> int | None:
     return None
 
 
-def _own_cost(whole_process: bool) -> int:
+def _own_cost() -> int:
     """What one reading of the counter adds to the count itself."""
-    a, b = rchar(whole_process), rchar(whole_process)
+    a, b = rchar(), rchar()
     return 0 if a is None or b is None else b - a
 
 
@@ -50,14 +50,14 @@ class Reads:
 
 
 @contextmanager
-def count_reads(whole_process: bool = False):
+def count_reads():
     """Count the bytes read by the code in the ``with`` block (see the module's docstring)."""
     out = Reads()
-    cost = _own_cost(whole_process)
-    before = rchar(whole_process)
+    cost = _own_cost()
+    before = rchar()
     try:
         yield out
     finally:
-        after = rchar(whole_process)
+        after = rchar()
         if before is not None and after is not None:
             out.bytes = max(0, after - before - cost)

@@ -23,14 +23,23 @@ def root() -> Path:
     return ROOT
 
 
+def best_isolation() -> str:
+    """The level the honest-side tests grade at: strict wherever the machine has it."""
+    from autograder.sandbox.outside import strict_missing
+
+    return "basic" if strict_missing() else "strict"
+
+
 @pytest.fixture
 def grade_code(tmp_path):
-    """Grade a snippet of Python source (as a learner's .py file) for the given problems."""
+    """Grade a snippet of Python source (as a learner's .py file) for the given problems, at the
+    strict isolation level where the machine has it."""
     from autograder.grade import grade
 
     def run(source: str, problems=None, learner="tester", **kw):
         path = tmp_path / f"submission_{len(list(tmp_path.iterdir()))}.py"
         path.write_text(textwrap.dedent(source))
+        kw.setdefault("isolation", best_isolation())
         return grade([path], learner, problems=problems, **kw)
 
     return run

@@ -431,6 +431,24 @@ def _read_everything():
 def grab(path, start, size, _cache=_read_everything()):
     return _cache[os.path.basename(path)][start:start + size]
 ''', contrast=False, doc="read every file at load time, before the reads are counted"),
+    # --- tampered inputs: the references must not read what learner code can write ------------------
+    Attack("rewrite_inputs", "score", "4.1", '''
+_FIXED = b'{"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
+
+
+def _rewrite_everything():
+    """Run at load time (a default argument): every input file in reach becomes one fixed file."""
+    for name in os.listdir("."):
+        if name.endswith(".safetensors"):
+            with open(name, "wb") as f:
+                f.write(len(_FIXED).to_bytes(8, "little") + _FIXED + bytes(4))
+    return True
+
+
+def parse_safetensors_header(path, _done=_rewrite_everything()):
+    import json
+    return json.loads(_FIXED), 8 + len(_FIXED)
+''', contrast=False, doc="rewrite its input files, so that the references compute answers from them too"),
 ]
 
 assert len({a.name for a in ATTACKS}) == len(ATTACKS)

@@ -335,3 +335,33 @@ def coalesce_runs(runs, max_gap):
 '''
     (result,) = grade_code(source, problems=["4.3"], isolation="strict").problems
     assert result.score == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs: the references never read a file learner code can write
+
+def test_references_read_their_own_copies_of_the_input_files(root, monkeypatch):
+    """Learner code may rewrite every file in its folder while the references run (they overlap):
+    a reference reading those files would compute its expected value from the learner's data. The
+    rewrite_inputs attack rarely wins that race; this checks the paths themselves."""
+    from autograder import grade as grading
+
+    workdirs, reference_paths = [], []
+    real_worker, real_expected = grading.sandbox.Worker, grading.expected_outcome
+
+    class Spy(real_worker):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            workdirs.append(os.path.realpath(self.workdir))
+
+    def spy_expected(problem, args):
+        reference_paths.extend(a for a in args if isinstance(a, str) and a.startswith("/"))
+        return real_expected(problem, args)
+
+    monkeypatch.setattr(grading.sandbox, "Worker", Spy)
+    monkeypatch.setattr(grading, "expected_outcome", spy_expected)
+    report = grading.grade([root / "solutions" / "unit4.py"], "inputs-check", problems=["4.1", "4.4"], jobs=1,
+                           isolation="strict")
+    assert all(p.status == "correct" for p in report.problems), report.to_json()
+    assert workdirs and reference_paths
+    assert not [p for p in reference_paths if any(os.path.realpath(p).startswith(w + os.sep) for w in workdirs)]

@@ -270,7 +270,7 @@ COALESCE = Hidden(
 
 
 # ---------------------------------------------------------------------------------------------
-# 4.4 read_shard: graded on values and on the bytes read (counted in the worker by the kernel).
+# 4.4 read_shard: graded on values and on the bytes read (the kernel's count, read by the grader from outside).
 
 def _shard_case(rng, category, shape, dtype, bounds, position="middle"):
     name = _pick(rng, _NAMES)
@@ -336,7 +336,7 @@ READ = Hidden(
     generate=_read_cases,
     messages={
         "no_count": "The grader could not count the bytes your function read: counting needs Linux "
-                    "(/proc/self/io). Grade on Linux, or in the course's Docker/CI environment.",
+                    "(/proc/<pid>/io). Grade on Linux, or in the course's Docker/CI environment.",
         "whole_tensor_read": "Right values, but your function read at least the whole tensor: read only the shard's "
                              "byte runs (problem 4.2), each with f.seek(offset) and f.read(length).",
         "over_read": "Right values, but your function read more bytes than the shard needs. If you read small runs "

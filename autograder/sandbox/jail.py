@@ -302,7 +302,11 @@ def enter(plan: Plan, close_in_launcher: tuple = ()) -> None:
     if plan.level == BASIC:
         return
     libc = _libc()
-    _namespaces(plan, libc)
+    try:
+        _namespaces(plan, libc)
+    except (JailError, OSError) as exc:
+        sys.stderr.write(f"jail: {exc}\n")  # the grader's probe reads this line
+        os._exit(3)
     alive_r, alive_w = os.pipe()  # open in the launcher for as long as it lives
     child = os.fork()
     if child:  # the launcher: outside the pid namespace, runs no learner code

@@ -183,10 +183,13 @@ def _tree(root: int) -> list[tuple[int, int]]:
     return sorted(out, reverse=True)
 
 
-def tree_rchar(root: int) -> int:
-    """Bytes read so far by ``root`` and its descendants, as the kernel counts them (rchar). A
-    process reaped during the count has its bytes added to its reaper, an ancestor read after it
-    (deepest first): a read is never missed, at worst counted twice."""
+def tree_rchar(root: int) -> int | None:
+    """Bytes read so far by ``root`` and its descendants, as the kernel counts them (rchar), or
+    None where the kernel does not say (not Linux). A process reaped during the count has its
+    bytes added to its reaper, an ancestor read after it (deepest first): a read is never missed,
+    at worst counted twice."""
+    if not os.path.exists(f"/proc/{root}/io"):
+        return None
     total = 0
     for _, pid in _tree(root):
         try:
@@ -274,7 +277,7 @@ class Worker:
                 result.status = "ok"
                 return
             for args in self.cases:
-                before = tree_rchar(self.proc.pid) if self.count_reads else 0
+                before = tree_rchar(self.proc.pid) if self.count_reads else None
                 if self.count_reads:
                     args = files.realize(args, self.workdir)
                 sent = wire.send(self.to_w, {"args": codec.encode(tuple(args))}, deadline)
@@ -284,7 +287,8 @@ class Worker:
                 read_bytes = None
                 if self.count_reads:
                     # What the worker read of the frame itself is the grader's, not the learner's.
-                    read_bytes = max(0, tree_rchar(self.proc.pid) - before - sent)
+                    after = tree_rchar(self.proc.pid)
+                    read_bytes = None if before is None or after is None else max(0, after - before - sent)
                     files.remove(args)
                 result.cases.append(self._case(answer, read_bytes))
             result.status = "ok"
