@@ -1,8 +1,9 @@
 """Benchmark: what the strict isolation level costs, per problem, against basic, in one run.
 
-Each problem of the reference solutions is graded at both levels, interleaved (strict, basic,
-strict, ...) so that the machine's noise falls on both alike; a problem's time is its worker's
-wall time, start-up to kill (ProblemResult.seconds). A bare worker running a one-line function
+Each problem of the reference solutions is graded at both levels, interleaved and in alternating
+order, each run for a learner of its own (so that neither level finds the grader's compiled
+references warm from the other's run: the references run beside the worker, on the same two
+cores); a problem's time is its worker's wall time, start-up to kill (ProblemResult.seconds). A bare worker running a one-line function
 shows the jail's own cost (namespaces, Landlock and seccomp set-up, reaping the pid namespace).
 The goal: under 0.1 s per problem. Run: ``make bench``.
 """
@@ -51,8 +52,8 @@ def main() -> None:
             workers[level].append(bare(level))
     times = {level: {} for level in levels}
     for i in range(args.repeat):
-        for level in levels:
-            report = grade([ROOT / "solutions"], f"bench-isolation-{i}", jobs=1, isolation=level)
+        for level in levels if i % 2 == 0 else levels[::-1]:
+            report = grade([ROOT / "solutions"], f"bench-isolation-{level}-{i}", jobs=1, isolation=level)
             assert report.score == report.max_score and report.isolation == level, report.to_json()
             for p in report.problems:
                 times[level].setdefault(p.id, []).append(p.seconds)

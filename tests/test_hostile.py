@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -365,3 +366,33 @@ def test_references_read_their_own_copies_of_the_input_files(root, monkeypatch):
     assert all(p.status == "correct" for p in report.problems), report.to_json()
     assert workdirs and reference_paths
     assert not [p for p in reference_paths if any(os.path.realpath(p).startswith(w + os.sep) for w in workdirs)]
+
+
+# ---------------------------------------------------------------------------------------------
+# The grader killed in the middle (Ctrl-C, OOM): its workers do not outlive it
+
+_GRADER = '''
+import sys, time
+from autograder.sandbox import outside
+worker = outside.Worker("def f(x):\\n    while True:\\n        pass\\n", "f", [(1,)], level=sys.argv[1], timeout=600)
+time.sleep(2)
+print("running", flush=True)
+time.sleep(600)
+'''
+
+
+@pytest.mark.parametrize("level", ["strict", "basic"])
+def test_killing_the_grader_leaves_no_worker(level):
+    before = set(sandbox_processes())
+    grader = subprocess.Popen([sys.executable, "-c", _GRADER, level], stdout=subprocess.PIPE, text=True)
+    try:
+        assert grader.stdout.readline().strip() == "running"
+        assert set(sandbox_processes()) - before, "the endless worker is not running"
+    finally:
+        grader.kill()
+        grader.wait()
+    for _ in range(100):
+        if not set(sandbox_processes()) - before:
+            break
+        time.sleep(0.05)
+    assert set(sandbox_processes()) - before == set()

@@ -1,7 +1,7 @@
 """The untrusted side: the one process that runs learner code, inside its jail.
 
 Started by :class:`autograder.sandbox.outside.Worker` as ``python -I -B .../inside.py IN_FD
-OUT_FD``: isolated from the environment, and importing the very copy of the course's packages the
+OUT_FD GRADER_PID``: isolated from the environment, and importing the very copy of the course's packages the
 grader uses (the folder holding this package). It reads its jail plan from ``IN_FD`` and enters the
 jail (:mod:`autograder.sandbox.jail`) before anything else is imported, then reads the job (the
 learner's module source and the function's name), loads the code, and answers one frame per case
@@ -70,8 +70,14 @@ def _error(exc: BaseException, kind: str = "exception") -> dict:
             "mro": [c.__name__ for c in type(exc).__mro__], "message": str(exc)[:500]}
 
 
-def main(in_fd: int, out_fd: int) -> int:
+def main(in_fd: int, out_fd: int, grader: int) -> int:
     from autograder.sandbox import jail, wire
+
+    # This process dies with the grader's thread that started it (killed, or Ctrl-C), and so does
+    # everything below it: at the strict level pid 1 dies with this process, the namespace with it.
+    jail.die_with_parent()
+    if os.getppid() != grader:  # the grader died before that was set
+        return 1
     from ckptlab.devices import prepare_environment  # standard library only; the grader's own copy
 
     plan = jail.Plan.from_json(wire.recv(in_fd, limit=_TRUSTED)["plan"])
@@ -148,4 +154,4 @@ if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     from autograder.sandbox.inside import main as _main  # this file, as a module of that copy
 
-    sys.exit(_main(int(sys.argv[1]), int(sys.argv[2])))
+    sys.exit(_main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])))

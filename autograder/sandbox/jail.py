@@ -166,7 +166,7 @@ def _landlock(plan: Plan, libc) -> int:
                                   ctypes.c_uint32(0)), "landlock_create_ruleset")
     rules = [(p, READ) for p in plan.read_paths] + [(p, FS_READ_FILE) for p in plan.read_files] + \
             [(p, FS_READ_FILE | FS_WRITE_FILE) for p in plan.rw_files] + [(p, FS_READ_DIR) for p in plan.list_dirs] + \
-            [(plan.scratch, every)]
+            [(plan.scratch, every), ("/proc/self", FS_READ_FILE | FS_READ_DIR)]  # this process's own /proc entry
     for path, rights in rules:
         try:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -270,11 +270,12 @@ def _limit_tasks(plan: Plan) -> None:
     namespace's own pid_max (Linux 6.14+), RLIMIT_NPROC (binds any user but root), or the pids
     cgroup the grader made (root)."""
     limited = bool(plan.pids_cgroup)
-    try:
-        _write("/proc/sys/kernel/pid_max", str(MAX_TASKS))  # pids of this namespace only (PID_MAX_MIN is 301)
-        limited = True
-    except OSError:
-        pass
+    if os.getpid() == 1:  # only ever the new namespace's own pid_max, never the machine's
+        try:
+            _write("/proc/sys/kernel/pid_max", str(MAX_TASKS))  # this namespace's pids (PID_MAX_MIN is 301)
+            limited = True
+        except OSError:
+            pass
     if os.geteuid() != 0:
         resource.setrlimit(resource.RLIMIT_NPROC, (MAX_TASKS, MAX_TASKS))
         limited = True
@@ -289,6 +290,12 @@ def limit(memory_bytes: int, file_bytes: int) -> None:
         if value:
             resource.setrlimit(kind, (value, value))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def die_with_parent() -> None:
+    """SIGKILL this process when the thread that started it ends (Linux; elsewhere nothing)."""
+    if sys.platform == "linux":
+        _libc().prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
 
 
 def enter(plan: Plan, close_in_launcher: tuple = ()) -> None:

@@ -249,7 +249,7 @@ class Worker:
         self.start = time.monotonic()
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-B", inside.__file__, str(to_r), str(from_w)],
+                [sys.executable, "-I", "-B", inside.__file__, str(to_r), str(from_w), str(os.getpid())],
                 pass_fds=(to_r, from_w), cwd=self.workdir, env=_env(self.workdir, level), stdin=subprocess.DEVNULL,
                 stdout=self.log, stderr=self.log, start_new_session=True)
         finally:
