@@ -62,7 +62,12 @@ class Question:
         return right, f"{head}\nWorked answer: {self.worked}"
 
     def answer(self, reply, learner: str | None = None) -> bool | None:
-        """Check a reply, print the feedback, and record it in your progress."""
+        """Check a reply, print the feedback, and record it in your progress. ``...`` (the
+        notebook's placeholder) or None is no answer yet: nothing is checked or recorded."""
+        if reply is None or reply is Ellipsis:
+            print(f"Replace ... with your answer ({self.ask}) and run the cell again: it is checked, the worked "
+                  "answer is shown, and it counts in your progress.")
+            return None
         right, feedback = self.grade(reply)
         print(feedback)
         if right is not None:

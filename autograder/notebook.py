@@ -156,13 +156,17 @@ class ProblemHandle:
     def hint(self, n: int | None = None) -> str | None:
         """Show hint ``n`` (1-based), or the next one you have not seen."""
         hints = self.problem.hints
+        all_seen = n is None and self._hints_shown >= len(hints)
         if n is None:
             n = min(self._hints_shown + 1, len(hints))
         if not 1 <= n <= len(hints):
             raise ValueError(f"problem {self.problem.id} has hints 1 to {len(hints)}")
         self._hints_shown = max(self._hints_shown, n)
         text = f"Hint {n}/{len(hints)}: {hints[n - 1]}"
-        if n < len(hints):
+        if all_seen:
+            text = (f"No more hints: you have seen all {len(hints)}. The last one again:\n{text}\n"
+                    f"(Any one again: .hint(1) to .hint({len(hints)}); the lesson for this problem has the rest.)")
+        elif n < len(hints):
             text += f"\n(More: .hint({n + 1}))"
         try:
             from IPython.display import Markdown, display

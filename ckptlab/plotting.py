@@ -305,7 +305,9 @@ def plot_progress(rows: Sequence[tuple[str, int, float, float, str]], ax=None, t
             x += gap
         last_unit = unit
         share = best / points if points else 0.0
-        ax.bar(x, 1.0, 0.8, color="white", edgecolor="#8c959f", lw=0.5)  # the whole problem
+        # The whole problem: white for one you have started, the "not started" grey for one you have not.
+        ax.bar(x, 1.0, 0.8, color=_STATUS_COLOURS["not started"] if status == "not started" else "white",
+               edgecolor="#8c959f", lw=0.5)
         ax.bar(x, max(share, 0.02 if status != "not started" else 0), 0.8,
                color=_STATUS_COLOURS.get(status, "#8c959f"), edgecolor="black", lw=0.4)
         ticks.append((x, pid))
@@ -314,8 +316,13 @@ def plot_progress(rows: Sequence[tuple[str, int, float, float, str]], ax=None, t
     ax.set_ylim(0, 1.25)
     ax.set_yticks([0, 0.5, 1], ["0", "half", "all"])
     ax.set_ylabel("points earned")
-    for status, colour in _STATUS_COLOURS.items():
-        ax.bar([], [], color=colour, edgecolor="black", lw=0.4, label=status)
-    ax.legend(fontsize=8, loc="upper right", ncol=3)
+    from matplotlib.patches import Patch
+
+    # Swatches made from the bars' own colours (an empty bar() would take the colour cycle's blue).
+    ax.legend(handles=[Patch(facecolor=colour, edgecolor="black", lw=0.4, label=status)
+                       for status, colour in _STATUS_COLOURS.items()], fontsize=8, loc="upper right", ncol=3)
+    if rows and all(status == "not started" for *_, status in rows):
+        ax.text(x / 2 - 0.5, 0.5, "Nothing graded yet: `make check` (or a practice set) records your scores here",
+                ha="center", va="center", fontsize=9, color="#57606a")
     ax.set_title(title)
     return ax

@@ -171,3 +171,38 @@ def test_notebook_check_counts_reads_and_switches_memory_maps_off():
     result = q.check(memory_mapped)
     assert result.status == "error" and "memory maps are switched off" in result.message
     assert mmap.mmap.__name__ == "mmap"  # switched back on after the check
+
+
+def test_hints_come_one_step_at_a_time_and_say_when_there_are_no_more(capsys):
+    from autograder.notebook import problem
+
+    q = problem("1.1")
+    total = len(q.problem.hints)
+    shown = []
+    for _ in range(total + 1):
+        q.hint()
+        shown.append(capsys.readouterr().out)
+    assert [s.startswith(f"Hint {i}/{total}:") for i, s in enumerate(shown[:total], 1)] == [True] * total
+    assert "No more hints" not in "".join(shown[:total])
+    assert shown[total].startswith(f"No more hints: you have seen all {total}.")
+    assert f"Hint {total}/{total}:" in shown[total]  # the last one again, said as such
+
+
+def test_progress_chart_legend_matches_its_bars_and_an_empty_chart_says_why():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.colors import to_hex
+
+    from ckptlab.plotting import plot_progress
+
+    rows = [("1.1", 1, 10, 10, "mastered"), ("1.2", 1, 5, 10, "attempted"), ("2.1", 2, 0, 10, "not started")]
+    ax = plot_progress(rows)
+    legend = {t.get_text(): to_hex(h.get_facecolor()) for t, h in zip(ax.get_legend().texts, ax.get_legend().legend_handles)}
+    bars = {to_hex(p.get_facecolor()) for p in ax.patches}
+    assert set(legend) == {"mastered", "attempted", "not started"}
+    assert set(legend.values()) <= bars  # each swatch is a colour the bars really have
+    assert len(set(legend.values())) == 3 and "#1f77b4" not in legend.values()  # not the colour cycle's blue
+    assert not [t for t in ax.texts if "Nothing graded yet" in t.get_text()]
+    fresh = plot_progress([(pid, unit, 0, 10, "not started") for pid, unit, *_ in rows])
+    assert [t for t in fresh.texts if "Nothing graded yet" in t.get_text()]

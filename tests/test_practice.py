@@ -395,3 +395,14 @@ def test_public_checks_run_under_the_worker_memory_limit(tmp_path):
     path.write_text("def param_bytes(params, dtype):\n    return len(bytearray(8 * 2**30))\n")
     status, message = practice.public_checks(path, [registry.get("1.3")])["1.3"]
     assert status == "error" and "MemoryError" in message
+
+
+def test_a_drill_placeholder_is_no_answer_and_records_nothing(capsys):
+    from autograder import drills, progress
+
+    q = drills.drill("reshard_ram", seed=3)
+    before = len(progress.load())
+    assert q.answer(...) is None and q.answer(None) is None
+    assert "Replace ... with your answer" in capsys.readouterr().out
+    assert len(progress.load()) == before
+    assert q.answer(q.solution) is True and len(progress.load()) == before + 1
