@@ -224,7 +224,7 @@ def _too_many_reads(ex, read: int | None) -> str | None:
         return None
     return (f"it read {read:,} bytes from files; the shard needs {needed:,} (the file's header and "
             f"{budget - needed:,} bytes more are allowed). Read only the shard's runs, with "
-            "open(path, 'rb', buffering=0): a buffered file fetches 8 KiB for each small read.")
+            "open(path, 'rb', buffering=0): a buffered file fetches a whole buffer (the file's st_blksize, often 4 KiB) for each small read.")
 
 
 def _expect_raise(fn, ex) -> str | None:

@@ -655,7 +655,7 @@ PROBLEMS += (
             "your process reads while the function runs (the kernel's count) and allows the 8 + N header "
             f"bytes, the shard's bytes and {READ_SLACK // 1024} KiB more: reading the whole tensor fails. "
             "Memory maps (np.memmap, safetensors.safe_open) are switched off while grading, and a buffered "
-            "file fetches 8 KiB per small read, so open the file with `open(path, 'rb', buffering=0)`."
+            "file fetches a whole buffer (the file's st_blksize, often 4 KiB) per small read, so open the file with `open(path, 'rb', buffering=0)`."
         ),
         returns=SafetensorsShard(),
         hints=(
@@ -673,6 +673,10 @@ PROBLEMS += (
                     "columns 64:96 of a (256, 256) float32 tensor: 256 strided runs of 128 bytes"),
             Example((SafetensorsArg((("step", (), "int64"), ("mask", (6, 4), "bool")), 1), "step", ()), None,
                     "a scalar"),
+            Example((SafetensorsArg((("extra", (3, 5), "int8"), ("w", (256, 256), "float32")), 0), "extra",
+                     ((1, 3), (0, 5))), None,
+                    "rows 1:3 of an int8 tensor stored after a 256 KiB one: it starts at data_start + "
+                    "data_offsets[0], not where the data section starts"),
         ),
         hidden="autograder.hidden.unit4:READ",
         notebook=_U4,

@@ -297,3 +297,15 @@ def test_restore_problem_is_graded_by_a_real_restore_in_a_directory_that_is_remo
     assert result.status == "correct", result.message
     assert seen and all(any(name.startswith("ckpt-") for name in names) for names in seen)  # saved fresh, inside
     assert list(scratch.iterdir()) == []  # and removed with the worker
+
+
+def test_public_examples_catch_a_read_that_forgets_the_tensors_offset():
+    """Forgetting data_offsets[0] must fail the notebook check, not only the hidden tests."""
+    from autograder.notebook import problem
+
+    source = next(s for n, s, *_ in WRONG["4.4"] if n == "forgets_the_tensors_offset")
+    namespace: dict = {}
+    exec(HEADERS["4.4"] + source, namespace)  # noqa: S102 - a curated wrong answer, run as a notebook would
+    result = problem("4.4").check(namespace["read_shard"])
+    assert not result.passed and result.status == "incorrect", result
+    assert any(ex.args[0].header()[ex.args[1]]["data_offsets"][0] > 0 for ex in registry.get("4.4").examples)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -85,6 +86,11 @@ def test_lessons_execute(root, name):
     for shown in SHOWS.get(name, ()):
         assert shown in text, shown
     assert "values: False" not in text
+    if name == "04_shard_reads_and_presharding.ipynb":  # the buffer size the lesson talks of is the one it measures
+        stated = re.search(r"open\(\) buffers ([\d,]+) bytes", text)
+        fetched = re.search(r"one 8-byte buffered read fetched ([\d,]+) bytes", text)
+        assert stated and fetched and stated.group(1) == fetched.group(1), (stated, fetched)
+        assert "8 KiB here" not in "".join(c.source for c in nb.cells)
     figures = sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
     assert figures >= 1, "every lesson draws at least one figure"
 

@@ -659,6 +659,8 @@ READ_SHARD = [
     ("memory_map", _read(body="""full = np.memmap(path, dtype=dtype, mode="r", offset=base, shape=tuple(shape))
     return np.array(full[tuple(slice(a, b) for a, b in bounds)])"""), "error", "memory maps"),
     ("offsets_from_byte_zero", _read(start="0"), "incorrect", "data section"),
+    ("forgets_the_tensors_offset", _read().replace(' + info["data_offsets"][0]', ""), "incorrect",
+     "data_start + data_offsets[0]"),
     ("column_major", _read(body="""size = math.prod(shape) * dtype.itemsize
     with open(path, "rb", buffering=0) as f:
         f.seek(base)

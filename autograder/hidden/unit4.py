@@ -324,6 +324,11 @@ def _diagnose_read(args, actual, expected):
     as_column_major = full.ravel().reshape(shape, order="F")  # the file's bytes read as Fortran order
     if shape and np.array_equal(actual, as_column_major[tuple(slice(a, b) for a, b in bounds)]):
         return "column_major"
+    data_start = 8 + arg.header_size()
+    if base != data_start and data_start + size <= len(content):  # data_offsets[0] left out
+        wrong = np.frombuffer(content[data_start:data_start + size], dtype=dtype).reshape(shape)
+        if np.array_equal(actual, wrong[tuple(slice(a, b) for a, b in bounds)]):
+            return "tensor_offset"
     no_start = base - 8 - arg.header_size()
     if no_start + size <= len(content):
         wrong = np.frombuffer(content[no_start:no_start + size], dtype=dtype).reshape(shape)
@@ -340,7 +345,7 @@ READ = Hidden(
         "whole_tensor_read": "Right values, but your function read at least the whole tensor: read only the shard's "
                              "byte runs (problem 4.2), each with f.seek(offset) and f.read(length).",
         "over_read": "Right values, but your function read more bytes than the shard needs. If you read small runs "
-                     "through a buffered file, every read fetches a whole buffer (8 KiB): open the file with "
+                     "through a buffered file, every read fetches a whole buffer (the file's st_blksize, often 4 KiB): open the file with "
                      "open(path, 'rb', buffering=0), or read exactly the runs.",
         "dtype": "Return the tensor's own dtype: map the header's dtype string (F32, F16, I8, BOOL, ...) to NumPy.",
         "shape": "Return the shard with its shape: (stop - start) for each dimension.",
@@ -348,6 +353,8 @@ READ = Hidden(
         "column_major": "The values are laid out column-major: safetensors is row-major (C order).",
         "data_start": "The values come from the wrong place: data_offsets count from the start of the data section, "
                       "which begins at 8 + N, not at byte 0.",
+        "tensor_offset": "The values come from the wrong place: a tensor starts at data_start + data_offsets[0]; "
+                         "yours were read from where the data section starts, which holds another tensor's bytes.",
         "leading_dim": "Wrong on a shard of the leading dimension.",
         "inner_dim": "Wrong on a shard of an inner dimension (strided runs).",
         "block": "Wrong on a 2-D block shard.",
