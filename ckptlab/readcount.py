@@ -11,8 +11,10 @@ what you asked for. Memory maps are not reads and are not counted. Linux only: e
 ``reads.bytes`` is None.
 
 ``count_reads()`` counts the calling thread only (``/proc/thread-self/io``): in Jupyter, the
-kernel's own threads read from their sockets and event fds all the time. (The grader counts a
-graded function's reads from outside its worker, for every process the function starts: see
+kernel's own threads read from their sockets and event fds all the time. A process that runs
+nothing else (a measuring child, like Lesson 4's around Orbax's loader, whose reads happen on
+TensorStore's threads) uses ``count_reads(whole_process=True)``. (The grader counts a graded
+function's reads from outside its worker, for every process the function starts: see
 :func:`autograder.sandbox.outside.tree_rchar`.)
 """
 
@@ -22,10 +24,10 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-def rchar() -> int | None:
-    """Bytes this thread has read so far, or None where the kernel does not say."""
+def rchar(whole_process: bool = False) -> int | None:
+    """Bytes this thread (or process) has read so far, or None where the kernel does not say."""
     try:
-        fd = os.open("/proc/thread-self/io", os.O_RDONLY)
+        fd = os.open("/proc/self/io" if whole_process else "/proc/thread-self/io", os.O_RDONLY)
     except OSError:
         return None
     try:
@@ -38,9 +40,9 @@ def rchar() -> int | None:
     return None
 
 
-def _own_cost() -> int:
+def _own_cost(whole_process: bool) -> int:
     """What one reading of the counter adds to the count itself."""
-    a, b = rchar(), rchar()
+    a, b = rchar(whole_process), rchar(whole_process)
     return 0 if a is None or b is None else b - a
 
 
@@ -50,14 +52,14 @@ class Reads:
 
 
 @contextmanager
-def count_reads():
+def count_reads(whole_process: bool = False):
     """Count the bytes read by the code in the ``with`` block (see the module's docstring)."""
     out = Reads()
-    cost = _own_cost()
-    before = rchar()
+    cost = _own_cost(whole_process)
+    before = rchar(whole_process)
     try:
         yield out
     finally:
-        after = rchar()
+        after = rchar(whole_process)
         if before is not None and after is not None:
             out.bytes = max(0, after - before - cost)
