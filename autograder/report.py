@@ -29,6 +29,6 @@ def table(report: Report, width: int = 100) -> str:
     lines.append(f"Total: {_points(report.score)}/{_points(report.max_score)}")
     if report.isolation:
         why = f"; strict is not available here: {'; '.join(report.isolation_missing)}" if report.isolation_missing else ""
-        lines += textwrap.wrap(f"Isolation: {report.isolation}{why} (see SECURITY.md)", width=width,
-                               subsequent_indent="    ")
+        see = "" if report.isolation.startswith("none") else " (see SECURITY.md)"
+        lines += textwrap.wrap(f"Isolation: {report.isolation}{why}{see}", width=width, subsequent_indent="    ")
     return "\n".join(lines)
