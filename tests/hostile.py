@@ -91,6 +91,16 @@ class Attack:
         return head + "\nimport os, sys, signal, socket, glob, time\n" + self.code + "\n" + tail
 
 
+_UNIX_SEND = '''
+def attack():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(ADDRESS)
+    s.sendall(LEARNER.encode())
+    s.close()
+    return True
+'''
+
+
 def _load_ref(path_expr: str) -> str:
     """An attack that loads solutions/unit4.py from a path and returns the reference's answer."""
     return f'''
@@ -133,6 +143,9 @@ def coalesce_runs(runs, max_gap):
         doc="load solutions/ through /proc/<pid>/cwd of the grading process"),
     Attack("known_path", "score", "4.3", _load_ref("[ROOT + '/solutions/unit4.py']"),
            doc="load solutions/ from where the course lives"),
+    Attack("proc_self_root", "score", "4.3", _load_ref(
+        "['/proc/self/root' + ROOT + '/solutions/unit4.py', '/proc/self/cwd/../../' + ROOT + '/solutions/unit4.py']"),
+        doc="load solutions/ through the worker's own /proc entry (its root and cwd links), which it may read"),
     Attack("hidden_source", "leak", "4.3", '''
 def attack():
     return "def _coalesce_cases" in open(ROOT + "/autograder/hidden/unit4.py").read()
@@ -306,22 +319,10 @@ def attack():
     s.sendto(LEARNER.encode(), ("127.0.0.1", UDP_PORT))
     return True
 ''', doc="send data over UDP"),
-    Attack("unix_socket", "leak", "4.3", '''
-def attack():
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(UNIX_PATH)
-    s.sendall(LEARNER.encode())
-    s.close()
-    return True
-''', doc="send data to a unix socket on the machine"),
-    Attack("abstract_socket", "leak", "4.3", '''
-def attack():
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(ABSTRACT)
-    s.sendall(LEARNER.encode())
-    s.close()
-    return True
-''', doc="send data to an abstract unix socket"),
+    Attack("unix_socket", "leak", "4.3", _UNIX_SEND.replace("ADDRESS", "UNIX_PATH"),
+           doc="send data to a unix socket on the machine"),
+    Attack("abstract_socket", "leak", "4.3", _UNIX_SEND.replace("ADDRESS", "ABSTRACT"),
+           doc="send data to an abstract unix socket"),
     Attack("write_tmp", "leak", "4.3", '''
 def attack():
     open(TMP_MARK + "-" + LEARNER, "w").write("x")
