@@ -88,8 +88,23 @@ class Attack:
         if self.problem == "4.3" and not re.search(r"^def coalesce_runs", self.code, re.MULTILINE):
             tail = _WRONG if self.kind in EFFECTS else _CORRECT
         tail = _READER if self.problem == "4.4" else tail
-        return head + "\nimport os, sys, signal, socket, glob, time\n" + self.code + "\n" + tail
+        return head + "\nimport os, sys, signal, socket, glob, time\n" + _BATCH + self.code + "\n" + tail
 
+
+# Every submission can look for the grade-batch process: its command line names the submissions
+# and results folders.
+_BATCH = '''
+
+def _batch_processes():
+    for pid in [e for e in os.listdir("/proc") if e.isdigit()]:
+        try:
+            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+        except OSError:
+            continue
+        if b"grade-batch" in argv:
+            yield pid, argv
+
+'''
 
 _UNIX_SEND = '''
 def attack():
@@ -152,33 +167,24 @@ def attack():
 ''', doc="read the hidden tests' source"),
     Attack("classmate_code", "score", "4.3", '''
 def coalesce_runs(runs, max_gap):
-    for pid in [e for e in os.listdir("/proc") if e.isdigit()]:
-        try:
-            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
-        except OSError:
-            continue
-        if b"grade-batch" in argv:
-            folder = argv[argv.index(b"grade-batch") + 1].decode()
-            for path in glob.glob(os.path.join(folder, "*.py")):
-                if LEARNER not in path:
-                    scope = {}
-                    try:
-                        exec(open(path).read(), scope)
-                        return scope["coalesce_runs"](runs, max_gap)
-                    except BaseException:
-                        continue
+    for _, argv in _batch_processes():
+        folder = argv[argv.index(b"grade-batch") + 1].decode()
+        for path in glob.glob(os.path.join(folder, "*.py")):
+            if LEARNER not in path:
+                scope = {}
+                try:
+                    exec(open(path).read(), scope)
+                    return scope["coalesce_runs"](runs, max_gap)
+                except BaseException:
+                    continue
     return []
 ''', doc="find the submissions folder from grade-batch's command line and call a classmate's function"),
     # --- a forged result, harm to classmates -----------------------------------------------------
     Attack("forge_and_kill", "harm", "4.3", '''
 def attack():
     import json
-    for pid in [e for e in os.listdir("/proc") if e.isdigit()]:
-        try:
-            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
-        except OSError:
-            continue
-        if b"grade-batch" in argv and b"--out" in argv:
+    for pid, argv in _batch_processes():
+        if b"--out" in argv:
             out = argv[argv.index(b"--out") + 1].decode()
             os.makedirs(os.path.join(out, "learners"), exist_ok=True)
             with open(os.path.join(out, "learners", LEARNER + ".json"), "w") as f:
@@ -189,17 +195,12 @@ def attack():
 ''', contrast=False, doc="write its own full-marks result, then kill the batch so a re-run skips it"),
     Attack("overwrite_classmate", "harm", "4.3", '''
 def attack():
-    for pid in [e for e in os.listdir("/proc") if e.isdigit()]:
-        try:
-            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
-        except OSError:
-            continue
-        if b"grade-batch" in argv:
-            folder = argv[argv.index(b"grade-batch") + 1].decode()
-            for path in glob.glob(os.path.join(folder, "*.py")):
-                if LEARNER not in path:
-                    open(path, "w").write("def coalesce_runs(runs, max_gap):\\n    return []\\n")
-            return True
+    for _, argv in _batch_processes():
+        folder = argv[argv.index(b"grade-batch") + 1].decode()
+        for path in glob.glob(os.path.join(folder, "*.py")):
+            if LEARNER not in path:
+                open(path, "w").write("def coalesce_runs(runs, max_gap):\\n    return []\\n")
+        return True
     return False
 ''', contrast=False, doc="overwrite classmates' submissions before they are graded"),
     Attack("daemon", "harm", "4.3", '''
