@@ -306,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     gs.set_defaults(func=cmd_gradescope)
     gr = sub.add_parser("gradescope-run", help="(inside Gradescope) grade /autograder/submission")
     gr.add_argument("--root", default="/autograder", help="the Gradescope tree (default: /autograder)")
-    isolation_arg(gr, os.environ.get("CKPT_ISOLATION", "strict"))
+    isolation_arg(gr, "strict")  # run_autograder passes CKPT_ISOLATION, if the instructor set it
     gr.set_defaults(func=cmd_gradescope_run)
     c = sub.add_parser("check", help="run every problem's public examples (what the notebook check cells run)")
     submission_args(c, "check")
