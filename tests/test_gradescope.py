@@ -76,3 +76,19 @@ def test_results_are_written_even_when_the_grader_cannot_run(tmp_path):
     results = run(tmp_path)  # no submission folder at all
     _validate(results)
     assert json.loads((tmp_path / "results" / "results.json").read_text()) == results
+
+
+def test_no_submission_is_graded_where_strict_isolation_is_missing(tmp_path, monkeypatch):
+    from autograder.gradescope import RUN_AUTOGRADER, run
+    from autograder.sandbox import outside
+
+    monkeypatch.setattr(outside, "strict_missing", lambda: ("Landlock ABI 0 (a test)",))
+    (tmp_path / "submission").mkdir()
+    shutil.copy(ROOT / "solutions" / "unit4.py", tmp_path / "submission" / "unit4.py")
+    results = run(tmp_path)
+    _validate(results)
+    assert results["score"] == 0 and results["tests"] == [] and "Not graded" in results["output"]
+    assert "Landlock" not in results["output"]  # the reason goes to the instructor's log, not to learners
+    basic = run(tmp_path, isolation="basic")  # the instructor's override (CKPT_ISOLATION=basic)
+    assert basic["score"] > 0 and "Isolation: basic" in basic["output"]
+    assert '--isolation "${CKPT_ISOLATION:-strict}"' in RUN_AUTOGRADER
