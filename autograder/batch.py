@@ -227,7 +227,8 @@ def summary_markdown(rows: list[dict], reports: list[dict]) -> str:
     median = totals[len(totals) // 2] if totals else 0
     levels = Counter(r.get("isolation") or "unknown" for r in reports)
     lines = ["# Class summary", "", f"{len(reports)} learners; median total {median:g}.", "",
-             "Isolation: " + ", ".join(f"{level} ({n} learners)" for level, n in sorted(levels.items())) + ".", ""]
+             "Isolation: " + ", ".join(f"{level} ({n} learner{'s' * (n != 1)})" for level, n in sorted(levels.items()))
+             + ".", ""]
     if set(levels) - {STRICT, NO_CODE_RAN}:
         lines += ["**Warning:** some learners' code ran below the strict isolation level: it could read the hidden "
                   "tests and references, and write, signal or reach what the grader can. Their scores are not "
