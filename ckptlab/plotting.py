@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Rectangle
+from matplotlib.ticker import MaxNLocator
 
 from ckptlab import layout
 
@@ -27,19 +28,38 @@ def _axes(ax, figsize):
     return ax
 
 
-def plot_param_counts(counts: Mapping[str, int], ax=None, title: str = "Parameters per leaf"):
-    """Horizontal bars: number of parameters in each leaf (path -> count), with the total."""
-    ax = _axes(ax, (7, 0.45 * len(counts) + 1.2))
+def _title(ax, label: str, claim: str):
+    """A figure's title: what it is, then on a second line the one claim it shows."""
+    ax.set_title(f"{label}\n{claim}" if label else claim, fontsize=10)
+    return ax
+
+
+def plot_param_counts(counts: Mapping[str, int], ax=None, title: str = "Parameters per leaf", log: bool | None = None):
+    """Horizontal bars: number of parameters in each leaf (path -> count), with the total.
+
+    The axis is logarithmic (``log=None`` decides) when the smallest leaf would be under 2% of
+    the largest: a bias next to its kernel is otherwise a bar too thin to see.
+    """
+    ax = _axes(ax, (7, 0.45 * len(counts) + 1.4))
     names = list(counts)
     values = [int(counts[n]) for n in names]
-    bars = ax.barh(names, values, color=[device_colour(i) for i in range(len(names))])
+    top, total = max(values + [1]), sum(values)
+    if log is None:
+        log = min(values + [top]) < 0.02 * top
+    bars = ax.barh(names, values, color=[device_colour(i) for i in range(len(names))], left=0.8 if log else 0)
     ax.invert_yaxis()
     for bar, v in zip(bars, values):
-        ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {v:,}", va="center", fontsize=9)
-    ax.set_xlabel("parameters")
-    ax.set_title(f"{title} (total {sum(values):,})")
-    ax.set_xlim(0, max(values + [1]) * 1.18)
-    return ax
+        ax.text(bar.get_x() + bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {v:,}", va="center", fontsize=9)
+    if log:
+        ax.set_xscale("log")
+        ax.set_xlim(0.8, top * 8)
+        ax.set_xlabel("parameters (log scale)")
+    else:
+        ax.set_xlim(0, top * 1.18)
+        ax.set_xlabel("parameters")
+    largest = names[values.index(top)] if names else "-"
+    return _title(ax, f"{title} (total {total:,})",
+                  f"{largest} holds {top / max(total, 1):.1%} of the parameters")
 
 
 def plot_bytes_by_dtype(num_params: int, itemsizes: Mapping[str, int], ax=None):
@@ -51,9 +71,10 @@ def plot_bytes_by_dtype(num_params: int, itemsizes: Mapping[str, int], ax=None):
     for bar, s in zip(bars, sizes):
         ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), _human(s), ha="center", va="bottom", fontsize=9)
     ax.set_ylabel("bytes")
-    ax.set_title(f"{num_params:,} parameters stored in each dtype")
     ax.set_ylim(0, max(sizes + [1]) * 1.15)
-    return ax
+    big, small = names[sizes.index(max(sizes))], names[sizes.index(min(sizes))]
+    return _title(ax, f"{num_params:,} parameters stored in each dtype",
+                  f"same elements, {max(sizes) // max(min(sizes), 1)}x the bytes in {big} as in {small}")
 
 
 def _human(n: float) -> str:
@@ -96,7 +117,14 @@ def plot_row_shards(global_shape: Sequence[int], num_shards: int, ax=None, pad: 
     ax.set_ylim(total_rows, 0)
     ax.set_xticks([])
     ax.set_ylabel("row")
-    ax.set_title(title or f"{tuple(global_shape)} split over {num_shards} shards" + (" (padded)" if pad else ""))
+    sizes = {stop - start for start, stop, _ in bounds}
+    if pad and any(p for _, _, p in bounds):
+        last = bounds[-1]
+        claim = (f"padded to {total_rows} rows: every shard has {total_rows // num_shards}, "
+                 f"the last {last[1] - last[0]} real + {last[2]} padding")
+    else:
+        claim = f"{num_shards} equal shards of {sizes.pop()} rows each" if len(sizes) == 1 else "shards of unequal size"
+    _title(ax, title or f"{tuple(global_shape)} split over {num_shards} shards" + (" (padded)" if pad else ""), claim)
     for side in ("top", "right", "bottom"):
         ax.spines[side].set_visible(False)
     return ax
@@ -129,61 +157,135 @@ def plot_mesh(mesh_shape: Mapping[str, int], ax=None, title: str | None = None):
     ax.set_yticks([i + 0.5 for i in range(rows)], [str(i) for i in range(rows)])
     ax.set_xlabel(f"mesh axis '{names[-1]}' (size {cols})")
     ax.set_ylabel(f"mesh axis '{names[0]}' (size {rows})" if ids.ndim == 2 else "")
-    ax.set_title(title or "mesh " + " x ".join(f"{k}={v}" for k, v in mesh_shape.items()))
-    return ax
+    claim = (f"row-major: along '{names[-1]}' the ids step by 1, along '{names[0]}' by {cols}"
+             if ids.ndim == 2 else f"devices d0..d{ids.size - 1} in a row")
+    return _title(ax, title or "mesh " + " x ".join(f"{k}={v}" for k, v in mesh_shape.items()), claim)
+
+
+def chunk_name(index: Sequence[int], zarr_format: int = 2) -> str:
+    """A chunk's file name (key) from its grid position: ``0.1`` in zarr 2, ``c/0/1`` in zarr 3."""
+    return ".".join(map(str, index)) if zarr_format == 2 else "c/" + "/".join(map(str, index))
+
+
+def _overlapped(domain, chunk) -> int:
+    return int(np.prod([-(-stop // c) - start // c for (start, stop), c in zip(domain, chunk)]))
+
+
+_CHUNK_EDGE = "#cf222e"  # the saved-chunk grid: dashed, in a colour no device boundary has
 
 
 def plot_sharded_array(global_shape: Sequence[int], mesh_shape: Mapping[str, int], spec: Sequence,
                        chunk_shape: Sequence[int] | None = None, zarr_format: int = 2, ax=None,
-                       title: str | None = None):
-    """A 1-D or 2-D array coloured by the device holding each slice (replicas listed together),
-    with the chunk grid dashed and each chunk labelled with its file name when ``chunk_shape`` is
-    given. Uses JAX's own ``devices_indices_map`` (needs the course's devices)."""
-    shape = tuple(global_shape) if len(global_shape) == 2 else (1, int(global_shape[0]))
-    domains = layout.real_index_domains(global_shape, mesh_shape, spec)
-    if len(global_shape) == 1:
-        domains = {d: ((0, 1), dom[0]) for d, dom in domains.items()}
+                       title: str | None = None, writers: Mapping[int, Sequence[tuple[int, int]]] | None = None):
+    """A 1-D or 2-D array coloured by the device holding each slice (replicas listed together).
+
+    With ``chunk_shape``, the saved-chunk grid is drawn on top, dashed red, and each chunk is
+    labelled with its file name. With ``writers`` (``{device id: index domain it writes}``, from
+    Orbax's replica slices), each written region takes its writer's colour and every chunk says
+    who writes it. Uses JAX's own ``devices_indices_map`` (needs the course's devices).
+    """
+    one_d = len(global_shape) == 1
+    shape = tuple(global_shape) if not one_d else (1, int(global_shape[0]))
+
+    def as_2d(dom):
+        return ((0, 1), tuple(dom[0])) if one_d else tuple(tuple(d) for d in dom)
+
+    domains = {d: as_2d(dom) for d, dom in layout.real_index_domains(global_shape, mesh_shape, spec).items()}
     owners: dict = {}
     for d, dom in sorted(domains.items()):
         owners.setdefault(dom, []).append(d)
+    written = {d: as_2d(dom) for d, dom in (writers or {}).items()}
     rows, cols = shape
-    ax = _axes(ax, (min(11, 2 + cols * 0.22), min(8, 1.5 + rows * 0.22)))
+    ax = _axes(ax, (min(11, 2 + cols * 0.22), min(8, 1.8 + rows * 0.22)))
     for ((r0, r1), (c0, c1)), devs in owners.items():
-        ax.add_patch(Rectangle((c0, r0), c1 - c0, r1 - r0, facecolor=device_colour(devs[0]), edgecolor="black", lw=1.2))
+        ax.add_patch(Rectangle((c0, r0), c1 - c0, r1 - r0, facecolor=device_colour(devs[0]),
+                               alpha=0.35 if written else 1.0, edgecolor="black", lw=1.6, zorder=1))
         label = "d" + ",".join(map(str, devs)) if len(devs) <= 4 else f"d{devs[0]}..d{devs[-1]} ({len(devs)} replicas)"
+        if written:
+            label = "held by " + label
         if chunk_shape is None:
             ax.text((c0 + c1) / 2, (r0 + r1) / 2, label, ha="center", va="center", fontsize=8, fontweight="bold")
         else:  # corner label, leaving the middle of each chunk for its file name
-            ax.text(c0 + 0.01 * cols, r0 + 0.01 * rows, label, ha="left", va="top", fontsize=8, fontweight="bold",
-                    bbox={"facecolor": "white", "alpha": 0.7, "lw": 0, "pad": 1})
+            ax.text(c0 + 0.01 * cols, r0 + 0.01 * rows, label, ha="left", va="top", fontsize=7, fontweight="bold",
+                    bbox={"facecolor": "white", "alpha": 0.7, "lw": 0, "pad": 1}, zorder=6)
+    for d, ((r0, r1), (c0, c1)) in sorted(written.items()):
+        ax.add_patch(Rectangle((c0, r0), c1 - c0, r1 - r0, facecolor=device_colour(d), edgecolor="black",
+                               lw=0.6, zorder=2))
+    if written:  # each shard's outline again, above its writers' slices
+        for ((r0, r1), (c0, c1)) in owners:
+            ax.add_patch(Rectangle((c0, r0), c1 - c0, r1 - r0, fill=False, edgecolor="black", lw=2.2, zorder=3))
+    chunk_writer: dict = {}
     if chunk_shape is not None:
-        chunk = tuple(chunk_shape) if len(chunk_shape) == 2 else (1, int(chunk_shape[0]))
+        chunk = tuple(chunk_shape) if not one_d else (1, int(chunk_shape[0]))
         n_r, n_c = -(-rows // chunk[0]), -(-cols // chunk[1])
         for i in range(n_r):
             for j in range(n_c):
-                idx = (i, j) if len(global_shape) == 2 else (j,)
-                name = ".".join(map(str, idx)) if zarr_format == 2 else "c/" + "/".join(map(str, idx))
-                ax.add_patch(Rectangle((j * chunk[1], i * chunk[0]), chunk[1], chunk[0], fill=False,
-                                       edgecolor="black", lw=0.8, ls="--"))
-                ax.text(j * chunk[1] + chunk[1] / 2, i * chunk[0] + chunk[0] / 2, name, ha="center",
-                        va="center", fontsize=8, family="monospace")
+                name = chunk_name((i, j) if not one_d else (j,), zarr_format)
+                r0, c0 = i * chunk[0], j * chunk[1]
+                ax.add_patch(Rectangle((c0, r0), chunk[1], chunk[0], fill=False, edgecolor=_CHUNK_EDGE,
+                                       lw=1.8, ls=(0, (4, 3)), zorder=4))
+                who = [d for d, ((a, b), (c, e)) in sorted(written.items()) if a <= r0 < b and c <= c0 < e]
+                if who:
+                    chunk_writer[name] = who[0]
+                text = f"{name} \u2190 d{who[0]}" if who else name
+                ax.text(c0 + chunk[1] / 2, r0 + chunk[0] / 2, text, ha="center", va="center", fontsize=8,
+                        family="monospace", zorder=7,
+                        bbox={"facecolor": "white", "edgecolor": _CHUNK_EDGE, "lw": 0.6, "pad": 1.5})
     ax.set_xlim(0, cols)
     ax.set_ylim(rows, 0)
     ax.set_xlabel("column")
-    ax.set_ylabel("row" if len(global_shape) == 2 else "")
-    if len(global_shape) == 1:
+    ax.set_ylabel("row" if not one_d else "")
+    if one_d:
         ax.set_yticks([])
+    # The one claim this figure shows, from the same numbers it draws.
+    replicas = {len(devs) for devs in owners.values()}
+    if chunk_writer:
+        shared = next((devs for devs in owners.values() if len(set(chunk_writer.values()) & set(devs)) > 1), None)
+        if shared:
+            mine = [(n, d) for n, d in chunk_writer.items() if d in shared][:2]
+            claim = ("replicas share the write: " + ", ".join(f"d{d} writes {n}" for n, d in mine)
+                     + f" ({len(chunk_writer)} chunk files, each written once)")
+        else:
+            claim = f"one replica writes each shard: {len(chunk_writer)} chunk files, each written once"
+    elif chunk_shape is not None:
+        chunk = tuple(chunk_shape) if not one_d else (1, int(chunk_shape[0]))
+        counts = sorted({_overlapped(dom, chunk) for dom in domains.values()})
+        claim = (f"each device's slice overlaps {counts[0]} saved chunk(s)" if len(counts) == 1
+                 else f"devices' slices overlap {counts[0]} to {counts[-1]} saved chunks")
+    elif replicas == {1}:
+        claim = f"{len(owners)} devices, {len(owners)} different shards, no replicas"
+    else:
+        claim = f"{len(owners)} shards, each held by {max(replicas)} devices (replicas)"
     spec_text = ", ".join(repr(e) for e in spec) or ""
-    ax.set_title(title or f"{tuple(global_shape)} with P({spec_text}) on "
-                 + " x ".join(f"{k}={v}" for k, v in mesh_shape.items())
-                 + (f", chunks {tuple(chunk_shape)}" if chunk_shape is not None else ""))
+    _title(ax, title or f"{tuple(global_shape)} with P({spec_text}) on "
+           + " x ".join(f"{k}={v}" for k, v in mesh_shape.items())
+           + (f", chunks {tuple(chunk_shape)}" if chunk_shape is not None else ""), claim)
     return ax
 
 
-def _device_bars(values_by_device: Mapping[int, float], ax, ylabel: str, fmt, devices_per_host: int | None = None):
+_PART_CMAP = plt.get_cmap("Set2")  # tensors within a device's bar: not device colours, so the two never mix
+
+
+def _device_bars(values_by_device: Mapping[int, float | Mapping[str, float]], ax, ylabel: str, fmt,
+                 devices_per_host: int | None = None):
+    """One bar per device, in the device's colour; a device given ``{part: value}`` gets a bar
+    stacked by part, each part in its own colour with a legend."""
     devices = sorted(values_by_device)
-    values = [values_by_device[d] for d in devices]
-    ax.bar([f"d{d}" for d in devices], values, color=[device_colour(d) for d in devices], edgecolor="black", lw=0.5)
+    parts = list(dict.fromkeys(k for d in devices if isinstance(values_by_device[d], Mapping)
+                               for k in values_by_device[d]))
+    labels = [f"d{d}" for d in devices]
+    if parts:
+        bottom = np.zeros(len(devices))
+        for i, part in enumerate(parts):
+            heights = np.array([float(values_by_device[d].get(part, 0)) for d in devices])
+            ax.bar(labels, heights, bottom=bottom, color=_PART_CMAP(i % 8), edgecolor="black", lw=0.5,
+                   label=f"{part}: {fmt(heights.sum())} in all")
+            bottom += heights
+        values = list(bottom)
+        ax.legend(fontsize=8, loc="upper right", ncol=min(3, len(parts)))
+    else:
+        values = [values_by_device[d] for d in devices]
+        ax.bar(labels, values, color=[device_colour(d) for d in devices], edgecolor="black", lw=0.5)
     top = max(values + [1])
     if devices_per_host:
         for h, start in enumerate(range(0, len(devices), devices_per_host)):
@@ -191,33 +293,45 @@ def _device_bars(values_by_device: Mapping[int, float], ax, ylabel: str, fmt, de
             if h % 2 == 0:
                 ax.axvspan(start - 0.5, start + len(group) - 0.5, color="0.92", zorder=0)
             ax.text(start + (len(group) - 1) / 2, top * 1.12, f"host {h}: {fmt(sum(group))}", ha="center", fontsize=9)
-    ax.set_ylim(0, top * 1.25)
+    ax.set_ylim(0, top * (1.6 if parts else 1.25))
     ax.set_ylabel(ylabel)
     if len(devices) > 12:
         ax.tick_params(axis="x", labelsize=7)
-    return ax
+    return values
 
 
-def plot_bytes_per_device(bytes_by_device: Mapping[int, int], devices_per_host: int | None = None, ax=None,
-                          title: str = "Bytes written per device"):
-    """Bars of bytes written per device; with ``devices_per_host``, hosts are shaded and totalled."""
-    ax = _axes(ax, (max(6, 0.45 * len(bytes_by_device) + 2), 3.2))
-    _device_bars({d: int(b) for d, b in bytes_by_device.items()}, ax, "bytes", _human, devices_per_host)
-    ax.set_title(f"{title} (total {_human(sum(bytes_by_device.values()))})")
-    return ax
+def _spread(values: Sequence[float], fmt, what: str) -> str:
+    lo, hi = min(values), max(values)
+    return f"every device {what} {fmt(lo)}" if lo == hi else f"devices {what} from {fmt(lo)} to {fmt(hi)}"
+
+
+def plot_bytes_per_device(bytes_by_device: Mapping[int, int | Mapping[str, int]], devices_per_host: int | None = None,
+                          ax=None, title: str = "Bytes written per device", claim: str | None = None):
+    """Bars of bytes per device. A device given ``{tensor: bytes}`` gets a bar stacked by tensor.
+    With ``devices_per_host``, hosts are shaded and totalled. The claim under the title says how
+    the bytes spread over devices (or hosts), unless ``claim`` gives another."""
+    ax = _axes(ax, (max(6, 0.45 * len(bytes_by_device) + 2), 3.4))
+    values = _device_bars(bytes_by_device, ax, "bytes", _human, devices_per_host)
+    if claim is None:
+        if devices_per_host:
+            hosts = [sum(values[i:i + devices_per_host]) for i in range(0, len(values), devices_per_host)]
+            claim = " / ".join(f"host {h}: {v / max(sum(hosts), 1):.0%}" for h, v in enumerate(hosts)) + " of the bytes"
+        else:
+            claim = _spread(values, _human, "has")
+    return _title(ax, f"{title} (total {_human(sum(values))})", claim)
 
 
 def plot_chunk_reads(reads_by_device: Mapping[int, int], ax=None, title: str = "Chunks read per device"):
     """Bars: how many saved chunks each target device reads (whole chunks)."""
-    ax = _axes(ax, (max(6, 0.4 * len(reads_by_device) + 2), 3.0))
-    _device_bars({d: int(n) for d, n in reads_by_device.items()}, ax, "chunks read", str)
-    ax.set_title(f"{title} (total {sum(reads_by_device.values())})")
-    return ax
+    ax = _axes(ax, (max(6, 0.4 * len(reads_by_device) + 2), 3.2))
+    values = _device_bars({d: int(n) for d, n in reads_by_device.items()}, ax, "chunks read", str)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    return _title(ax, f"{title} (total {sum(values)})", _spread(values, lambda n: f"{n:g} chunk(s)", "reads"))
 
 
 def plot_read_amplification(ratios: Mapping[str, float], ax=None, title: str = "Read amplification"):
     """Bars: bytes read / bytes needed for several restore layouts (1.0 = nothing read in vain)."""
-    ax = _axes(ax, (1.6 * len(ratios) + 2, 3.2))
+    ax = _axes(ax, (1.6 * len(ratios) + 2, 3.4))
     names = list(ratios)
     values = [float(ratios[n]) for n in names]
     bars = ax.bar(names, values, color=[device_colour(2 * i + 1) for i in range(len(names))], edgecolor="black", lw=0.5)
@@ -226,8 +340,8 @@ def plot_read_amplification(ratios: Mapping[str, float], ax=None, title: str = "
     ax.axhline(1.0, color="black", lw=0.8, ls="--")
     ax.set_ylim(0, max(values + [1]) * 1.2)
     ax.set_ylabel("bytes read / bytes needed")
-    ax.set_title(title)
-    return ax
+    worst, best = names[values.index(max(values))], names[values.index(min(values))]
+    return _title(ax, title, f"{worst} reads {max(values):g}x what it needs, {best} {min(values):g}x")
 
 
 def plot_byte_runs(runs: Sequence[tuple[int, int]], reads: Sequence[tuple[int, int]] | None = None,
@@ -260,8 +374,13 @@ def plot_byte_runs(runs: Sequence[tuple[int, int]], reads: Sequence[tuple[int, i
     ax.set_ylim(0, len(rows))
     ax.set_yticks([])
     ax.set_xlabel("byte offset in the file")
-    ax.set_title(title)
-    return ax
+    needed = sum(n for _, n in runs)
+    if reads is None:
+        claim = f"{len(runs)} run(s), {_human(needed)} needed"
+    else:
+        fetched = sum(n for _, n in reads)
+        claim = f"{len(runs)} runs in {len(reads)} read(s): {fetched / max(needed, 1):.3g}x the bytes needed"
+    return _title(ax, title, claim)
 
 
 def plot_presharding_reads(chunks_by_layout: Mapping[str, Mapping[int, int]], ax=None, log: bool = True,
@@ -286,8 +405,10 @@ def plot_presharding_reads(chunks_by_layout: Mapping[str, Mapping[int, int]], ax
         ax.set_ylim(0, top * 1.4)
     ax.set_ylabel("chunks read" + (" (log scale)" if log else ""))
     ax.legend(fontsize=8, loc="upper right")
-    ax.set_title(title)
-    return ax
+    totals = {name: sum(chunks_by_layout[name].values()) for name in names}
+    worst, best = max(totals, key=totals.get), min(totals, key=totals.get)
+    return _title(ax, title, f"{worst}: {totals[worst]} chunk reads; {best}: {totals[best]}"
+                  + (f" ({totals[worst] / max(totals[best], 1):g}x fewer)" if totals[worst] != totals[best] else ""))
 
 
 _STATUS_COLOURS = {"mastered": "#1a7f37", "attempted": "#d29922", "not started": "#d0d7de"}
@@ -324,5 +445,5 @@ def plot_progress(rows: Sequence[tuple[str, int, float, float, str]], ax=None, t
     if rows and all(status == "not started" for *_, status in rows):
         ax.text(x / 2 - 0.5, 0.5, "Nothing graded yet: `make check` (or a practice set) records your scores here",
                 ha="center", va="center", fontsize=9, color="#57606a")
-    ax.set_title(title)
-    return ax
+    tally = {status: sum(1 for *_, st in rows if st == status) for status in _STATUS_COLOURS}
+    return _title(ax, title, ", ".join(f"{n} {status}" for status, n in tally.items()))
