@@ -299,11 +299,13 @@ def test_restore_problem_is_graded_by_a_real_restore_in_a_directory_that_is_remo
     assert list(scratch.iterdir()) == []  # and removed with the worker
 
 
-def test_public_examples_catch_a_read_that_forgets_the_tensors_offset():
-    """Forgetting data_offsets[0] must fail the notebook check, not only the hidden tests."""
+@pytest.mark.parametrize("name", [n for n, _, status, _ in WRONG["4.4"] if status == "incorrect"])
+def test_public_examples_catch_the_mistakes_4_4s_diagnoses_know(name):
+    """A mistake the hidden diagnoses name (forgetting data_offsets[0], one run for a strided shard,
+    ...) must already fail the notebook check, not only the hidden tests."""
     from autograder.notebook import problem
 
-    source = next(s for n, s, *_ in WRONG["4.4"] if n == "forgets_the_tensors_offset")
+    source = next(s for n, s, *_ in WRONG["4.4"] if n == name)
     namespace: dict = {}
     exec(HEADERS["4.4"] + source, namespace)  # noqa: S102 - a curated wrong answer, run as a notebook would
     result = problem("4.4").check(namespace["read_shard"])

@@ -666,6 +666,13 @@ READ_SHARD = [
         f.seek(base)
         full = np.frombuffer(f.read(size), dtype).reshape(shape, order="F")
     return np.array(full[tuple(slice(a, b) for a, b in bounds)])"""), "incorrect", "column-major"),
+    ("reads_one_contiguous_run", _read(body="""strides = [dtype.itemsize] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    with open(path, "rb", buffering=0) as f:
+        f.seek(base + sum(a * s for (a, _), s in zip(bounds, strides)))
+        data = f.read(math.prod(b - a for a, b in bounds) * dtype.itemsize)
+    return np.frombuffer(data, dtype).reshape(tuple(b - a for a, b in bounds))"""), "incorrect", "one run per row"),
     ("always_float32", _read(body=_EXACT.replace("BUFFERING", "0").replace(
         "np.frombuffer(b\"\".join(out), dtype)", "np.frombuffer(b\"\".join(out), dtype).astype(np.float32)")),
      "incorrect", "own dtype"),

@@ -329,6 +329,13 @@ def _diagnose_read(args, actual, expected):
         wrong = np.frombuffer(content[data_start:data_start + size], dtype=dtype).reshape(shape)
         if np.array_equal(actual, wrong[tuple(slice(a, b) for a, b in bounds)]):
             return "tensor_offset"
+    if bounds:  # the shard's bytes taken as one run from its first element, strides ignored
+        strides = np.cumprod((1,) + shape[:0:-1])[::-1] * dtype.itemsize
+        first = base + int(sum(a * st for (a, _), st in zip(bounds, strides)))
+        if first + expected.nbytes <= len(content):
+            run = np.frombuffer(content[first:first + expected.nbytes], dtype=dtype).reshape(expected.shape)
+            if not np.array_equal(run, expected) and np.array_equal(actual, run):
+                return "one_run"
     no_start = base - 8 - arg.header_size()
     if no_start + size <= len(content):
         wrong = np.frombuffer(content[no_start:no_start + size], dtype=dtype).reshape(shape)
@@ -353,6 +360,8 @@ READ = Hidden(
         "column_major": "The values are laid out column-major: safetensors is row-major (C order).",
         "data_start": "The values come from the wrong place: data_offsets count from the start of the data section, "
                       "which begins at 8 + N, not at byte 0.",
+        "one_run": "The values are the shard's bytes read as one contiguous run from its first element: a shard of "
+                   "an inner dimension is strided, one run per row. Read each of its byte runs (problem 4.2).",
         "tensor_offset": "The values come from the wrong place: a tensor starts at data_start + data_offsets[0]; "
                          "yours were read from where the data section starts, which holds another tensor's bytes.",
         "leading_dim": "Wrong on a shard of the leading dimension.",
