@@ -22,7 +22,7 @@ help:
 	@echo "make practice - a timed set of problems you have not mastered (MINUTES=30 UNIT=)"
 	@echo "make drill  - quick-fire numeric questions with worked answers"
 	@echo "make test   - run the project's test-suite"
-	@echo "make bench  - grading speed benchmarks"
+	@echo "make bench  - speed benchmarks: grading, isolation, shard reads, nbgrader, lessons"
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11+ or run 'make PYTHON=/path/to/python3.11'"; exit 1; }
@@ -59,6 +59,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_isolation.py
 	$(BIN)/python bench/bench_shard_reads.py
 	$(BIN)/python bench/bench_nbgrader.py
+	$(BIN)/python bench/bench_lessons.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
