@@ -104,6 +104,8 @@ def test_lessons_execute(root, name):
         fetched = re.search(r"one 8-byte buffered read fetched ([\d,]+) bytes", text)
         assert stated and fetched and stated.group(1) == fetched.group(1), (stated, fetched)
         assert "8 KiB here" not in "".join(c.source for c in nb.cells)
+        merged = float(re.search(r"max gap 112 bytes: 16 runs in 1 read\(s\), ([\d.]+)x", text).group(1))
+        assert f"fetches about {merged:.1f} bytes for every one" in " ".join(" ".join(c.source.split()) for c in nb.cells)
     if name == "02_sharded_save_layouts.ipynb":
         # the small layer's OCDBT files count its bytes twice or more; the explorer predicts Orbax's files
         counted = float(re.search(r"dense_ocdbt .*\(([\d.]+)x counted\)", text).group(1))
