@@ -92,3 +92,24 @@ def test_references_pass_their_own_type_checks_on_hidden_cases(tmp_path):
         for c in cases:
             got = expected_outcome(p, files.realize(c.args, str(tmp_path)))
             assert isinstance(got, Raises) or p.returns.type_error(got) is None, (p.id, c)
+
+
+def test_unit1_counts_without_compiling_equal_eager_flax_on_hidden_cases():
+    """The Unit 1 references count through eval_shape (nothing compiles); an eager init of every
+    hidden case's layer gives the same counts."""
+    for pid in ("1.1", "1.2"):
+        _, cases = hidden_cases(registry.get(pid), "eager-check")
+        for c in cases:
+            if pid == "1.1":
+                seed, x, shards, f = c.args
+                params = nn.Dense(int(f)).init(jax.random.PRNGKey(int(seed)), jnp.asarray(x))
+                total = sum(leaf.size for leaf in jax.tree.leaves(params))
+            else:
+                seed, x, f, shards = c.args
+                model = nnx.Linear(x.shape[-1], int(f), rngs=nnx.Rngs(int(seed)))
+                total = sum(leaf.size for leaf in jax.tree.leaves(nnx.state(model, nnx.Param)))
+            assert reference(registry.get(pid))(*c.args).tolist() == [total, total / int(shards)], (pid, c.category)
+    for sizes in ([4, 8, 3], [16, 32, 32, 5], [7, 2]):
+        model = MLP(sizes, rngs=nnx.Rngs(3))
+        eager = {"/".join(map(str, path)): int(v.get_value().size) for path, v in nnx.to_flat_state(nnx.state(model, nnx.Param))}
+        assert unit1.nnx_param_table(3, sizes) == eager
