@@ -301,6 +301,8 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
     if runs:
         from ckptlab import setup_devices
 
+        if level.level == sandbox.STRICT:
+            sandbox.start_zygote()  # workers fork from it; it imports while the references start
         setup_devices()  # the references run here and need the course's 16 devices
 
     def run(plan: _Plan) -> ProblemResult:

@@ -396,3 +396,46 @@ def test_killing_the_grader_leaves_no_worker(level):
             break
         time.sleep(0.05)
     assert set(sandbox_processes()) - before == set()
+
+
+# ---------------------------------------------------------------------------------------------
+# Workers forked from the zygote (the strict level's fast start) inherit its memory: public only
+
+_FORKED_AND_CLEAN = '''
+import gc, sys
+
+FORKED = "jax" in sys.modules  # at load time: only a worker forked from the zygote has JAX already
+SECRET = ("solutions", "autograder.hidden", "autograder.registry", "autograder.grade", "autograder.batch")
+
+
+def coalesce_runs(runs, max_gap):
+    held = [m for m in sys.modules if m.startswith(SECRET)]
+    code = [f for f in gc.get_objects() if type(f).__name__ == "function" and str(f.__module__).startswith(SECRET)]
+    if not FORKED or held or code:
+        return [(-1, len(held) + len(code))]  # wrong on purpose: says what was found
+    reads = []
+    for offset, length in sorted(runs):
+        if reads and offset - (reads[-1][0] + reads[-1][1]) <= max_gap:
+            start, size = reads[-1]
+            reads[-1] = (start, max(start + size, offset + length) - start)
+        else:
+            reads.append((offset, length))
+    return reads
+'''
+
+
+def test_a_worker_forked_from_the_zygote_holds_no_reference_and_no_hidden_test(grade_code):
+    """The zygote imports public libraries only: a worker forked from it finds JAX loaded, and no
+    module or function of the references, the hidden tests or the judging side (which it would,
+    were any of them preloaded)."""
+    (result,) = grade_code(_FORKED_AND_CLEAN, problems=["4.3"], isolation="strict").problems
+    assert result.status == "correct", result.message
+
+
+def test_without_the_zygote_workers_start_afresh_and_grade_the_same(grade_code, monkeypatch, root):
+    forked = grade_code((root / "solutions" / "unit2.py").read_text(), problems=["2.1", "2.4"], isolation="strict")
+    monkeypatch.setenv("CKPT_ZYGOTE", "0")
+    (fresh,) = grade_code(_FORKED_AND_CLEAN, problems=["4.3"], isolation="strict").problems
+    assert fresh.status == "incorrect"  # not forked: JAX was not loaded, so it says so
+    afresh = grade_code((root / "solutions" / "unit2.py").read_text(), problems=["2.1", "2.4"], isolation="strict")
+    assert [p.status for p in forked.problems] == [p.status for p in afresh.problems] == ["correct", "correct"]

@@ -20,7 +20,7 @@ _TRUSTED = 2**31 - 1  # what the grader sends is not bounded here
 _LIBRARIES = ("jax", "jaxlib", "flax", "orbax", "numpy", "tensorstore", "ml_dtypes", "safetensors")
 # Loaded before a read-counted problem's code: once its cases run, file memory maps are refused, so
 # C extensions a reader may import inside its function must be loaded already.
-_PRELOAD_FOR_READS = ("array", "binascii", "bisect", "heapq", "io", "json", "math", "mmap", "random", "struct",
+PRELOAD_FOR_READS = ("array", "binascii", "bisect", "heapq", "io", "json", "math", "mmap", "random", "struct",
                       "zlib", "safetensors", "safetensors.numpy")
 
 
@@ -91,14 +91,16 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
 
     try:
         # JAX, if the learner's code imports it, starts with the course's devices; if not, no cost.
-        prepare_environment(job.get("num_devices", 16))
+        # (A worker forked from the zygote has JAX imported, its devices prepared by the zygote.)
+        if "jax" not in sys.modules:
+            prepare_environment(job.get("num_devices", 16))
     except BaseException as exc:  # noqa: BLE001 - report, never crash silently
         send({"setup": {"kind": "devices", "type": type(exc).__name__, "line": None, "detail": str(exc)}})
         return 0
     if plan.count_reads:
         import importlib
 
-        for name in _PRELOAD_FOR_READS:
+        for name in PRELOAD_FOR_READS:
             importlib.import_module(name)
         from autograder.reads import switch_off_memory_maps
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from autograder import codec
-from autograder.sandbox import inside, jail, wire
+from autograder.sandbox import inside, jail, wire, zygote
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MEMORY = 4 * 2**30
@@ -221,7 +221,21 @@ def _env(workdir: str, level: str) -> dict:
     """The worker's whole environment: nothing of the grader's (no salt, no tokens, no home)."""
     return {"PATH": os.environ.get("PATH", os.defpath), "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
             "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg", "MPLCONFIGDIR": os.path.join(workdir, ".matplotlib"),
-            "CKPT_ISOLATION": level}
+            "CKPT_ISOLATION": level,
+            # One BLAS thread: a worker uses one core, and the zygote must stay single-threaded to fork.
+            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+
+
+@lru_cache(maxsize=1)
+def zygote_env() -> dict:
+    """The zygote's environment: a worker's, with a home of its own (it never writes there)."""
+    home = tempfile.mkdtemp(prefix="ckpt-zygote-")
+    return {**_env(home, ""), "CKPT_ISOLATION": ""}
+
+
+def start_zygote() -> None:
+    """Start the zygote workers are forked from, in the background (it imports for a second)."""
+    zygote.start(zygote_env())
 
 
 class Worker:
@@ -248,10 +262,15 @@ class Worker:
         self.namespace: str | None = None
         self.start = time.monotonic()
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-B", inside.__file__, str(to_r), str(from_w), str(os.getpid())],
-                pass_fds=(to_r, from_w), cwd=self.workdir, env=_env(self.workdir, level), stdin=subprocess.DEVNULL,
-                stdout=self.log, stderr=self.log, start_new_session=True)
+            # At the strict level, forked from the zygote, which has the libraries imported; else (and
+            # at the basic level, whose workers can reach whatever the grader can) started afresh.
+            self.proc = zygote.spawn((to_r, from_w, self.log.fileno()), self.workdir, _env(self.workdir, level),
+                                     zygote_env()) if level == STRICT else None
+            if self.proc is None:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-I", "-B", inside.__file__, str(to_r), str(from_w), str(os.getpid())],
+                    pass_fds=(to_r, from_w), cwd=self.workdir, env=_env(self.workdir, level),
+                    stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, start_new_session=True)
         finally:
             os.close(to_r)
             os.close(from_w)

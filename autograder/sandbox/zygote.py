@@ -1,0 +1,262 @@
+"""Workers that do not pay start-up: a trusted template process they are forked from.
+
+Starting Python and importing JAX, Flax and Orbax costs a worker about a second, every problem.
+The zygote pays it once: it imports the libraries a worker needs and then, on the grader's
+request, forks. The fork (single-threaded, whatever the zygote had) runs
+:func:`autograder.sandbox.inside.main` exactly as a freshly started worker would: it enters its
+own jail (:func:`autograder.sandbox.jail.enter`: namespaces, Landlock, seccomp, limits) before it
+reads any learner code.
+
+What keeps this as safe as a fresh start:
+
+- The zygote is trusted code only. It never runs learner code, and never imports the reference
+  solutions or the hidden tests: its memory, which every worker inherits, holds public libraries.
+  Its environment is the workers' own (nothing of the grader's).
+- A worker gets its pipes and log file from the grader through this zygote (``SCM_RIGHTS``), and
+  closes the zygote's socket before doing anything else.
+- Jailed workers cannot reach the zygote: Landlock keeps them out of its ``/proc`` entry and
+  scopes their signals, seccomp refuses ptrace. So only the strict level forks workers from it;
+  at the basic level, whose workers can reach whatever the grader can, each starts afresh. A
+  zygote that dies is replaced, and the worker it was starting is started fresh.
+- The zygote dies with the grader, and its workers die with it (parent-death signals).
+
+Grader side: :func:`spawn`. Process side: :func:`serve`, run as ``python -I -B zygote.py FD PID``.
+Set ``CKPT_ZYGOTE=0`` to start every worker fresh (slower; for comparison).
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import threading
+
+# Imported once here, for every worker. Never the references or the hidden tests.
+PRELOAD = ("numpy", "jax", "jax.numpy", "jax.sharding", "flax.linen", "flax.nnx", "orbax.checkpoint",
+           "tensorstore", "ml_dtypes", "safetensors", "safetensors.numpy", "ckptlab.layout", "ckptlab.models",
+           "autograder.codec", "autograder.reads")
+_MAX_RECORD = 1 << 16
+
+
+# ---------------------------------------------------------------------------------------------
+# The zygote process
+
+def serve(sock_fd: int, grader: int) -> int:
+    from autograder.sandbox import inside, jail
+
+    jail.die_with_parent()
+    if os.getppid() != grader:
+        return 1
+    sock = socket.socket(fileno=sock_fd)
+    from ckptlab.devices import prepare_environment
+
+    prepare_environment(16)  # before JAX is imported: every worker's JAX starts with 16 devices
+    import importlib
+
+    for name in PRELOAD + inside.PRELOAD_FOR_READS:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a library that does not load here loads in the worker, or fails there
+            pass
+    if len(os.listdir("/proc/self/task")) != 1:  # a library started a thread: forks would be unsafe
+        sock.send(json.dumps({"ready": False, "why": "the preloaded libraries started threads"}).encode())
+        return 1
+    sock.send(json.dumps({"ready": True}).encode())
+    me = os.getpid()
+    children: set[int] = set()
+    while True:
+        readable, _, _ = select.select([sock], [], [], 0.05)
+        while children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            children.discard(pid)
+            sock.send(json.dumps({"exited": pid, "status": os.waitstatus_to_exitcode(status)}).encode())
+        if not readable:
+            continue
+        fds = array.array("i")
+        data, ancdata, _, _ = sock.recvmsg(_MAX_RECORD, socket.CMSG_SPACE(3 * fds.itemsize))
+        if not data:
+            return 0  # the grader is gone
+        for level, kind, payload in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+        request = json.loads(data)
+        if len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            sock.send(json.dumps({"id": request.get("id"), "pid": None}).encode())
+            continue
+        to_r, from_w, log = fds
+        pid = os.fork()
+        if pid == 0:
+            code = 70
+            try:
+                sock.close()
+                os.setsid()
+                os.dup2(log, 1)
+                os.dup2(log, 2)
+                keep = {0, 1, 2, to_r, from_w}
+                for fd in [int(n) for n in os.listdir("/proc/self/fd")]:
+                    if fd not in keep:
+                        try:
+                            os.close(fd)
+                        except OSError:
+                            pass
+                os.chdir(request["cwd"])
+                os.environ.clear()
+                os.environ.update(request["env"])
+                os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=16"
+                import tempfile
+
+                tempfile.tempdir = None  # found again from this worker's TMPDIR
+                sys.argv = [inside.__file__, str(to_r), str(from_w), str(me)]  # as a worker started afresh
+                code = inside.main(to_r, from_w, me)
+            finally:
+                os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        children.add(pid)
+        sock.send(json.dumps({"id": request["id"], "pid": pid}).encode())
+
+
+# ---------------------------------------------------------------------------------------------
+# The grader's side
+
+class Forked:
+    """A worker forked by the zygote, with the parts of ``subprocess.Popen`` the grader uses."""
+
+    def __init__(self, zygote: _Zygote, pid: int):
+        self.zygote, self.pid, self.returncode = zygote, pid, None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is not None:
+            return self.returncode
+        with self.zygote.changed:
+            if not self.zygote.changed.wait_for(lambda: self.pid in self.zygote.exited or self.zygote.dead, timeout):
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
+            # A zygote that died took its workers with it (parent-death signal): killed.
+            self.returncode = self.zygote.exited.pop(self.pid, -9)
+        return self.returncode
+
+
+class _Zygote:
+    def __init__(self, env: dict):
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.changed = threading.Condition()
+        self.exited: dict[int, int] = {}
+        self.replies: dict[int, int | None] = {}
+        self.dead, self.ready, self.next_id = False, None, 0
+        self.send_lock = threading.Lock()
+        started = threading.Event()
+
+        def anchor():
+            # The zygote's parent-death signal follows the thread that started it: this one, which
+            # lives as long as the zygote does.
+            try:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-I", "-B", __file__, str(theirs.fileno()), str(os.getpid())],
+                    pass_fds=(theirs.fileno(),), env=env, cwd="/", stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            except OSError:
+                self.proc = None
+            finally:
+                theirs.close()
+                started.set()
+            if self.proc is not None:
+                self.proc.wait()
+
+        threading.Thread(target=anchor, daemon=True, name="ckpt-zygote-anchor").start()
+        started.wait()
+        threading.Thread(target=self._read, daemon=True, name="ckpt-zygote-reader").start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self.sock.recv(_MAX_RECORD)
+            except OSError:
+                data = b""
+            with self.changed:
+                if not data:
+                    self.dead = True
+                    self.changed.notify_all()
+                    return
+                message = json.loads(data)
+                if "ready" in message:
+                    self.ready = bool(message["ready"])
+                elif "exited" in message:
+                    self.exited[int(message["exited"])] = int(message["status"])
+                elif "id" in message:
+                    self.replies[int(message["id"])] = message.get("pid")
+                self.changed.notify_all()
+
+    def wait_ready(self, timeout: float) -> bool:
+        with self.changed:
+            self.changed.wait_for(lambda: self.ready is not None or self.dead, timeout)
+            return bool(self.ready) and not self.dead
+
+    def spawn(self, fds: tuple[int, int, int], cwd: str, env: dict, timeout: float = 10.0) -> Forked | None:
+        with self.send_lock:
+            self.next_id += 1
+            ident = self.next_id
+            try:
+                self.sock.sendmsg([json.dumps({"id": ident, "cwd": cwd, "env": env}).encode()],
+                                  [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+            except OSError:
+                return None
+        with self.changed:
+            if not self.changed.wait_for(lambda: ident in self.replies or self.dead, timeout):
+                return None
+            pid = self.replies.pop(ident, None)
+        return Forked(self, pid) if pid else None
+
+
+_lock = threading.Lock()
+_current: _Zygote | None = None
+_failed = False
+
+
+def enabled() -> bool:
+    return sys.platform == "linux" and os.environ.get("CKPT_ZYGOTE", "1") != "0"
+
+
+def start(env: dict) -> None:
+    """Start the zygote now (it takes a second to import its libraries), if none is running."""
+    if enabled():
+        threading.Thread(target=_get, args=(env,), daemon=True).start()
+
+
+def _get(env: dict) -> _Zygote | None:
+    global _current, _failed
+    with _lock:
+        if _failed:
+            return None
+        if _current is None or _current.dead:
+            _current = _Zygote(env)
+            if not _current.wait_ready(120):
+                _failed = True  # this machine cannot: every worker starts fresh
+                _current = None
+        return _current
+
+
+def spawn(fds: tuple[int, int, int], cwd: str, env: dict, base_env: dict) -> Forked | None:
+    """Fork a worker running :func:`autograder.sandbox.inside.main` on ``fds`` (its input pipe,
+    its output pipe, its log), in ``cwd`` with ``env``; None where no zygote can (start afresh)."""
+    if not enabled():
+        return None
+    zygote = _get(base_env)
+    return zygote.spawn(fds, cwd, env) if zygote is not None else None
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from autograder.sandbox.zygote import serve as _serve  # this file, as a module of that copy
+
+    sys.exit(_serve(int(sys.argv[1]), int(sys.argv[2])))
