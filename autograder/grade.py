@@ -38,10 +38,11 @@ class ProblemResult:
     seconds: float = 0.0  # wall time grading this problem
     code_seconds: float = 0.0  # of which inside the learner's function
     category: str = ""  # why it failed, for instructors (see judge); not in learner reports
+    worker_peak_bytes: int = 0  # the worker's largest resident set (benchmarks)
 
     def public(self) -> dict:
         d = asdict(self)
-        for private in ("seconds", "code_seconds", "category"):
+        for private in ("seconds", "code_seconds", "category", "worker_peak_bytes"):
             d.pop(private)
         return d
 
@@ -350,6 +351,7 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
             status, category, message = "error", "grader", f"The grader failed on this problem ({type(exc).__name__}); please report it."
         result = _result(plan.problem, status, message, out.seconds, category)
         result.code_seconds = out.code_seconds
+        result.worker_peak_bytes = out.peak_bytes
         return result
 
     jobs = jobs or min(2, os.cpu_count() or 1)

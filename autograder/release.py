@@ -14,7 +14,6 @@ import re
 import shutil
 from pathlib import Path
 
-from autograder.notebooks import write_problem_notebooks
 
 # Never copied: references, hidden tests, the project's own tests and tooling.
 _SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
@@ -90,6 +89,8 @@ def build_release(root: Path, out: Path) -> list[Path]:
     _copy_tree(root / "course", out / "course")
     _copy_tree(root / "ckptlab", out / "ckptlab")
     _copy_tree(root / "autograder", out / "autograder", skip_file=_is_hidden)
+    from autograder.notebooks import write_problem_notebooks  # nbformat: a second to import, only here
+
     write_problem_notebooks(out)
     (out / "pyproject.toml").write_text(_bundle_pyproject((root / "pyproject.toml").read_text()))
     shutil.copy2(root / "environment.yml", out / "environment.yml")

@@ -47,6 +47,7 @@ class RunResult:
     returncode: int | None = None
     stderr_tail: str = ""  # for instructors' debugging logs only, never shown in reports
     detail: str = ""  # why a frame was refused (for instructors' logs)
+    peak_bytes: int = 0  # the largest resident set of a process of the worker's tree (benchmarks)
 
 
 def new_workdir() -> str:
@@ -203,6 +204,21 @@ def tree_rchar(root: int) -> int | None:
     return total
 
 
+def tree_peak_bytes(root: int) -> int:
+    """The largest peak resident set (VmHWM) among ``root`` and its descendants, in bytes."""
+    peak = 0
+    for _, pid in _tree(root):
+        try:
+            with open(f"/proc/{pid}/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"VmHWM:"):
+                        peak = max(peak, int(line.split()[1]) * 1024)
+                        break
+        except (OSError, ValueError, IndexError):
+            continue
+    return peak
+
+
 def _clean_error(raw) -> dict:
     """An error frame from the worker, reduced to bounded plain fields of known kinds."""
     raw = raw if isinstance(raw, dict) else {}
@@ -223,7 +239,11 @@ def _env(workdir: str, level: str) -> dict:
             "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg", "MPLCONFIGDIR": os.path.join(workdir, ".matplotlib"),
             "CKPT_ISOLATION": level,
             # One BLAS thread: a worker uses one core, and the zygote must stay single-threaded to fork.
-            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+            # XLA's CPU code generator without LLVM's optimisations: a learner's eager JAX (Flax's
+            # init, say) compiles for every new shape, in half the time, with the same results
+            # (no fast-math either way); course problems are small, never bound by compute.
+            "XLA_FLAGS": "--xla_backend_optimization_level=0"}
 
 
 @lru_cache(maxsize=1)
@@ -295,8 +315,10 @@ class Worker:
                 result.setup = _clean_error(first.get("setup") if isinstance(first, dict) else None)
                 result.status = "ok"
                 return
+            # One count per case: a case's window opens where the last one closed (before its file
+            # exists), so whatever the worker reads between cases is counted too, never missed.
+            before = tree_rchar(self.proc.pid) if self.count_reads else None
             for args in self.cases:
-                before = tree_rchar(self.proc.pid) if self.count_reads else None
                 if self.count_reads:
                     args = files.realize(args, self.workdir)
                 sent = wire.send(self.to_w, {"args": codec.encode(tuple(args))}, deadline)
@@ -308,6 +330,7 @@ class Worker:
                     # What the worker read of the frame itself is the grader's, not the learner's.
                     after = tree_rchar(self.proc.pid)
                     read_bytes = None if before is None or after is None else max(0, after - before - sent)
+                    before = after
                     files.remove(args)
                 result.cases.append(self._case(answer, read_bytes))
             result.status = "ok"
@@ -334,6 +357,7 @@ class Worker:
         """Kill the worker and everything it started; in the strict level, wait until its pid
         namespace is empty."""
         namespace = self.namespace or (_pid_namespace(self.proc.pid) if self.level == STRICT else None)
+        self.result.peak_bytes = tree_peak_bytes(self.proc.pid)
         if namespace:
             # Pid 1 first: the kernel kills the whole namespace and reaps it before pid 1 ends; then
             # the launcher, which waits for pid 1, reaps it and exits. (Killing the launcher first

@@ -113,7 +113,7 @@ def serve(sock_fd: int, grader: int) -> int:
                 os.chdir(request["cwd"])
                 os.environ.clear()
                 os.environ.update(request["env"])
-                os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=16"
+                os.environ["XLA_FLAGS"] = (request["env"].get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=16").strip()
                 import tempfile
 
                 tempfile.tempdir = None  # found again from this worker's TMPDIR
