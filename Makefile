@@ -22,7 +22,7 @@ help:
 	@echo "make practice - a timed set of problems you have not mastered (MINUTES=30 UNIT=)"
 	@echo "make drill  - quick-fire numeric questions with worked answers"
 	@echo "make test   - run the project's test-suite"
-	@echo "make bench  - speed benchmarks: grading, isolation, shard reads, nbgrader, lessons"
+	@echo "make bench  - speed and memory benchmarks: grading, isolation, shard reads, nbgrader, class memory, lessons"
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11+ or run 'make PYTHON=/path/to/python3.11'"; exit 1; }
@@ -58,7 +58,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_grading.py
 	$(BIN)/python bench/bench_isolation.py
 	$(BIN)/python bench/bench_shard_reads.py
-	$(BIN)/python bench/bench_nbgrader.py
+	$(BIN)/python bench/bench_nbgrader.py --learners 16
+	$(BIN)/python bench/bench_batch_memory.py
 	$(BIN)/python bench/bench_lessons.py
 
 clean:

@@ -4,8 +4,9 @@ One run builds the nbgrader course (``python -m autograder nbgrader``), releases
 learners' submissions from the released notebook (full marks, curated wrong answers, stubs left,
 syntax errors), and grades them both ways from the same files:
 
-- ``nbgrader autograde unit1``: one kernel per notebook, every cell run, each test cell grading
-  its problem in a fresh process;
+- ``nbgrader autograde unit1``: the course's nbgrader configuration grades each notebook with
+  this grader (``GradeInSandbox``: no kernel, learner code only in jailed workers), one grading
+  process per learner, one learner after another;
 - ``python -m autograder grade-batch``: no kernel, only the problems' functions in workers, and
   learners in parallel.
 
@@ -91,7 +92,7 @@ def main() -> None:
         print(f"  grade-batch -j {args.jobs}:     {batch:8.1f} s  ({batch / args.learners:.2f} s per learner)", flush=True)
         nbg = run([str(BIN / "nbgrader"), "autograde", f"unit{UNIT}"], course)
         print(f"  nbgrader autograde: {nbg:8.1f} s  ({nbg / args.learners:.2f} s per learner)")
-        print(f"  ratio nbgrader / grade-batch: {nbg / batch:.1f}x")
+        print(f"  ratio nbgrader / grade-batch: {nbg / batch:.1f}x (target >= 6x: {'met' if nbg / batch >= 6 else 'NOT MET'})")
 
         run([str(BIN / "nbgrader"), "export"], course)
         with open(course / "grades.csv", newline="") as f:

@@ -20,7 +20,7 @@ from ckptlab.models import MLP
 def dense_checkpoint_accounting(seed, x, num_shards, features):
     seed, num_shards, features = int(seed), int(num_shards), int(features)
     key = jax.ShapeDtypeStruct((2,), jnp.uint32)  # the shape of jax.random.PRNGKey(seed): the seed does not matter
-    params = jax.eval_shape(nn.Dense(features).init, key, jax.ShapeDtypeStruct(np.shape(x), jnp.asarray(x).dtype))
+    params = jax.eval_shape(nn.Dense(features).init, key, jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype))
     total = sum(leaf.size for leaf in jax.tree.leaves(params))
     return np.array([total, total / num_shards], dtype=np.float64)
 
