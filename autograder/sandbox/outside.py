@@ -191,32 +191,24 @@ def tree_rchar(root: int) -> int | None:
     at worst counted twice."""
     if not os.path.exists(f"/proc/{root}/io"):
         return None
-    total = 0
-    for _, pid in _tree(root):
-        try:
-            with open(f"/proc/{pid}/io", "rb") as f:
-                for line in f:
-                    if line.startswith(b"rchar:"):
-                        total += int(line.split()[1])
-                        break
-        except OSError:
-            continue
-    return total
+    return sum(_proc_number(pid, "io", b"rchar:") or 0 for _, pid in _tree(root))
 
 
 def tree_peak_bytes(root: int) -> int:
     """The largest peak resident set (VmHWM) among ``root`` and its descendants, in bytes."""
-    peak = 0
-    for _, pid in _tree(root):
-        try:
-            with open(f"/proc/{pid}/status", "rb") as f:
-                for line in f:
-                    if line.startswith(b"VmHWM:"):
-                        peak = max(peak, int(line.split()[1]) * 1024)
-                        break
-        except (OSError, ValueError, IndexError):
-            continue
-    return peak
+    return max([(_proc_number(pid, "status", b"VmHWM:") or 0) * 1024 for _, pid in _tree(root)] + [0])
+
+
+def _proc_number(pid: int, name: str, key: bytes) -> int | None:
+    """The number after ``key`` in ``/proc/<pid>/<name>``, or None when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as f:
+            for line in f:
+                if line.startswith(key):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _clean_error(raw) -> dict:
@@ -246,11 +238,10 @@ def _env(workdir: str, level: str) -> dict:
             "XLA_FLAGS": "--xla_backend_optimization_level=0"}
 
 
-@lru_cache(maxsize=1)
 def zygote_env() -> dict:
-    """The zygote's environment: a worker's, with a home of its own (it never writes there)."""
-    home = tempfile.mkdtemp(prefix="ckpt-zygote-")
-    return {**_env(home, ""), "CKPT_ISOLATION": ""}
+    """The zygote's environment: a worker's, with no home or scratch (it writes nothing; each
+    worker it forks gets its own environment)."""
+    return {**_env("/nonexistent", ""), "CKPT_ISOLATION": ""}
 
 
 def start_zygote() -> None:
