@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import io
-import itertools
 import math
 import re
 import tempfile
@@ -126,7 +125,7 @@ def placement(global_shape, dtype, mesh_shape, spec, devices_per_host=None, repl
     chunk_files = {}
     for device, domain in sorted(writers.items()):
         index = tuple(a // c for (a, _), c in zip(domain, chunk_shape))
-        chunk_files[".".join(map(str, index))] = device
+        chunk_files[layout.chunk_name(index)] = device
     out = {
         "global_shape": global_shape, "dtype": dtype.name, "mesh": dict(mesh_shape), "spec": tuple(spec),
         "shard_shape": shard_shape, "domains": domains, "holders": holders,
@@ -149,8 +148,7 @@ def restore_reads(global_shape, chunk_shape, mesh_shape, spec) -> dict:
     domains = layout.real_index_domains(tuple(global_shape), mesh_shape, spec)
     chunks_read = {}
     for device, domain in domains.items():
-        ranges = [range(a // c, -(-b // c)) for (a, b), c in zip(domain, chunk_shape)]
-        chunks_read[device] = sorted(itertools.product(*ranges))
+        chunks_read[device] = layout.chunks_overlapped(domain, chunk_shape)
     needed = sum(math.prod(b - a for a, b in dom) for dom in domains.values())
     read = sum(len(chunks) for chunks in chunks_read.values()) * math.prod(chunk_shape)
     return {"domains": domains, "chunks_read": chunks_read, "read_amplification": read / needed}

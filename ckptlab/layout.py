@@ -7,6 +7,7 @@ what JAX really does: a dimension that the shard count does not divide is an err
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -54,6 +55,17 @@ def padded_bounds(dim: int, num_shards: int) -> list[tuple[int, int, int]]:
         start, stop = min(i * size, dim), min((i + 1) * size, dim)
         out.append((start, stop, size - (stop - start)))
     return out
+
+
+def chunk_name(index, zarr_format: int = 2) -> str:
+    """A chunk's file name (key) from its grid position: ``0.1`` in zarr 2, ``c/0/1`` in zarr 3."""
+    return ".".join(map(str, index)) if zarr_format == 2 else "c/" + "/".join(map(str, index))
+
+
+def chunks_overlapped(domain, chunk_shape) -> list[tuple[int, ...]]:
+    """Grid positions of the chunks an index domain overlaps: the chunks a device reads, whole."""
+    ranges = [range(start // c, -(-stop // c)) for (start, stop), c in zip(domain, chunk_shape)]
+    return sorted(itertools.product(*ranges))
 
 
 def mesh_device_ids(mesh_shape) -> np.ndarray:

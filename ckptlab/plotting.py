@@ -162,15 +162,6 @@ def plot_mesh(mesh_shape: Mapping[str, int], ax=None, title: str | None = None):
     return _title(ax, title or "mesh " + " x ".join(f"{k}={v}" for k, v in mesh_shape.items()), claim)
 
 
-def chunk_name(index: Sequence[int], zarr_format: int = 2) -> str:
-    """A chunk's file name (key) from its grid position: ``0.1`` in zarr 2, ``c/0/1`` in zarr 3."""
-    return ".".join(map(str, index)) if zarr_format == 2 else "c/" + "/".join(map(str, index))
-
-
-def _overlapped(domain, chunk) -> int:
-    return int(np.prod([-(-stop // c) - start // c for (start, stop), c in zip(domain, chunk)]))
-
-
 _CHUNK_EDGE = "#cf222e"  # the saved-chunk grid: dashed, in a colour no device boundary has
 
 
@@ -220,7 +211,7 @@ def plot_sharded_array(global_shape: Sequence[int], mesh_shape: Mapping[str, int
         n_r, n_c = -(-rows // chunk[0]), -(-cols // chunk[1])
         for i in range(n_r):
             for j in range(n_c):
-                name = chunk_name((i, j) if not one_d else (j,), zarr_format)
+                name = layout.chunk_name((i, j) if not one_d else (j,), zarr_format)
                 r0, c0 = i * chunk[0], j * chunk[1]
                 ax.add_patch(Rectangle((c0, r0), chunk[1], chunk[0], fill=False, edgecolor=_CHUNK_EDGE,
                                        lw=1.8, ls=(0, (4, 3)), zorder=4))
@@ -249,7 +240,7 @@ def plot_sharded_array(global_shape: Sequence[int], mesh_shape: Mapping[str, int
             claim = f"one replica writes each shard: {len(chunk_writer)} chunk files, each written once"
     elif chunk_shape is not None:
         chunk = tuple(chunk_shape) if not one_d else (1, int(chunk_shape[0]))
-        counts = sorted({_overlapped(dom, chunk) for dom in domains.values()})
+        counts = sorted({len(layout.chunks_overlapped(dom, chunk)) for dom in domains.values()})
         claim = (f"each device's slice overlaps {counts[0]} saved chunk(s)" if len(counts) == 1
                  else f"devices' slices overlap {counts[0]} to {counts[-1]} saved chunks")
     elif replicas == {1}:

@@ -439,3 +439,42 @@ def test_without_the_zygote_workers_start_afresh_and_grade_the_same(grade_code, 
     assert fresh.status == "incorrect"  # not forked: JAX was not loaded, so it says so
     afresh = grade_code((root / "solutions" / "unit2.py").read_text(), problems=["2.1", "2.4"], isolation="strict")
     assert [p.status for p in forked.problems] == [p.status for p in afresh.problems] == ["correct", "correct"]
+
+
+_SIGNAL_EVERYONE = '''
+import os, signal
+
+
+def coalesce_runs(runs, max_gap):
+    me = os.getpid()
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        try:
+            os.kill(-1, sig)
+        except OSError:
+            pass
+        for pid in range(2, 2**15):  # by number too: the zygote's pid is not secret
+            if pid != me:
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+    return []
+'''
+
+
+def test_a_strict_worker_cannot_stop_or_kill_the_zygote(grade_code):
+    """A worker that signals every process it can name leaves the zygote running and forking (a
+    dead zygote would only slow grading down, since workers then start afresh: this checks it
+    directly, by its pid). Two protections hold here, each enough alone: the worker's pid
+    namespace, where the zygote has no number, and Landlock's signal scope (checked: the test
+    still passes with the scope off)."""
+    from autograder.sandbox import zygote
+
+    grade_code("def coalesce_runs(runs, max_gap):\n    return []\n", problems=["4.3"], isolation="strict")
+    before = zygote._current
+    assert before is not None and before.proc is not None and not before.dead
+    grade_code(_SIGNAL_EVERYONE, problems=["4.3"], isolation="strict")
+    state = Path(f"/proc/{before.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    assert zygote._current is before and not before.dead and state in "SR", state
+    worker = outside.Worker("def f():\n    return 1\n", "f", [()], level="strict")
+    assert isinstance(worker.proc, zygote.Forked) and worker.wait().cases == [{"value": 1, "read_bytes": None}]

@@ -47,6 +47,10 @@ _MAX_RECORD = 1 << 16
 # ---------------------------------------------------------------------------------------------
 # The zygote process
 
+def _single_threaded() -> bool:
+    return len(os.listdir("/proc/self/task")) == 1
+
+
 def serve(sock_fd: int, grader: int) -> int:
     from autograder.sandbox import inside, jail
 
@@ -67,8 +71,8 @@ def serve(sock_fd: int, grader: int) -> int:
 
     for name in PRELOAD:
         preload(name)
-    later = [name for name in PRELOAD_WHEN_IDLE + inside.PRELOAD_FOR_READS]
-    if len(os.listdir("/proc/self/task")) != 1:  # a library started a thread: forks would be unsafe
+    later = list(PRELOAD_WHEN_IDLE + inside.PRELOAD_FOR_READS)
+    if not _single_threaded():  # a library started a thread: forks would be unsafe
         sock.send(json.dumps({"ready": False, "why": "the preloaded libraries started threads"}).encode())
         return 1
     sock.send(json.dumps({"ready": True}).encode())
@@ -89,7 +93,7 @@ def serve(sock_fd: int, grader: int) -> int:
         if not readable:
             if later and forkable:
                 preload(later.pop(0))
-                forkable = len(os.listdir("/proc/self/task")) == 1  # else workers start afresh from now on
+                forkable = _single_threaded()  # else workers start afresh from now on
             continue
         fds = array.array("i")
         data, ancdata, _, _ = sock.recvmsg(_MAX_RECORD, socket.CMSG_SPACE(3 * fds.itemsize))
