@@ -12,6 +12,7 @@ import importlib
 import os
 import re
 import shutil
+import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -251,8 +252,87 @@ class _Plan:
     source: str = ""
     hidden: Hidden | None = None
     cases: list = field(default_factory=list)
-    expected: list = field(default_factory=list)
     timeout: float = 0.0
+    # Filled by the references' thread (:class:`_References`), in plan order:
+    workdir: str = ""  # the worker's folder, its cases' files written
+    worker_args: list = field(default_factory=list)
+    files_ready: threading.Event = field(default_factory=threading.Event)
+    expected: list = field(default_factory=list)
+    expected_ready: threading.Event = field(default_factory=threading.Event)
+    failure: BaseException | None = None  # the trusted side failed on this problem
+
+
+class _References:
+    """The trusted side's own work, on one thread, ahead of the workers: the devices, then for
+    each problem in order its cases' files and the reference's expected values.
+
+    It starts before the isolation level is known, so it overlaps the zygote's start-up (a
+    second of imports on the other core), and it never competes with itself for the GIL: a
+    worker's thread only drives its worker. Learner code never runs here."""
+
+    def __init__(self, plans: list[_Plan]):
+        self.plans = [p for p in plans if p.result is None]
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="ckpt-references")
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            from ckptlab import setup_devices
+
+            setup_devices()  # the references run here and need the course's 16 devices
+        except BaseException as exc:  # noqa: BLE001 - every problem then says the grader failed
+            self._fail(self.plans, exc)
+            return
+        for i, plan in enumerate(self.plans):
+            if self.stopped.is_set():
+                self._fail(self.plans[i:], RuntimeError("grading stopped"))
+                return
+            try:
+                self._prepare(plan)
+            except BaseException as exc:  # noqa: BLE001 - a grader-side failure costs this problem only
+                self._fail([plan], exc)
+
+    @staticmethod
+    def _fail(plans: list[_Plan], exc: BaseException) -> None:
+        for plan in plans:
+            plan.failure = plan.failure or exc
+            plan.files_ready.set()
+            plan.expected_ready.set()
+
+    @staticmethod
+    def _prepare(plan: _Plan) -> None:
+        workdir = sandbox.new_workdir()
+        lazy = plan.problem.count_reads  # its files are written one case at a time, while reads are counted
+        # The references read files of their own: learner code may rewrite every file in its folder.
+        reference_dir = sandbox.new_workdir() if any(files.has_files(c.args) for c in plan.cases) else workdir
+        try:
+            args = [files.realize(c.args, reference_dir) for c in plan.cases]
+            if lazy:
+                plan.worker_args = [c.args for c in plan.cases]
+            elif reference_dir != workdir:  # the same files, copied into the worker's own folder
+                plan.worker_args = files.mirror(args, reference_dir, workdir)
+            else:
+                plan.worker_args = args
+            plan.workdir = workdir
+            plan.files_ready.set()
+            plan.expected = [expected_outcome(plan.problem, a) for a in args]
+            plan.expected_ready.set()
+        except BaseException:
+            if not plan.files_ready.is_set():
+                shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        finally:
+            if reference_dir != workdir:
+                shutil.rmtree(reference_dir, ignore_errors=True)
+
+    def close(self) -> None:
+        """Stop after the current problem; remove any folder no worker took."""
+        self.stopped.set()
+        self.thread.join()
+        for plan in self.plans:
+            if plan.workdir:
+                shutil.rmtree(plan.workdir, ignore_errors=True)
 
 
 def locate(problem, sub: extract.Submission) -> ProblemResult | None:
@@ -293,68 +373,54 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
     sub = extract.load_submissions(list(paths))
     plans = [_plan(p, sub, learner, salt, timeout) for p in chosen]
     runs = any(plan.result is None for plan in plans)
-    if isinstance(isolation, sandbox.Isolation):
-        level = isolation
-    elif runs or isolation == sandbox.STRICT:
-        level = sandbox.resolve(isolation)
-    else:
-        level = sandbox.Isolation(sandbox.NO_CODE_RAN)  # no learner code to run: no level to choose
+    references = None
     if runs:
-        from ckptlab import setup_devices
+        if getattr(isolation, "level", isolation) in (sandbox.STRICT, sandbox.AUTO):
+            sandbox.start_zygote()  # strict workers fork from it: it imports while the references start
+        references = _References(plans)
+    try:
+        if isinstance(isolation, sandbox.Isolation):
+            level = isolation
+        elif runs or isolation == sandbox.STRICT:
+            level = sandbox.resolve(isolation)
+        else:
+            level = sandbox.Isolation(sandbox.NO_CODE_RAN)  # no learner code to run: no level to choose
 
-        if level.level == sandbox.STRICT:
-            sandbox.start_zygote()  # workers fork from it; it imports while the references start
-        setup_devices()  # the references run here and need the course's 16 devices
+        def run(plan: _Plan) -> ProblemResult:
+            try:
+                return grade_plan(plan)
+            except Exception as exc:  # noqa: BLE001 - a grader-side failure costs this problem only
+                return _result(plan.problem, "error", f"The grader itself failed on this problem ({type(exc).__name__}); "
+                                                      "your other problems are graded. Please report this.", category="grader")
 
-    def run(plan: _Plan) -> ProblemResult:
-        try:
-            return grade_plan(plan)
-        except Exception as exc:  # noqa: BLE001 - a grader-side failure costs this problem only
-            return _result(plan.problem, "error", f"The grader itself failed on this problem ({type(exc).__name__}); "
-                                                  "your other problems are graded. Please report this.", category="grader")
+        def grade_plan(plan: _Plan) -> ProblemResult:
+            if plan.result is not None:
+                return plan.result
+            plan.files_ready.wait()
+            if plan.failure is not None:
+                raise plan.failure
+            worker = sandbox.Worker(plan.source, plan.problem.function, plan.worker_args, timeout=plan.timeout,
+                                    workdir=plan.workdir, count_reads=plan.problem.count_reads, level=level.level)
+            plan.workdir = ""  # the worker's now: removed when it is done
+            plan.expected_ready.wait()
+            if plan.failure is not None:
+                worker.kill()
+                raise plan.failure
+            out = worker.wait()
+            try:
+                status, category, message = judge(plan.problem, plan.hidden, plan.cases, plan.expected, out,
+                                                  plan.source, plan.timeout)
+            except Exception as exc:  # noqa: BLE001 - a judging bug must not sink the other problems
+                status, category, message = "error", "grader", f"The grader failed on this problem ({type(exc).__name__}); please report it."
+            result = _result(plan.problem, status, message, out.seconds, category)
+            result.code_seconds = out.code_seconds
+            result.worker_peak_bytes = out.peak_bytes
+            return result
 
-    def grade_plan(plan: _Plan) -> ProblemResult:
-        if plan.result is not None:
-            return plan.result
-        workdir = sandbox.new_workdir()
-        lazy = plan.problem.count_reads  # its files are written one case at a time, while reads are counted
-        # The references read files of their own: learner code may rewrite every file in its folder.
-        reference_dir = sandbox.new_workdir() if any(files.has_files(c.args) for c in plan.cases) else workdir
-        try:
-            args = [files.realize(c.args, reference_dir) for c in plan.cases]
-            if lazy:
-                worker_args = [c.args for c in plan.cases]
-            elif reference_dir != workdir:  # the same files, copied into the worker's own folder
-                worker_args = files.mirror(args, reference_dir, workdir)
-            else:
-                worker_args = args
-            worker = sandbox.Worker(plan.source, plan.problem.function, worker_args, timeout=plan.timeout,
-                                    workdir=workdir, count_reads=lazy, level=level.level)
-        except BaseException:
-            shutil.rmtree(workdir, ignore_errors=True)
-            shutil.rmtree(reference_dir, ignore_errors=True)
-            raise
-        try:
-            # Expected values are computed while the worker runs: the two overlap on two cores.
-            plan.expected = [expected_outcome(plan.problem, a) for a in args]
-        except BaseException:
-            worker.kill()
-            raise
-        finally:
-            if reference_dir != workdir:
-                shutil.rmtree(reference_dir, ignore_errors=True)
-        out = worker.wait()
-        try:
-            status, category, message = judge(plan.problem, plan.hidden, plan.cases, plan.expected, out, plan.source,
-                                              plan.timeout)
-        except Exception as exc:  # noqa: BLE001 - a judging bug must not sink the other problems
-            status, category, message = "error", "grader", f"The grader failed on this problem ({type(exc).__name__}); please report it."
-        result = _result(plan.problem, status, message, out.seconds, category)
-        result.code_seconds = out.code_seconds
-        result.worker_peak_bytes = out.peak_bytes
-        return result
-
-    jobs = jobs or min(2, os.cpu_count() or 1)
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(run, plans))
+        jobs = jobs or min(2, os.cpu_count() or 1)
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            results = list(pool.map(run, plans))
+    finally:
+        if references is not None:
+            references.close()
     return Report(learner, results, level.level, level.missing if level.level == sandbox.BASIC else ())

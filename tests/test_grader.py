@@ -289,7 +289,8 @@ def test_restore_problem_is_graded_by_a_real_restore_in_a_directory_that_is_remo
     class Spy(real_worker):
         def __init__(self, *args, **kw):
             super().__init__(*args, **kw)
-            seen.append(sorted(p.name for p in (scratch / self.workdir.split("/")[-1]).iterdir()))
+            if self.job["function"] == "restore_resharded":  # (not the isolation probe)
+                seen.append(sorted(p.name for p in (scratch / self.workdir.split("/")[-1]).iterdir()))
 
     monkeypatch.setattr(grading.sandbox, "Worker", Spy)
     report = grading.grade([root / "solutions" / "unit3.py"], "cleanup-check", problems=["3.3"])
@@ -297,6 +298,32 @@ def test_restore_problem_is_graded_by_a_real_restore_in_a_directory_that_is_remo
     assert result.status == "correct", result.message
     assert seen and all(any(name.startswith("ckpt-") for name in names) for names in seen)  # saved fresh, inside
     assert list(scratch.iterdir()) == []  # and removed with the worker
+
+
+def test_strict_refused_after_the_references_started_leaves_nothing_behind(tmp_path, monkeypatch, root):
+    """The references start before the isolation level is known (they overlap the zygote's
+    start-up): a strict grade refused where strict is missing stops them, removes every folder
+    they wrote files into, and runs no learner code."""
+    import tempfile
+    import threading
+
+    from autograder.sandbox import outside
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setattr(outside, "strict_missing", lambda: ("Landlock ABI 0 (a test)",))
+    started = []
+    monkeypatch.setattr(grading.sandbox, "Worker", lambda *a, **k: started.append(a) or pytest.fail("a worker ran"))
+    prepared = []
+    real_prepare = grading._References._prepare
+    monkeypatch.setattr(grading._References, "_prepare", staticmethod(lambda plan: (real_prepare(plan), prepared.append(plan.problem.id))))
+    with pytest.raises(outside.IsolationUnavailable, match="Landlock ABI 0"):
+        grading.grade([root / "solutions" / "unit3.py", root / "solutions" / "unit4.py"], "refused", isolation="strict")
+    assert prepared, "the references did not start before the level was known"
+    assert not started
+    assert list(scratch.iterdir()) == []  # checkpoints and safetensors files written for the cases: gone
+    assert not [t for t in threading.enumerate() if t.name == "ckpt-references"]
 
 
 @pytest.mark.parametrize("name", [n for n, _, status, _ in WRONG["4.4"] if status == "incorrect"])

@@ -245,8 +245,10 @@ def zygote_env() -> dict:
 
 
 def start_zygote() -> None:
-    """Start the zygote workers are forked from, in the background (it imports for a second)."""
-    zygote.start(zygote_env())
+    """Start the zygote strict workers are forked from, in the background (it imports for a
+    second), unless this machine surely lacks the strict level (no Landlock)."""
+    if sys.platform == "linux" and jail.landlock_abi() >= jail.STRICT_LANDLOCK_ABI:
+        zygote.start(zygote_env())
 
 
 class Worker:

@@ -27,6 +27,7 @@ Set ``CKPT_ZYGOTE=0`` to start every worker fresh (slower; for comparison).
 from __future__ import annotations
 
 import array
+import gc
 import json
 import os
 import select
@@ -109,6 +110,10 @@ def serve(sock_fd: int, grader: int) -> int:
             sock.send(json.dumps({"id": request.get("id"), "pid": None}).encode())
             continue
         to_r, from_w, log = fds
+        # The libraries' objects go to the collector's permanent generation: a worker's collections
+        # then skip them, and do not copy the pages they share with the zygote (in the reference
+        # Unit 1, time inside learner functions fell from 1.15 s to 0.71 s).
+        gc.freeze()
         pid = os.fork()
         if pid == 0:
             code = 70
