@@ -338,3 +338,37 @@ def test_public_examples_catch_the_mistakes_4_4s_diagnoses_know(name):
     result = problem("4.4").check(namespace["read_shard"])
     assert not result.passed and result.status == "incorrect", result
     assert any(ex.args[0].header()[ex.args[1]]["data_offsets"][0] > 0 for ex in registry.get("4.4").examples)
+
+
+_EAGER_VALUES = '''
+import jax, jax.numpy as jnp, numpy as np
+from flax import linen as nn
+
+
+def values(seed, shape, features):
+    params = nn.Dense(features).init(jax.random.PRNGKey(seed), jnp.ones(shape))
+    k = params["params"]["kernel"]
+    y = jnp.tanh(jnp.ones(shape) @ k) * jnp.exp(-k.sum()) + jax.nn.softmax(k, axis=0).mean()
+    return [np.asarray(k), np.asarray(y), float(jnp.linalg.norm(k))]
+'''
+
+
+def test_workers_compile_faster_and_compute_within_the_tolerance_floats_are_judged_with():
+    """Workers compile with XLA flags of their own (no LLVM optimisation, the older fusion
+    emitter): a learner's eager Flax and jax.numpy may differ there in a float's last bits from
+    what they give here, never by more than the relative tolerance float answers are judged with."""
+    from autograder import codec
+    from autograder.returns import ArrayOf
+    from autograder.sandbox import outside
+
+    cases = [(0, (2, 4), 3), (7, (5, 33), 17)]
+    run = outside.Worker(_EAGER_VALUES, "values", cases, level=best_isolation()).wait()
+    assert run.status == "ok" and not run.setup, run.stderr_tail
+    namespace: dict = {}
+    exec(_EAGER_VALUES, namespace)  # noqa: S102 - the test's own code, in this process's default XLA
+    tolerance = min(p.returns.rtol for p in registry.PROBLEMS if isinstance(p.returns, ArrayOf))
+    for args, out in zip(cases, run.cases):
+        assert "value" in out, out
+        here = codec.loads(codec.dumps(namespace["values"](*args)))
+        for theirs, ours in zip(out["value"], here):
+            np.testing.assert_allclose(theirs, ours, rtol=tolerance / 4, atol=0)
