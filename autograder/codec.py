@@ -1,12 +1,14 @@
 """Plain-data encoding for everything that crosses between the grader and a worker: JSON only.
 
-Arrays travel as dtype, shape and a flat list of numbers; tuples, dicts with non-string keys and
-NumPy scalars are tagged so that exact types survive the trip. Nothing is ever pickled, and
+Arrays travel as dtype, shape and their bytes (little-endian, base64): exact to the bit, and a
+hundred times quicker to write and read than a list of numbers. Tuples, dicts with non-string keys
+and NumPy scalars are tagged so that exact types survive the trip. Nothing is ever pickled, and
 decoding never builds anything but built-in types and NumPy arrays.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from dataclasses import dataclass
@@ -125,18 +127,14 @@ def encode(value: Any, _depth: int = 0) -> Any:
         if arr.size > MAX_ELEMENTS:
             raise EncodeError(f"arrays of more than {MAX_ELEMENTS:,} elements cannot be returned")
         name = _dtype_name(arr.dtype)
-        flat = arr.astype(np.float64).ravel() if _is_low_float(arr.dtype) else arr.ravel()
-        data = [_float_out(x) if isinstance(x, float) else x for x in flat.tolist()]
-        out = {"$array": name, "lib": lib, "shape": list(arr.shape), "data": data}
+        if arr.dtype == bool:  # a bool made from raw bytes (np.frombuffer) may hold any byte: 0 or 1 here
+            arr = np.ascontiguousarray(arr).view(np.uint8) != 0
+        raw = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).tobytes()
+        out = {"$array": name, "lib": lib, "shape": list(arr.shape), "bytes": base64.b64encode(raw).decode("ascii")}
         if lib == "jax":
             out["placement"] = _sharding_info(value)
         return out
     raise EncodeError(f"cannot return a value of type {type(value).__module__}.{type(value).__qualname__}")
-
-
-def _is_low_float(dtype) -> bool:
-    # bfloat16 / float8 from ml_dtypes: tolist() gives odd scalars, go through float64.
-    return np.dtype(dtype).kind == "V" or np.dtype(dtype).name.startswith(("bfloat16", "float8", "float4"))
 
 
 def _array_lib(value) -> str | None:
@@ -203,16 +201,19 @@ def _decode(data: Any, depth: int, budget: _Budget | None) -> Any:
         return SpecArg(tuple(_decode(data["$pspec"], depth + 1, budget)))
     if "$array" in data:
         dtype = _load_dtype(data["$array"], budget)
-        shape, flat = data["shape"], data["data"]
+        shape, text = data["shape"], data["bytes"]
         if budget is not None:
             if not (isinstance(shape, list) and len(shape) <= 8 and all(type(n) is int and 0 <= n for n in shape)):
                 raise ValueError("an array shape must be a short list of sizes")
-            if not isinstance(flat, list) or math.prod(shape) != len(flat):
+            # Sizes checked before a byte is decoded: base64 holds 3 bytes in every 4 characters.
+            size = math.prod(shape)
+            budget.take(size)
+            if not isinstance(text, str) or len(text) != 4 * -(-size * dtype.itemsize // 3):
                 raise ValueError("an array's data does not match its shape")
-            budget.take(len(flat))
-        flat = [_float_in(x) for x in flat]
-        arr = np.array(flat, dtype=np.float64 if _is_low_float(dtype) else dtype).astype(dtype)
-        arr = arr.reshape(data["shape"])
+        raw = base64.b64decode(text, validate=True)
+        arr = np.frombuffer(raw, dtype=dtype.newbyteorder("<"), count=math.prod(shape)).astype(dtype).reshape(shape)
+        if arr.dtype == bool and arr.size and np.frombuffer(raw, np.uint8).max() > 1:
+            raise ValueError("a bool array holds bytes other than 0 and 1")
         placement = data.get("placement")
         if budget is not None and placement is not None:
             _plain(placement, depth + 1, budget)  # read by the judge only: plain data of bounded size

@@ -55,6 +55,27 @@ def test_codec_low_precision_and_jax_arrays():
     assert isinstance(back, codec.JaxArray) and back.dtype == np.float32
 
 
+def test_codec_arrays_travel_bit_exact_as_checked_bytes():
+    """Arrays cross as their little-endian bytes: every bit kept (NaN payloads, bfloat16, byte
+    order), a bool read from raw bytes arrives as 0 or 1, and the receiving side checks sizes
+    before decoding a byte."""
+    nan_payload = np.array([0x7FC00001, 0x3F800000], dtype=np.uint32).view(np.float32)
+    weird_bools = np.frombuffer(bytes([0, 2, 1, 255]), dtype=bool)
+    for value in (nan_payload, np.arange(5, dtype=">i4"), np.array([1.5, np.nan], dtype=ml_dtypes.bfloat16),
+                  np.arange(24, dtype=np.float16).reshape(2, 3, 4)[:, ::2], weird_bools):
+        back = codec.decode(json.loads(codec.dumps(value)), checked=True)
+        assert back.shape == value.shape and back.dtype == value.dtype.newbyteorder("=")
+        if value.dtype == bool:
+            assert back.view(np.uint8).tolist() == [0, 1, 1, 1]
+        else:
+            assert back.tobytes() == np.ascontiguousarray(value, value.dtype.newbyteorder("=")).tobytes()
+    frame = codec.encode(np.zeros(4))
+    for bad in ({**frame, "bytes": frame["bytes"] + "AAAA"}, {**frame, "bytes": frame["bytes"][:-4]},
+                {**frame, "bytes": "!" * len(frame["bytes"])}, {**frame, "shape": [10**7]}, {**frame, "$array": "object"}):
+        with pytest.raises(ValueError):
+            codec.decode(bad, checked=True)
+
+
 def test_codec_refuses_objects():
     class Sneaky:
         def __eq__(self, other):

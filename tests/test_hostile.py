@@ -297,9 +297,17 @@ def test_basic_is_said_out_loud(basic_class):
 FORGED = {
     "deep_nesting": "b'{\"value\":' + b'[' * 200_000 + b']' * 200_000 + b'}'",
     "huge_dtype": "json.dumps({'value': {'$array': '<U100000000', 'lib': 'numpy', 'shape': [3], "
-                  "'data': [1, 2, 3]}}).encode()",
+                  "'bytes': 'AAAA'}}).encode()",
     "shape_mismatch": "json.dumps({'value': {'$array': 'float64', 'lib': 'numpy', 'shape': [100000, 100000], "
-                      "'data': [1.0]}}).encode()",
+                      "'bytes': 'AAAAAAAAAAAA'}}).encode()",
+    "short_bytes": "json.dumps({'value': {'$array': 'float64', 'lib': 'numpy', 'shape': [4], "
+                   "'bytes': 'AAAAAAAAAAAA'}}).encode()",
+    "long_bytes": "json.dumps({'value': {'$array': 'float64', 'lib': 'numpy', 'shape': [1], "
+                  "'bytes': 'A' * 24}}).encode()",
+    "not_base64": "json.dumps({'value': {'$array': 'float64', 'lib': 'numpy', 'shape': [3], "
+                  "'bytes': '!' * 32}}).encode()",
+    "bool_not_0_or_1": "json.dumps({'value': {'$array': 'bool', 'lib': 'numpy', 'shape': [3], "
+                       "'bytes': 'AAIA'}}).encode()",
     "huge_frame": "b'[' + b'1,' * (75 * 2**20) + b'1]'",
     "not_json": "b'\\xff' * 100",
 }
