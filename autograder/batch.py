@@ -110,17 +110,25 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
     ``isolation`` ``strict`` (the default) raises
     :class:`~autograder.sandbox.outside.IsolationUnavailable` before grading anyone where this
     machine cannot give it."""
-    from autograder.sandbox.outside import resolve
+    from autograder.sandbox.outside import resolve, start_zygote
 
     submissions, results = Path(submissions), Path(results)
     learners = find_learners(submissions)
-    level = resolve(isolation)
     todo = [lr for lr in learners if force or not (results / "learners" / f"{lr.id}.json").exists()]
-    bar = _Progress(len(todo)) if progress else None
+    devices = None
     if todo:
         from ckptlab import setup_devices
 
-        setup_devices()  # once, here: grade() would otherwise start JAX from several threads at once
+        if isolation != "basic":
+            start_zygote()  # its imports, the check of the level and JAX's start here overlap
+        # Once, here: grade() would otherwise start JAX from several threads at once.
+        starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-devices")
+        devices = starter.submit(setup_devices)
+        starter.shutdown(wait=False)  # its thread ends when JAX has started
+    level = resolve(isolation)
+    if devices is not None:
+        devices.result()  # (its error, if any, raised here)
+    bar = _Progress(len(todo)) if progress else None
     interrupted = False
     futures: dict = {}
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
