@@ -2,9 +2,9 @@
 
 Arrays travel as dtype, shape and their bytes (little-endian, base64): exact to the bit, and for
 a (32, 512) float32 shard a quarter of the frame a list of numbers took, written 20 times and read
-13 times quicker. Tuples, dicts with non-string keys
-and NumPy scalars are tagged so that exact types survive the trip. Nothing is ever pickled, and
-decoding never builds anything but built-in types and NumPy arrays.
+13 times quicker. Tuples, dicts with non-string keys and NumPy scalars are tagged so that exact
+types survive the trip. Nothing is ever pickled, and decoding never builds anything but built-in
+types and NumPy arrays.
 """
 
 from __future__ import annotations
