@@ -4,7 +4,9 @@ Prints, each over ``--repeat`` runs (min / median / max), cold (a fresh grading 
 as ``make check`` is):
 
 - a whole submission graded: the reference solutions, and a mixed one (right answers written as
-  a learner would, curated wrong answers, stubs, a syntax error), per unit and in all;
+  a learner would, curated wrong answers, stubs, a syntax error), per unit and in all, with the
+  time spent inside the learner's functions (summed over the workers, which run two at a time:
+  the mixed Unit 1's learner code compiles Flax's init eagerly for every new shape);
 - the grader's overhead per problem: the time to grade it minus the time inside the learner's
   function (worker start, encoding, judging, references);
 - peak memory: of the grading process, and of the largest worker;
@@ -113,12 +115,13 @@ def main() -> None:
         grader_peak, worker_peak = 0, 0
         for name, path in submissions.items():
             print(f"\n{name} submission", flush=True)
-            print(f"  {'':14} {'min':>6} {'median':>8} {'max':>6}  target")
+            print(f"  {'':14} {'min':>6} {'median':>8} {'max':>6}  {'in learner code':>15}  target")
             for unit in units + ["all"]:
-                walls = []
+                walls, codes = [], []
                 for _ in range(args.repeat):
                     got = run(path, unit)
                     walls.append(got["wall"])
+                    codes.append(sum(code for _, _, _, code, _ in got["problems"]))
                     grader_peak = max(grader_peak, got["grader_bytes"])
                     for pid, status, seconds, code, peak in got["problems"]:
                         worker_peak = max(worker_peak, peak)
@@ -128,7 +131,7 @@ def main() -> None:
                         assert got["score"] == got["max"], got
                 target = TARGETS["whole"] if unit == "all" else TARGETS["unit1"] if unit == "1" else None
                 label = "whole" if unit == "all" else f"unit {unit}"
-                print(f"  {label:14} {spread(walls)}  " + (f"<= {target:g} s: "
+                print(f"  {label:14} {spread(walls)}  {statistics.median(codes):13.2f} s  " + (f"<= {target:g} s: "
                       + ("met" if statistics.median(walls) <= target else "NOT MET") if target else ""), flush=True)
         print("\noverhead per problem (grading time minus time in the learner's function), median of runs:")
         medians = {k: statistics.median(v) for k, v in overheads.items()}
