@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import inspect
 import json
 import os
 import socket
@@ -24,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from autograder.sandbox import outside
+from solutions import unit4
 from tests.hostile import ATTACKS, EFFECTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(outside.strict_missing()),
@@ -422,15 +424,9 @@ def coalesce_runs(runs, max_gap):
     code = [f for f in gc.get_objects() if type(f).__name__ == "function" and str(f.__module__).startswith(SECRET)]
     if not FORKED or held or code:
         return [(-1, len(held) + len(code))]  # wrong on purpose: says what was found
-    reads = []
-    for offset, length in sorted(runs):
-        if reads and offset - (reads[-1][0] + reads[-1][1]) <= max_gap:
-            start, size = reads[-1]
-            reads[-1] = (start, max(start + size, offset + length) - start)
-        else:
-            reads.append((offset, length))
-    return reads
-'''
+    return _right(runs, max_gap)
+
+''' + inspect.getsource(unit4.coalesce_runs).replace("def coalesce_runs(", "def _right(")  # (its text, in the submission)
 
 
 def test_a_worker_forked_from_the_zygote_holds_no_reference_and_no_hidden_test(grade_code):
