@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -13,6 +15,7 @@ from flax import nnx
 
 from autograder import codec, files, registry
 from autograder.grade import expected_outcome, hidden_cases, reference
+from autograder.hidden import load
 from autograder.returns import Raises
 from ckptlab.models import MLP
 from solutions import unit1
@@ -92,6 +95,25 @@ def test_references_pass_their_own_type_checks_on_hidden_cases(tmp_path):
         for c in cases:
             got = expected_outcome(p, files.realize(c.args, str(tmp_path)))
             assert isinstance(got, Raises) or p.returns.type_error(got) is None, (p.id, c)
+
+
+def test_expected_values_the_hidden_tests_compute_equal_the_references_exactly():
+    """Where the hidden tests compute a case's expected value themselves (Unit 1's counts, by
+    arithmetic), it is the reference's to the byte (values, dtype, keys and their order), on every
+    public example and on 20 learners' hidden cases."""
+    checked = set()
+    for p in registry.PROBLEMS:
+        hidden = load(p.hidden)
+        if hidden.expected is None:
+            continue
+        args_seen = [ex.args for ex in p.examples]
+        args_seen += [c.args for i in range(20) for c in hidden_cases(p, f"learner{i}")[1]]
+        for args in args_seen:
+            ours = hidden.expected(*codec.materialize(copy.deepcopy(args)))
+            theirs = reference(p)(*codec.materialize(copy.deepcopy(args)))
+            assert codec.dumps(ours) == codec.dumps(theirs), (p.id, args)
+        checked.add(p.id)
+    assert checked == {"1.1", "1.2", "1.4"}
 
 
 def test_unit1_counts_without_compiling_equal_eager_flax_on_hidden_cases():

@@ -73,6 +73,14 @@ _LAYER_MESSAGES = {
              "or computed in a narrow integer type.",
 }
 
+def _layer_counts(x, features, num_shards):
+    """What the references get from Flax (the layer's init under ``eval_shape``), by arithmetic:
+    a kernel of shape (x.shape[-1], features) and a bias of shape (features,)."""
+    features = int(features)
+    total = np.shape(x)[-1] * features + features
+    return np.array([total, total / int(num_shards)], dtype=np.float64)
+
+
 _CAST = ("Numbers arrive as floats (3.0, not 3): cast seed, num_shards and features with int() before "
          "building the layer or the PRNG key.")
 
@@ -87,6 +95,7 @@ DENSE = Hidden(
     messages=_LAYER_MESSAGES,
     diagnose=lambda args, a, e: _diagnose_layer(args, a, e, args[1].shape[-1], args[1].shape[0], int(args[3]), int(args[2])),
     on_exception=_CAST,
+    expected=lambda seed, x, num_shards, features: _layer_counts(x, features, num_shards),
 )
 
 
@@ -111,6 +120,7 @@ NNX_LINEAR = Hidden(
                            "(seed, x, features, num_shards), in that order.", **_LAYER_MESSAGES},
     diagnose=_diagnose_linear,
     on_exception=_CAST.replace("seed, num_shards and features", "seed, features and num_shards"),
+    expected=lambda seed, x, features, num_shards: _layer_counts(x, features, num_shards),
 )
 
 
@@ -214,6 +224,21 @@ def _diagnose_table(args, actual, expected):
     return None
 
 
+def _table(seed, layer_sizes):
+    """What the reference gets from Flax (``ckptlab.models.MLP`` under ``nnx.eval_shape``), by
+    arithmetic: Linear layers i (a -> b: kernel a*b, bias b), a BatchNorm (scale and bias of b)
+    after each but the last; in the order of the flat state."""
+    sizes = [int(s) for s in layer_sizes]
+    if len(sizes) < 2:
+        raise ValueError(f"layer_sizes needs at least an input and an output size, got {sizes}")
+    table = {}
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        table |= {f"layers/{i}/bias": b, f"layers/{i}/kernel": a * b}
+    for i, b in enumerate(sizes[1:-1]):
+        table |= {f"norms/{i}/bias": b, f"norms/{i}/scale": b}
+    return table
+
+
 NNX_TABLE = Hidden(
     generate=_table_cases,
     fixed=(Case("edge", (3, [1, 1])), Case("edge", (11, [5, 1, 5]))),
@@ -231,4 +256,5 @@ NNX_TABLE = Hidden(
     },
     diagnose=_diagnose_table,
     on_exception="Build the model exactly as ckptlab.models.MLP(layer_sizes, rngs=nnx.Rngs(seed)).",
+    expected=_table,
 )
