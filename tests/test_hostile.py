@@ -446,6 +446,44 @@ def test_without_the_zygote_workers_start_afresh_and_grade_the_same(grade_code, 
     assert [p.status for p in forked.problems] == [p.status for p in afresh.problems] == ["correct", "correct"]
 
 
+
+_OPEN_DESCRIPTORS = '''
+import os
+
+
+def f():
+    held = []
+    for n in os.listdir("/proc/self/fd"):
+        try:
+            held.append(os.readlink(f"/proc/self/fd/{n}"))
+        except FileNotFoundError:  # the listing's own descriptor, closed by now
+            continue
+        except OSError as exc:
+            held.append(f"unreadable: {exc}")
+    return held
+'''
+
+
+def test_a_forked_worker_holds_no_descriptor_of_the_zygote_or_of_another_worker():
+    """The zygote holds its socket to the grader and a pidfd of every worker it forked (readable
+    when that worker ends). A worker holding one could talk to the zygote, or signal another
+    learner's worker through its pidfd: a forked worker closes every descriptor but its pipes and
+    its log before anything else runs. Checked with another worker alive while it is forked
+    (checked: with the pidfds kept open in the fork, this fails)."""
+    from autograder.sandbox import zygote
+
+    sibling = outside.Worker("def f():\n    import time\n    time.sleep(20)\n", "f", [()], level="strict", timeout=60)
+    try:
+        worker = outside.Worker(_OPEN_DESCRIPTORS, "f", [()], level="strict")
+        run = worker.wait()
+    finally:
+        sibling.kill()
+    assert isinstance(sibling.proc, zygote.Forked) and isinstance(worker.proc, zygote.Forked)
+    (case,) = run.cases
+    held = case["value"]
+    assert held and not [d for d in held if "pidfd" in d or d.startswith(("socket:", "unreadable"))], held
+
+
 _SIGNAL_EVERYONE = '''
 import os, signal
 

@@ -79,9 +79,12 @@ def serve(sock_fd: int, grader: int) -> int:
     sock.send(json.dumps({"ready": True}).encode())
     me = os.getpid()
     forkable = True
-    children: set[int] = set()
+    # Each worker's pidfd (None where the kernel has none): readable the moment the worker ends, so
+    # it is reaped and the grader told at once, not at the next 50 ms tick (a worker's end cost
+    # every problem 25 ms on average).
+    children: dict[int, int | None] = {}
     while True:
-        readable, _, _ = select.select([sock], [], [], 0.05)
+        readable, _, _ = select.select([sock, *(fd for fd in children.values() if fd is not None)], [], [], 0.05)
         while children:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -89,10 +92,12 @@ def serve(sock_fd: int, grader: int) -> int:
                 break
             if pid == 0:
                 break
-            children.discard(pid)
+            pidfd = children.pop(pid, None)
+            if pidfd is not None:
+                os.close(pidfd)
             sock.send(json.dumps({"exited": pid, "status": os.waitstatus_to_exitcode(status)}).encode())
-        if not readable:
-            if later and forkable:
+        if sock not in readable:
+            if not readable and later and forkable:
                 preload(later.pop(0))
                 forkable = _single_threaded()  # else workers start afresh from now on
             continue
@@ -142,7 +147,10 @@ def serve(sock_fd: int, grader: int) -> int:
                 os._exit(code)
         for fd in fds:
             os.close(fd)
-        children.add(pid)
+        try:
+            children[pid] = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # Linux before 5.3: reaped at the next tick
+            children[pid] = None
         sock.send(json.dumps({"id": request["id"], "pid": pid}).encode())
 
 
