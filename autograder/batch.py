@@ -22,6 +22,7 @@ import io
 import json
 import os
 import sys
+import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -65,15 +66,18 @@ def _atomic_write(path: Path, data: str | bytes) -> None:
     os.replace(tmp, path)
 
 
-def _grade_one(learner: Learner, results: Path, timeout: float | None, isolation) -> dict:
+def _grade_one(learner: Learner, results: Path, timeout: float | None, isolation, jobs: int = 1,
+               slots: threading.Semaphore | None = None) -> dict:
     from autograder.grade import grade
 
     start = time.monotonic()
     try:
-        graded = grade([learner.path], learner.id, timeout=timeout, jobs=1, isolation=isolation)
+        graded = grade([learner.path], learner.id, timeout=timeout, jobs=jobs, isolation=isolation, slots=slots)
         report = graded.to_json()
         for p, result in zip(report["problems"], graded.problems):
             p["category"] = result.category  # for the class summary only
+            # For the instructor (and bench/bench_nbgrader.py): where grading time went.
+            p["seconds"], p["code_seconds"] = round(result.seconds, 3), round(result.code_seconds, 3)
     except Exception as exc:  # noqa: BLE001 - the grader never stops a batch
         report = {"learner": learner.id, "score": 0.0, "max_score": float(sum(p.points for p in registry.PROBLEMS)),
                   "isolation": isolation.level, "problems": [{"id": p.id, "function": p.function, "status": "error", "score": 0.0,
@@ -133,7 +137,10 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
     futures: dict = {}
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
-        futures = {pool.submit(_grade_one, lr, results, timeout, level): lr for lr in todo}
+        # `jobs` learners at a time, and `jobs` workers in all: each learner may run several, so the
+        # last learners graded use every core while the others are done.
+        slots = threading.BoundedSemaphore(max(1, jobs))
+        futures = {pool.submit(_grade_one, lr, results, timeout, level, max(1, jobs), slots): lr for lr in todo}
         for future in as_completed(futures):
             report = future.result()
             if bar:

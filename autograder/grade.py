@@ -6,6 +6,7 @@ learner's code never runs here; the reference solutions do, to compute expected 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import importlib
@@ -365,8 +366,12 @@ def _plan(problem, sub: extract.Submission, learner: str, salt: str | None, time
 
 
 def grade(paths, learner: str = "local", *, problems=None, salt: str | None = None,
-          timeout: float | None = None, jobs: int | None = None, isolation: str | sandbox.Isolation = "auto") -> Report:
+          timeout: float | None = None, jobs: int | None = None, isolation: str | sandbox.Isolation = "auto",
+          slots: threading.Semaphore | None = None) -> Report:
     """Grade the files or folders in ``paths`` for ``learner``; never raises for bad submissions.
+
+    ``jobs`` workers at most run at once; ``slots``, shared by the learners a class is graded for
+    at once, bounds them all together (so the class's last learner uses every core).
 
     ``isolation`` is ``strict``, ``basic`` or ``auto`` (the best this machine has), or a level
     already resolved; ``strict`` raises :class:`~autograder.sandbox.outside.IsolationUnavailable`
@@ -401,14 +406,15 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
             plan.files_ready.wait()
             if plan.failure is not None:
                 raise plan.failure
-            worker = sandbox.Worker(plan.source, plan.problem.function, plan.worker_args, timeout=plan.timeout,
-                                    workdir=plan.workdir, count_reads=plan.problem.count_reads, level=level.level)
-            plan.workdir = ""  # the worker's now: removed when it is done
-            plan.expected_ready.wait()
-            if plan.failure is not None:
-                worker.kill()
-                raise plan.failure
-            out = worker.wait()
+            with slots or contextlib.nullcontext():
+                worker = sandbox.Worker(plan.source, plan.problem.function, plan.worker_args, timeout=plan.timeout,
+                                        workdir=plan.workdir, count_reads=plan.problem.count_reads, level=level.level)
+                plan.workdir = ""  # the worker's now: removed when it is done
+                plan.expected_ready.wait()
+                if plan.failure is not None:
+                    worker.kill()
+                    raise plan.failure
+                out = worker.wait()
             try:
                 status, category, message = judge(plan.problem, plan.hidden, plan.cases, plan.expected, out,
                                                   plan.source, plan.timeout)

@@ -11,6 +11,8 @@ syntax errors), and grades them both ways from the same files:
   learners in parallel.
 
 It prints both wall times, their ratio, and checks that both give every learner the same score.
+It also prints the time spent inside the learners' own functions (their eager Flax compiles,
+mostly): shared over the jobs, no grader can take less, which bounds the ratio any grader reaches.
 Run: ``make bench`` (or ``python bench/bench_nbgrader.py --learners 40``).
 """
 
@@ -97,8 +99,15 @@ def main() -> None:
         run([str(BIN / "nbgrader"), "export"], course)
         with open(course / "grades.csv", newline="") as f:
             nbgrader_scores = {r["student_id"]: float(r["score"]) for r in csv.DictReader(f)}
-        batch_scores = {learner: json.loads((tmp / "results" / "learners" / f"{learner}.json").read_text())["score"]
-                        for learner in learners}
+        batch_reports = {learner: json.loads((tmp / "results" / "learners" / f"{learner}.json").read_text())
+                         for learner in learners}
+        batch_scores = {learner: r["score"] for learner, r in batch_reports.items()}
+        # The learners' own functions cost the same whoever grades them: on these cores, no grader
+        # can grade the class in less than that time shared over its jobs.
+        code = sum(p.get("code_seconds", 0.0) for r in batch_reports.values() for p in r["problems"])
+        floor = code / args.jobs
+        print(f"  inside the learners' functions: {code:.1f} s in all, so at least {floor:.1f} s for any grader "
+              f"with {args.jobs} jobs; the ratio a grader costing nothing more could reach: {nbg / floor:.1f}x")
         differ = [x for x in learners if nbgrader_scores.get(x) != batch_scores[x]]
         print(f"  same score both ways: {len(learners) - len(differ)}/{len(learners)} learners"
               + (f"; differ: {differ}" if differ else ""))

@@ -100,10 +100,10 @@ def test_an_interrupted_batch_keeps_what_was_graded_and_goes_on(tmp_path, monkey
         (subs / f"{name}.py").write_text("def coalesce_runs(runs, max_gap):\n    raise NotImplementedError\n")
     real = batch._grade_one
 
-    def interrupted_at_ben(learner, results, timeout, isolation):
+    def interrupted_at_ben(learner, *args):
         if learner.id == "ben":
             raise KeyboardInterrupt  # as Ctrl-C would, in the middle of the class
-        return real(learner, results, timeout, isolation)
+        return real(learner, *args)
 
     monkeypatch.setattr(batch, "_grade_one", interrupted_at_ben)
     out = tmp_path / "out"
@@ -114,3 +114,44 @@ def test_an_interrupted_batch_keeps_what_was_graded_and_goes_on(tmp_path, monkey
     second = grade_batch(subs, out, jobs=1, progress=False)
     assert not second["interrupted"] and second["skipped"] >= 1 and second["results"] == 3
     assert sorted(p.stem for p in (out / "learners").glob("*.json")) == ["ann", "ben", "cat"]
+
+
+def test_a_batch_runs_jobs_workers_in_all_and_its_last_learner_uses_every_one(tmp_path, monkeypatch):
+    """grade-batch -j 2: two learners at a time, each may run two workers, and slots shared by
+    the class bound them to two in all; a learner graded alone (the last, here the only one
+    left) runs two at once. Each worker sleeps on its first case, so workers that could overlap do."""
+    from autograder.sandbox import outside
+    from tests.conftest import best_isolation
+
+    ids = ["2.1", "2.2", "2.3", "2.4"]
+    sleepy = "import time\n\nSLEPT = []\n\n" + "".join(  # a worker sleeps on its first case only
+        f"def {registry.get(i).call}:\n    if not SLEPT:\n        SLEPT.append(1)\n        time.sleep(0.4)\n"
+        "    return None\n\n" for i in ids)
+    live, most = [0], []
+    real = outside.Worker
+
+    class Counted(real):
+        def __init__(self, *args, **kw):
+            live[0] += 1  # (under the GIL: one bytecode at a time is enough for a count)
+            most.append(live[0])
+            super().__init__(*args, **kw)
+
+        def wait(self):
+            try:
+                return super().wait()
+            finally:
+                live[0] -= 1
+
+    monkeypatch.setattr(outside, "Worker", Counted)
+    level = best_isolation()
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in ("ann", "ben", "cat"):
+        (subs / f"{name}.py").write_text(sleepy)
+    grade_batch(subs, tmp_path / "out", jobs=2, progress=False, isolation=level)
+    assert max(most) == 2, most  # never more than two, though two learners with two threads each ran
+    most.clear()
+    (subs / "dan.py").write_text(sleepy)
+    grade_batch(subs, tmp_path / "out", jobs=2, progress=False, isolation=level)  # dan only: the rest is done
+    assert max(most) == 2, most  # alone, it used both
+    assert json.loads((tmp_path / "out" / "learners" / "dan.json").read_text())["problems"][4]["status"] == "incorrect"
