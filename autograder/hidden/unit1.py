@@ -73,6 +73,7 @@ _LAYER_MESSAGES = {
              "or computed in a narrow integer type.",
 }
 
+
 def _layer_counts(x, features, num_shards):
     """What the references get from Flax (the layer's init under ``eval_shape``), by arithmetic:
     a kernel of shape (x.shape[-1], features) and a bias of shape (features,)."""
