@@ -229,14 +229,14 @@ def _table(seed, layer_sizes):
     """What the reference gets from Flax (``ckptlab.models.MLP`` under ``nnx.eval_shape``), by
     arithmetic: Linear layers i (a -> b: kernel a*b, bias b), a BatchNorm (scale and bias of b)
     after each but the last; in the order of the flat state."""
-    sizes = [int(s) for s in layer_sizes]
-    if len(sizes) < 2:
-        raise ValueError(f"layer_sizes needs at least an input and an output size, got {sizes}")
+    widths = list(map(int, layer_sizes))
+    if len(widths) < 2:
+        raise ValueError("an MLP has an input and an output width at least")  # as MLP itself raises
     table = {}
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
-        table |= {f"layers/{i}/bias": b, f"layers/{i}/kernel": a * b}
-    for i, b in enumerate(sizes[1:-1]):
-        table |= {f"norms/{i}/bias": b, f"norms/{i}/scale": b}
+    for i, (n_in, n_out) in enumerate(zip(widths, widths[1:])):
+        table |= {f"layers/{i}/bias": n_out, f"layers/{i}/kernel": n_in * n_out}
+    for i, n_out in enumerate(widths[1:-1]):
+        table |= {f"norms/{i}/bias": n_out, f"norms/{i}/scale": n_out}
     return table
 
 
