@@ -484,6 +484,19 @@ def test_a_forked_worker_holds_no_descriptor_of_the_zygote_or_of_another_worker(
     assert held and not [d for d in held if "pidfd" in d or d.startswith(("socket:", "unreadable"))], held
 
 
+
+def test_the_zygote_is_gone_when_the_grader_has_exited(root):
+    """A grader that exits ends its zygote and reaps it first: no process of the grader's is left
+    for a moment after, to be seen by whatever lists processes next (its parent-death signal
+    alone left it there; checked: without the stop at exit, this fails)."""
+    script = ("from autograder.sandbox import outside, zygote\n"
+              "outside.start_zygote()\n"
+              "print(zygote._get(outside.zygote_env()).proc.pid, flush=True)\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120)
+    pid = int(out.stdout.split()[-1])
+    assert not Path(f"/proc/{pid}").exists(), Path(f"/proc/{pid}/status").read_text()[:200]
+
+
 _SIGNAL_EVERYONE = '''
 import os, signal
 

@@ -27,6 +27,7 @@ Set ``CKPT_ZYGOTE=0`` to start every worker fresh (slower; for comparison).
 from __future__ import annotations
 
 import array
+import atexit
 import gc
 import json
 import os
@@ -200,8 +201,10 @@ class _Zygote:
             if self.proc is not None:
                 self.proc.wait()
 
-        threading.Thread(target=anchor, daemon=True, name="ckpt-zygote-anchor").start()
+        self.anchor = threading.Thread(target=anchor, daemon=True, name="ckpt-zygote-anchor")
+        self.anchor.start()
         started.wait()
+        atexit.register(self.stop)
         threading.Thread(target=self._read, daemon=True, name="ckpt-zygote-reader").start()
 
     def _read(self) -> None:
@@ -223,6 +226,16 @@ class _Zygote:
                 elif "id" in message:
                     self.replies[int(message["id"])] = message.get("pid")
                 self.changed.notify_all()
+
+    def stop(self) -> None:
+        """End the zygote and reap it (at the grader's exit): its parent-death signal alone would
+        end it a moment after the grader, when a list of processes could still show it."""
+        if self.proc is not None:
+            try:
+                self.proc.kill()
+            except OSError:
+                pass
+            self.anchor.join(5)
 
     def wait_ready(self, timeout: float) -> bool:
         with self.changed:
