@@ -334,6 +334,22 @@ def index_domain_to_byte_runs(bounds, shape, itemsize, base):
     assert runs.status == "incorrect"  # graded on its own, after the forged frame
 
 
+
+def test_a_worker_cannot_claim_more_time_in_its_function_than_it_lived(grade_code):
+    """A case frame's seconds (time inside the learner's function) is the worker's own word; the
+    results an instructor reads (learners/<id>.json) and the benchmarks show it. Never more than
+    the grader's own clock gave the worker (checked: without that bound, this fails)."""
+    source = '''
+import json, os, struct, sys
+
+def coalesce_runs(runs, max_gap):
+    payload = json.dumps({"value": [], "seconds": 999999.0}).encode()
+    os.write(int(sys.argv[2]), struct.pack("<I", len(payload)) + payload)
+    os._exit(0)
+'''
+    (result,) = grade_code(source, problems=["4.3"], isolation="strict").problems
+    assert 0 < result.seconds < 60 and result.code_seconds <= result.seconds, (result.seconds, result.code_seconds)
+
 def test_a_learner_cannot_write_the_judges_answer_into_the_channel(grade_code):
     """The frames carry only what the function returns: writing one for the judge earns nothing."""
     source = '''

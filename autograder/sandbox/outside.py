@@ -376,6 +376,8 @@ class Worker:
         if self.cgroup:
             _remove_cgroup(self.cgroup)
         self.result.seconds = time.monotonic() - self.start
+        # The time inside the learner's function is the worker's own word: never more than it lived.
+        self.result.code_seconds = min(self.result.code_seconds, self.result.seconds)
         self.result.returncode = self.proc.returncode
 
     def wait(self) -> RunResult:
