@@ -41,10 +41,11 @@ class ProblemResult:
     code_seconds: float = 0.0  # of which inside the learner's function
     category: str = ""  # why it failed, for instructors (see judge); not in learner reports
     worker_peak_bytes: int = 0  # the worker's largest resident set (benchmarks)
+    worker_waited: float = 0.0  # before its worker started, for the zygote's imports (benchmarks)
 
     def public(self) -> dict:
         d = asdict(self)
-        for private in ("seconds", "code_seconds", "category", "worker_peak_bytes"):
+        for private in ("seconds", "code_seconds", "category", "worker_peak_bytes", "worker_waited"):
             d.pop(private)
         return d
 
@@ -383,7 +384,9 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
     references = None
     if runs:
         if getattr(isolation, "level", isolation) in (sandbox.STRICT, sandbox.AUTO):
-            sandbox.start_zygote()  # strict workers fork from it: it imports while the references start
+            # Strict workers fork from it: it imports while the references start, and then what
+            # these problems' code imports.
+            sandbox.start_zygote([(plan.source, plan.problem.count_reads) for plan in plans if plan.result is None])
         references = _References(plans)
     try:
         if isinstance(isolation, sandbox.Isolation):
@@ -423,6 +426,7 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
             result = _result(plan.problem, status, message, out.seconds, category)
             result.code_seconds = out.code_seconds
             result.worker_peak_bytes = out.peak_bytes
+            result.worker_waited = out.waited
             return result
 
         jobs = jobs or min(2, os.cpu_count() or 1)

@@ -7,8 +7,10 @@ as ``make check`` is):
   a learner would, curated wrong answers, stubs, a syntax error), per unit and in all, with the
   time spent inside the learner's functions (summed over the workers, which run two at a time:
   the mixed Unit 1's learner code compiles Flax's init eagerly for every new shape);
-- the grader's overhead per problem: the time to grade it minus the time inside the learner's
-  function (worker start, encoding, judging, references);
+- the grader's overhead per problem: its worker's time, from fork (or start) to end, minus the time
+  inside the learner's function (worker start, jail, frames, encoding); before its fork a worker
+  may wait for the zygote to import the libraries its code imports, a start-up paid once per
+  grading: in the wall times, and its longest wait printed;
 - peak memory: of the grading process, and of the largest worker;
 - a stub-only ``make check`` (``python -m autograder grade problems/``).
 
@@ -49,7 +51,8 @@ report = grade([paths], "bench", problems=problems, isolation="strict")
 wall = time.perf_counter() - start
 print(json.dumps({"wall": wall, "score": report.score, "max": report.max_score,
                   "grader_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                  "problems": [[p.id, p.status, p.seconds, p.code_seconds, p.worker_peak_bytes] for p in report.problems]}))
+                  "problems": [[p.id, p.status, p.seconds, p.code_seconds, p.worker_peak_bytes, p.worker_waited]
+                               for p in report.problems]}))
 '''
 
 
@@ -112,7 +115,7 @@ def main() -> None:
         print(f"Grading at the strict isolation level, cold (a fresh process per run), {args.repeat} runs: "
               f"min / median / max seconds", flush=True)
         overheads: dict[str, list[float]] = {}
-        grader_peak, worker_peak = 0, 0
+        grader_peak, worker_peak, longest_wait = 0, 0, 0.0
         for name, path in submissions.items():
             print(f"\n{name} submission", flush=True)
             print(f"  {'':14} {'min':>6} {'median':>8} {'max':>6}  {'in learner code':>15}  target")
@@ -121,10 +124,11 @@ def main() -> None:
                 for _ in range(args.repeat):
                     got = run(path, unit)
                     walls.append(got["wall"])
-                    codes.append(sum(code for _, _, _, code, _ in got["problems"]))
+                    codes.append(sum(code for _, _, _, code, _, _ in got["problems"]))
                     grader_peak = max(grader_peak, got["grader_bytes"])
-                    for pid, status, seconds, code, peak in got["problems"]:
+                    for pid, status, seconds, code, peak, waited in got["problems"]:
                         worker_peak = max(worker_peak, peak)
+                        longest_wait = max(longest_wait, waited)
                         if unit == "all" and status not in ("not_attempted",) and seconds:
                             overheads.setdefault(f"{name} {pid}", []).append(seconds - code)
                     if name == "reference":
@@ -133,13 +137,15 @@ def main() -> None:
                 label = "whole" if unit == "all" else f"unit {unit}"
                 print(f"  {label:14} {spread(walls)}  {statistics.median(codes):13.2f} s  " + (f"<= {target:g} s: "
                       + ("met" if statistics.median(walls) <= target else "NOT MET") if target else ""), flush=True)
-        print("\noverhead per problem (grading time minus time in the learner's function), median of runs:")
+        print("\noverhead per problem (the worker's time minus time in the learner's function), median of runs:")
         medians = {k: statistics.median(v) for k, v in overheads.items()}
         worst = max(medians, key=medians.get)
         print(f"  median over problems {statistics.median(medians.values()):.3f} s; worst {medians[worst]:.3f} s ({worst}); "
               f"target <= {TARGETS['overhead']} s: {'met' if medians[worst] <= TARGETS['overhead'] else 'NOT MET'}")
         for key in sorted(medians, key=medians.get, reverse=True)[:5]:
             print(f"    {key:16} {medians[key]:.3f} s")
+        print(f"  (a worker's time starts when it is forked; before, it may wait for the zygote to import the "
+              f"libraries its code imports: the grader's start-up, in the wall times above; longest wait {longest_wait:.2f} s)")
         print(f"\npeak memory: grading process {grader_peak / 2**20:,.0f} MiB (target < 1024 MiB: "
               f"{'met' if grader_peak < TARGETS['grader_bytes'] else 'NOT MET'}); largest worker {worker_peak / 2**20:,.0f} MiB "
               "(a forked worker's resident set counts the libraries it shares with the zygote)")

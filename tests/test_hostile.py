@@ -453,6 +453,61 @@ def test_a_worker_forked_from_the_zygote_holds_no_reference_and_no_hidden_test(g
     assert result.status == "correct", result.message
 
 
+_ASKS_FOR_SECRETS = _FORKED_AND_CLEAN.replace("    return _right(runs, max_gap)", '''    if runs is None:
+        _never_called()
+    return _right(runs, max_gap)''') + '''
+
+def _never_called():  # read by the grader, to choose what the zygote imports; never run
+    import solutions.unit4
+    import autograder.hidden.unit4
+    from autograder import grade, batch, registry
+    from solutions import unit1
+'''
+
+
+def test_a_worker_whose_code_imports_the_references_gets_none_of_them_from_the_zygote(grade_code):
+    """The grader reads a submission's import statements to choose what the zygote imports before
+    forking its worker: only names of a fixed list of public libraries count, so code that names
+    the references, the hidden tests or the judging side has none of them imported for it (checked:
+    with that list dropped on both sides, the zygote imports them and this fails)."""
+    from autograder.sandbox import zygote
+
+    assert zygote.needs(_ASKS_FOR_SECRETS) == []
+    (result,) = grade_code(_ASKS_FOR_SECRETS, problems=["4.3"], isolation="strict").problems
+    assert result.status == "correct", result.message
+
+
+_PRELOADED = '''
+import sys
+
+AT_LOAD = {m: m in sys.modules for m in ("jax", "flax.linen", "flax.nnx", "orbax.checkpoint")}
+
+
+def f():
+    return [AT_LOAD[m] for m in sorted(AT_LOAD)]
+'''
+
+
+def test_the_zygote_imports_what_a_workers_code_imports_before_it_forks_that_worker_and_no_more(root):
+    """A worker is forked once the zygote has imported JAX and the libraries its code imports (a
+    learner's Unit 1 does not wait for Orbax); one whose code imports Orbax finds it loaded. In a
+    grader of its own, so that no earlier test's zygote has imported anything yet."""
+    script = ("import json\n"
+              "from autograder.sandbox import outside\n"
+              "outside.start_zygote()\n"
+              f"src = {_PRELOADED!r}\n"
+              "plain = outside.Worker(src, 'f', [()], level='strict').wait()\n"
+              "nnx = outside.Worker(src + 'from flax import nnx\\n', 'f', [()], level='strict').wait()\n"
+              "orbax = outside.Worker(src + '    import orbax.checkpoint\\n', 'f', [()], level='strict').wait()\n"
+              "print(json.dumps([r.cases[0]['value'] for r in (plain, nnx, orbax)]))\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=180)
+    plain, nnx, orbax = json.loads(out.stdout.splitlines()[-1])
+    # In the order flax.linen, flax.nnx, jax, orbax.checkpoint:
+    assert plain == [False, False, True, False], plain
+    assert nnx == [True, True, True, False], nnx
+    assert orbax == [True, True, True, True], orbax  # (NNX imported for the worker before)
+
+
 def test_without_the_zygote_workers_start_afresh_and_grade_the_same(grade_code, monkeypatch, root):
     forked = grade_code((root / "solutions" / "unit2.py").read_text(), problems=["2.1", "2.4"], isolation="strict")
     monkeypatch.setenv("CKPT_ZYGOTE", "0")

@@ -48,6 +48,7 @@ class RunResult:
     stderr_tail: str = ""  # for instructors' debugging logs only, never shown in reports
     detail: str = ""  # why a frame was refused (for instructors' logs)
     peak_bytes: int = 0  # the largest resident set of a process of the worker's tree (benchmarks)
+    waited: float = 0.0  # before the worker started, for the zygote to import its libraries (benchmarks)
 
 
 def new_workdir() -> str:
@@ -84,7 +85,8 @@ def strict_missing() -> tuple:
         return (f"Landlock ABI {abi}: the strict level needs ABI {jail.STRICT_LANDLOCK_ABI} or later (Linux 6.12+, "
                 "with 'landlock' in the kernel's lsm= list)",)
     try:
-        run = Worker("def probe():\n    return 1\n", "probe", [()], timeout=60, level=STRICT).wait()
+        # Bare: forked as soon as the zygote runs, while it imports JAX for the workers after.
+        run = Worker("def probe():\n    return 1\n", "probe", [()], timeout=60, level=STRICT, bare=True).wait()
     except IsolationUnavailable as exc:
         return (str(exc),)
     if run.status == "ok" and not run.setup and run.cases and run.cases[0].get("value") == 1:
@@ -247,11 +249,13 @@ def zygote_env() -> dict:
     return {**_env("/nonexistent", ""), "CKPT_ISOLATION": ""}
 
 
-def start_zygote() -> None:
+def start_zygote(sources=()) -> None:
     """Start the zygote strict workers are forked from, in the background (it imports for a
-    second), unless this machine surely lacks the strict level (no Landlock)."""
+    second), unless this machine surely lacks the strict level (no Landlock). ``sources``, pairs
+    of a worker's code and whether its reads are counted, say what the coming workers import."""
     if sys.platform == "linux" and jail.landlock_abi() >= jail.STRICT_LANDLOCK_ABI:
-        zygote.start(zygote_env())
+        wants = {name for source, count_reads in sources for name in zygote.needs(source, count_reads)}
+        zygote.start(zygote_env(), [name for name in zygote.ON_DEMAND if name in wants])
 
 
 class Worker:
@@ -259,11 +263,12 @@ class Worker:
 
     ``cases`` are argument tuples. Files in them (:mod:`autograder.files`) must already be written
     into ``workdir``, except for a read-counted problem, whose files are written one case at a
-    time, inside the window in which its reads are counted (so no code can read them earlier)."""
+    time, inside the window in which its reads are counted (so no code can read them earlier).
+    A ``bare`` strict worker is forked before the zygote has imported JAX (for code needing none)."""
 
     def __init__(self, source: str, function: str, cases: list[tuple], *, timeout: float = DEFAULT_TIMEOUT,
                  memory_bytes: int = DEFAULT_MEMORY, file_bytes: int = DEFAULT_FILE_BYTES, workdir: str | None = None,
-                 count_reads: bool = False, level: str = BASIC):
+                 count_reads: bool = False, level: str = BASIC, bare: bool = False):
         self.timeout, self.level, self.count_reads = timeout, level, count_reads
         self.workdir = workdir or new_workdir()
         self.cases = list(cases)
@@ -276,12 +281,18 @@ class Worker:
         self.log = tempfile.TemporaryFile(prefix="ckpt-worker-log-")  # unlinked: the worker cannot find it
         self.job = {"source": source, "function": function}
         self.namespace: str | None = None
-        self.start = time.monotonic()
+        asked = time.monotonic()
         try:
-            # At the strict level, forked from the zygote, which has the libraries imported; else (and
-            # at the basic level, whose workers can reach whatever the grader can) started afresh.
+            # At the strict level, forked from the zygote once it has imported the libraries this
+            # code imports; else (and at the basic level, whose workers can reach whatever the
+            # grader can) started afresh.
             self.proc = zygote.spawn((to_r, from_w, self.log.fileno()), self.workdir, _env(self.workdir, level),
-                                     zygote_env()) if level == STRICT else None
+                                     zygote_env(), None if bare else zygote.needs(source, count_reads)) \
+                if level == STRICT else None
+            # The worker's time (and its time limit) starts now: the zygote's imports before the fork
+            # are the grader's start-up, done once (a fresh worker's own imports count as its time).
+            self.start = time.monotonic()
+            self.result.waited = self.start - asked
             if self.proc is None:
                 self.proc = subprocess.Popen(
                     [sys.executable, "-I", "-B", inside.__file__, str(to_r), str(from_w), str(os.getpid())],

@@ -1,8 +1,10 @@
 """Workers that do not pay start-up: a trusted template process they are forked from.
 
 Starting Python and importing JAX, Flax and Orbax costs a worker about a second, every problem.
-The zygote pays it once: it imports the libraries a worker needs and then, on the grader's
-request, forks. The fork (single-threaded, whatever the zygote had) runs
+The zygote pays it once: it imports the libraries workers need, one module at a time, and forks
+a worker on the grader's request once that worker's libraries are imported (the grader reads, never
+runs, the import statements of its code: :func:`needs`). The fork (single-threaded, whatever the
+zygote had) runs
 :func:`autograder.sandbox.inside.main` exactly as a freshly started worker would: it enters its
 own jail (:func:`autograder.sandbox.jail.enter`: namespaces, Landlock, seccomp, limits) before it
 reads any learner code.
@@ -10,7 +12,9 @@ reads any learner code.
 What keeps this as safe as a fresh start:
 
 - The zygote is trusted code only. It never runs learner code, and never imports the reference
-  solutions or the hidden tests: its memory, which every worker inherits, holds public libraries.
+  solutions or the hidden tests: its memory, which every worker inherits, holds public libraries,
+  from a fixed list (:data:`PRELOAD`, :data:`ON_DEMAND`); a name learner code imports counts only
+  if it is on that list.
   Its environment is the workers' own (nothing of the grader's).
 - A worker gets its pipes and log file from the grader through this zygote (``SCM_RIGHTS``), and
   closes the zygote's socket before doing anything else.
@@ -27,6 +31,7 @@ Set ``CKPT_ZYGOTE=0`` to start every worker fresh (slower; for comparison).
 from __future__ import annotations
 
 import array
+import ast
 import atexit
 import gc
 import json
@@ -37,13 +42,43 @@ import subprocess
 import sys
 import threading
 
-# Imported once here, for every worker. Never the references or the hidden tests.
-# Before the zygote says it is ready: what most workers need. After, one module at a time while no
-# worker is waiting to be forked: what the later units' workers need (Orbax alone is half a second).
-PRELOAD = ("numpy", "jax", "jax.numpy", "jax.sharding", "flax.linen", "flax.nnx", "ml_dtypes", "ckptlab.layout",
-           "ckptlab.models", "autograder.codec", "autograder.reads")
-PRELOAD_WHEN_IDLE = ("tensorstore", "orbax.checkpoint", "safetensors", "safetensors.numpy")
+from autograder.sandbox import inside
+
+# Imported here, one module at a time, for the workers forked after. Never the references or the
+# hidden tests. First what every worker uses; a worker is forked once these are imported (a bare
+# one, the grader's check of the level, at once).
+PRELOAD = ("numpy", "jax", "jax.numpy", "jax.sharding", "ml_dtypes", "ckptlab.layout", "autograder.codec",
+           "autograder.reads")
+# Then, and only then, these: before a worker is forked, those its code imports (:func:`needs`);
+# and while no worker waits, those the grader said the problems it grades import
+# (:meth:`_Zygote.want`). So a learner's Unit 1 does not wait for Flax's NNX, nor share the cores
+# with Orbax being imported (half a second), unless its code imports them.
+ON_DEMAND = tuple(dict.fromkeys(("flax.linen", "flax.nnx", "ckptlab.models", "tensorstore", "orbax.checkpoint",
+                                  "safetensors", "safetensors.numpy", *inside.PRELOAD_FOR_READS)))
 _MAX_RECORD = 1 << 16
+
+
+def needs(source: str, count_reads: bool = False) -> list[str]:
+    """The modules of :data:`ON_DEMAND` a worker running ``source`` will import: its import
+    statements, read (never run) on the grader's side. A read-counted worker loads the modules
+    :data:`~autograder.sandbox.inside.PRELOAD_FOR_READS` before its code."""
+    found = set(inside.PRELOAD_FOR_READS) if count_reads else set()
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        for name in names:
+            if name == "flax":
+                name = "flax.linen"  # Flax's package imports Linen
+            found.update(m for m in ON_DEMAND if name == m or name.startswith(m + "."))
+    return [m for m in ON_DEMAND if m in found]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -54,7 +89,7 @@ def _single_threaded() -> bool:
 
 
 def serve(sock_fd: int, grader: int) -> int:
-    from autograder.sandbox import inside, jail
+    from autograder.sandbox import jail
 
     jail.die_with_parent()
     if os.getppid() != grader:
@@ -65,27 +100,33 @@ def serve(sock_fd: int, grader: int) -> int:
     prepare_environment(16)  # before JAX is imported: every worker's JAX starts with 16 devices
     import importlib
 
-    def preload(name: str) -> None:
+    loaded: set[str] = set()  # tried: a library that does not load here loads in the worker, or fails there
+
+    def load(name: str) -> None:
+        loaded.add(name)
         try:
             importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - a library that does not load here loads in the worker, or fails there
+        except Exception:  # noqa: BLE001
             pass
 
-    for name in PRELOAD:
-        preload(name)
-    later = list(PRELOAD_WHEN_IDLE + inside.PRELOAD_FOR_READS)
-    if not _single_threaded():  # a library started a thread: forks would be unsafe
-        sock.send(json.dumps({"ready": False, "why": "the preloaded libraries started threads"}).encode())
+    if not _single_threaded():
+        sock.send(json.dumps({"ready": False, "why": "the zygote started with threads"}).encode())
         return 1
+    # Ready at once: a worker that needs no library (the grader's first, which checks the level of
+    # isolation) is forked while JAX is imported here.
     sock.send(json.dumps({"ready": True}).encode())
     me = os.getpid()
-    forkable = True
+    forkable = True  # single-threaded: after an import that started a thread, workers start afresh
+    wanted: list[str] = list(PRELOAD)
+    pending: list[tuple[dict, array.array]] = []  # fork requests, oldest first, with their descriptors
     # Each worker's pidfd (None where the kernel has none): readable the moment the worker ends, so
     # it is reaped and the grader told at once, not at the next 50 ms tick (a worker's end cost
     # every problem 25 ms on average).
     children: dict[int, int | None] = {}
     while True:
-        readable, _, _ = select.select([sock, *(fd for fd in children.values() if fd is not None)], [], [], 0.05)
+        work = bool(pending) or any(name not in loaded for name in wanted)
+        readable, _, _ = select.select([sock, *(fd for fd in children.values() if fd is not None)], [], [],
+                                       0 if work else 0.05)
         while children:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -97,62 +138,89 @@ def serve(sock_fd: int, grader: int) -> int:
             if pidfd is not None:
                 os.close(pidfd)
             sock.send(json.dumps({"exited": pid, "status": os.waitstatus_to_exitcode(status)}).encode())
-        if sock not in readable:
-            if not readable and later and forkable:
-                preload(later.pop(0))
-                forkable = _single_threaded()  # else workers start afresh from now on
-            continue
-        fds = array.array("i")
-        data, ancdata, _, _ = sock.recvmsg(_MAX_RECORD, socket.CMSG_SPACE(3 * fds.itemsize))
-        if not data:
-            return 0  # the grader is gone
-        for level, kind, payload in ancdata:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
-        request = json.loads(data)
-        if len(fds) != 3 or not forkable:
+        if sock in readable:
+            fds = array.array("i")
+            data, ancdata, _, _ = sock.recvmsg(_MAX_RECORD, socket.CMSG_SPACE(3 * fds.itemsize))
+            if not data:
+                return 0  # the grader is gone
+            for level, kind, payload in ancdata:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+            request = json.loads(data)
+            if "want" in request:
+                wanted += [name for name in request["want"] if name in ON_DEMAND and name not in wanted]
+                for fd in fds:
+                    os.close(fd)
+            else:
+                pending.append((request, fds))
+            continue  # every message first: a request that needs nothing more is served at once
+        # The oldest request whose worker's libraries are here is forked; else the oldest request's
+        # next library is imported; else, idle, the next library the grader said it will want.
+        ready = next((i for i, (request, _) in enumerate(pending) if not _missing(request, loaded)), None)
+        if ready is not None:
+            request, fds = pending.pop(ready)
+            try:
+                pid = _fork(request, fds, sock, me) if len(fds) == 3 and forkable else None
+            except OSError:  # no process to be had: this worker starts afresh, or fails to
+                pid = None
             for fd in fds:
                 os.close(fd)
-            sock.send(json.dumps({"id": request.get("id"), "pid": None}).encode())
+            if pid:
+                try:
+                    children[pid] = os.pidfd_open(pid)
+                except (AttributeError, OSError):  # Linux before 5.3: reaped at the next tick
+                    children[pid] = None
+            sock.send(json.dumps({"id": request.get("id"), "pid": pid}).encode())
             continue
-        to_r, from_w, log = fds
-        # The libraries' objects go to the collector's permanent generation: a worker's collections
-        # then skip them, and do not copy the pages they share with the zygote (in the reference
-        # Unit 1, time inside learner functions fell from 1.15 s to 0.71 s).
-        gc.freeze()
-        pid = os.fork()
-        if pid == 0:
-            code = 70
-            try:
-                sock.close()
-                os.setsid()
-                os.dup2(log, 1)
-                os.dup2(log, 2)
-                keep = {0, 1, 2, to_r, from_w}
-                for fd in [int(n) for n in os.listdir("/proc/self/fd")]:
-                    if fd not in keep:
-                        try:
-                            os.close(fd)
-                        except OSError:
-                            pass
-                os.chdir(request["cwd"])
-                os.environ.clear()
-                os.environ.update(request["env"])
-                os.environ["XLA_FLAGS"] = (request["env"].get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=16").strip()
-                import tempfile
+        missing = _missing(pending[0][0], loaded) if pending else [n for n in wanted if n not in loaded]
+        if missing and forkable:
+            load(missing[0])
+            forkable = _single_threaded()  # else workers start afresh from now on
+        elif missing:
+            loaded.update(missing)  # no fork will come of it: the request is answered "start afresh"
 
-                tempfile.tempdir = None  # found again from this worker's TMPDIR
-                sys.argv = [inside.__file__, str(to_r), str(from_w), str(me)]  # as a worker started afresh
-                code = inside.main(to_r, from_w, me)
-            finally:
-                os._exit(code)
-        for fd in fds:
-            os.close(fd)
+
+def _missing(request: dict, loaded: set[str]) -> list[str]:
+    """What the zygote must import before forking the worker of ``request``: the libraries every
+    worker uses, and those its code imports; nothing for a bare worker (the grader's probe)."""
+    needs = () if request.get("bare") else (*PRELOAD, *(n for n in request.get("needs", ()) if n in ON_DEMAND))
+    return [name for name in needs if name not in loaded]
+
+
+def _fork(request: dict, fds: array.array, sock: socket.socket, me: int) -> int:
+    """Fork a worker running :func:`autograder.sandbox.inside.main` on ``fds``; its pid."""
+    to_r, from_w, log = fds
+    # The libraries' objects go to the collector's permanent generation: a worker's collections
+    # then skip them, and do not copy the pages they share with the zygote (in the reference
+    # Unit 1, time inside learner functions fell from 1.15 s to 0.71 s).
+    gc.freeze()
+    pid = os.fork()
+    if pid == 0:
+        code = 70
         try:
-            children[pid] = os.pidfd_open(pid)
-        except (AttributeError, OSError):  # Linux before 5.3: reaped at the next tick
-            children[pid] = None
-        sock.send(json.dumps({"id": request["id"], "pid": pid}).encode())
+            sock.close()
+            os.setsid()
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            keep = {0, 1, 2, to_r, from_w}
+            for fd in [int(n) for n in os.listdir("/proc/self/fd")]:
+                if fd not in keep:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+            os.chdir(request["cwd"])
+            os.environ.clear()
+            os.environ.update(request["env"])
+            os.environ["XLA_FLAGS"] = (request["env"].get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=16").strip()
+            import tempfile
+
+            tempfile.tempdir = None  # found again from this worker's TMPDIR
+            sys.argv = [inside.__file__, str(to_r), str(from_w), str(me)]  # as a worker started afresh
+            code = inside.main(to_r, from_w, me)
+        finally:
+            os._exit(code)
+    return pid
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,12 +310,21 @@ class _Zygote:
             self.changed.wait_for(lambda: self.ready is not None or self.dead, timeout)
             return bool(self.ready) and not self.dead
 
-    def spawn(self, fds: tuple[int, int, int], cwd: str, env: dict, timeout: float = 10.0) -> Forked | None:
+    def want(self, names) -> None:
+        """Say which of :data:`ON_DEMAND` the coming workers will need: imported while none waits."""
+        with self.send_lock:
+            try:
+                self.sock.send(json.dumps({"want": list(names)}).encode())
+            except OSError:
+                pass
+
+    def spawn(self, fds: tuple[int, int, int], cwd: str, env: dict, needs=(), timeout: float = 10.0) -> Forked | None:
+        request = {"cwd": cwd, "env": env, "needs": list(needs or ()), "bare": needs is None}
         with self.send_lock:
             self.next_id += 1
             ident = self.next_id
             try:
-                self.sock.sendmsg([json.dumps({"id": ident, "cwd": cwd, "env": env}).encode()],
+                self.sock.sendmsg([json.dumps({"id": ident, **request}).encode()],
                                   [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
             except OSError:
                 return None
@@ -267,32 +344,37 @@ def enabled() -> bool:
     return sys.platform == "linux" and os.environ.get("CKPT_ZYGOTE", "1") != "0"
 
 
-def start(env: dict) -> None:
-    """Start the zygote now (it takes a second to import its libraries), if none is running."""
+def start(env: dict, wants=()) -> None:
+    """Start the zygote now (it takes a second to import its libraries), if none is running; tell
+    it the libraries of :data:`ON_DEMAND` the coming workers will need (:func:`needs`)."""
     if enabled():
-        threading.Thread(target=_get, args=(env,), daemon=True).start()
+        threading.Thread(target=_get, args=(env, tuple(wants)), daemon=True).start()
 
 
-def _get(env: dict) -> _Zygote | None:
+def _get(env: dict, wants=()) -> _Zygote | None:
     global _current, _failed
     with _lock:
         if _failed:
             return None
         if _current is None or _current.dead:
             _current = _Zygote(env)
+            _current.want(wants)  # read once it is ready
             if not _current.wait_ready(120):
                 _failed = True  # this machine cannot: every worker starts fresh
                 _current = None
+        elif wants:
+            _current.want(wants)
         return _current
 
 
-def spawn(fds: tuple[int, int, int], cwd: str, env: dict, base_env: dict) -> Forked | None:
+def spawn(fds: tuple[int, int, int], cwd: str, env: dict, base_env: dict, needs=()) -> Forked | None:
     """Fork a worker running :func:`autograder.sandbox.inside.main` on ``fds`` (its input pipe,
-    its output pipe, its log), in ``cwd`` with ``env``; None where no zygote can (start afresh)."""
+    its output pipe, its log), in ``cwd`` with ``env``, once the zygote has imported :data:`PRELOAD`
+    and ``needs`` (None: at once, bare); None where no zygote can (start afresh)."""
     if not enabled():
         return None
     zygote = _get(base_env)
-    return zygote.spawn(fds, cwd, env) if zygote is not None else None
+    return zygote.spawn(fds, cwd, env, needs) if zygote is not None else None
 
 
 if __name__ == "__main__":
