@@ -42,7 +42,9 @@ import subprocess
 import sys
 import threading
 
-from autograder.sandbox import inside
+if __name__ == "__main__":  # run as the zygote: this copy of the course, whatever else is installed
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from autograder.sandbox import inside  # noqa: E402
 
 # Imported here, one module at a time, for the workers forked after. Never the references or the
 # hidden tests. First what every worker uses; a worker is forked once these are imported (a bare
@@ -378,7 +380,6 @@ def spawn(fds: tuple[int, int, int], cwd: str, env: dict, base_env: dict, needs=
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     from autograder.sandbox.zygote import serve as _serve  # this file, as a module of that copy
 
     sys.exit(_serve(int(sys.argv[1]), int(sys.argv[2])))
