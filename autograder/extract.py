@@ -46,8 +46,12 @@ class Submission:
     unreadable: str | None = None  # the whole file could not be read
 
     def function(self, name: str) -> Block | None:
+        """The definition of ``name`` that is graded: the last one, as in a notebook run top to
+        bottom, except that an untouched stub never hides an attempt (an answer in a .py file
+        beside the problem notebook, whose stub sorts after it; or written above the stub's cell)."""
         found = [b for b in self.blocks if isinstance(b.node, (ast.FunctionDef, ast.AsyncFunctionDef)) and b.node.name == name]
-        return found[-1] if found else None  # like a notebook run top to bottom: last one wins
+        attempts = [b for b in found if not is_stub(b.node)]
+        return (attempts or found)[-1] if found else None
 
     def broken_function(self, name: str) -> BrokenBlock | None:
         found = [b for b in self.broken if b.defines == name]

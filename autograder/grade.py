@@ -343,11 +343,11 @@ def locate(problem, sub: extract.Submission) -> ProblemResult | None:
     """The result of a problem whose function cannot run (missing, broken, a stub, a wrong
     signature), or None when it is there to run. Shared with the public checks."""
     block = sub.function(problem.function)
+    broken = sub.broken_function(problem.function)
+    if broken is not None and (block is None or extract.is_stub(block.node)):  # an attempt, even broken, beats a stub
+        return _result(problem, "error", f"{broken.error}: fix the syntax error in {problem.function}.",
+                       category="syntax_error")
     if block is None:
-        broken = sub.broken_function(problem.function)
-        if broken is not None:
-            return _result(problem, "error", f"{broken.error}: fix the syntax error in {problem.function}.",
-                           category="syntax_error")
         if sub.unreadable:
             return _result(problem, "error", f"{sub.unreadable}.", category="unreadable")
         return _result(problem, "not_attempted",

@@ -116,6 +116,33 @@ def test_extract_keeps_what_the_function_uses_and_drops_top_level_calls(tmp_path
     assert ns["f"](3) == 7
 
 
+def test_an_untouched_stub_never_hides_an_attempt(tmp_path):
+    """The last definition is graded, as a notebook runs top to bottom, except a stub: answers in a
+    .py file beside the problem notebook (whose stubs sort after it: `make check` once graded the
+    stubs) or written in a cell above the stub's are found; a broken attempt is reported as one."""
+    from autograder import grade, registry
+
+    stub = 'def f(x):\n    """Return x + 1."""\n    raise NotImplementedError\n'
+    folder = tmp_path / "problems"
+    folder.mkdir()
+    (folder / "unit1.py").write_text("def f(x):\n    return x + 1\n")
+    _nb(tmp_path, stub).rename(folder / "unit1_parameter_accounting.ipynb")
+    sub = extract.load_submissions([folder])
+    assert "x + 1" in sub.module_source("f") and not extract.is_stub(sub.function("f").node)
+    above = extract.load_submission(_nb(tmp_path, "def f(x):\n    return x + 2", stub))
+    assert "x + 2" in above.module_source("f")
+    assert "x + 3" in extract.load_submission(_nb(tmp_path, "def f(x):\n    return x + 2", "def f(x):\n    return x + 3")).module_source("f")
+    only_stubs = extract.load_submission(_nb(tmp_path, stub, stub))
+    assert extract.is_stub(only_stubs.function("f").node)
+
+    problem = registry.get("1.3")
+    call = problem.call
+    stub_of = f"def {call}:\n    raise NotImplementedError\n"
+    broken = extract.load_submission(_nb(tmp_path, f"def {call}\n    return 1", stub_of))
+    assert grade.locate(problem, broken).category == "syntax_error"
+    assert grade.locate(problem, extract.load_submission(_nb(tmp_path, stub_of))).status == "not_attempted"
+
+
 def test_extract_survives_syntax_errors_in_one_block(tmp_path):
     path = tmp_path / "s.py"
     path.write_text("import math\n\ndef good(x):\n    return math.sqrt(x)\n\ndef bad(x)\n    return x\n\n"
