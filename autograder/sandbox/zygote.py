@@ -360,7 +360,7 @@ def _get(env: dict, wants=()) -> _Zygote | None:
             return None
         if _current is None or _current.dead:
             _current = _Zygote(env)
-            _current.want(wants)  # read once it is ready
+            _current.want(wants)  # queued: read when the zygote starts serving
             if not _current.wait_ready(120):
                 _failed = True  # this machine cannot: every worker starts fresh
                 _current = None
