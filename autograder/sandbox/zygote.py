@@ -52,8 +52,8 @@ from autograder.sandbox import inside  # noqa: E402
 PRELOAD = ("numpy", "jax", "jax.numpy", "jax.sharding", "ml_dtypes", "ckptlab.layout", "autograder.codec",
            "autograder.reads")
 # Then, and only then, these: before a worker is forked, those its code imports (:func:`needs`);
-# and while no worker waits, those the grader said the problems it grades import
-# (:meth:`_Zygote.want`). So a learner's Unit 1 does not wait for Flax's NNX, nor share the cores
+# and while no worker waits and a core is free, those the grader said the problems it grades
+# import (:meth:`_Zygote.want`). So a learner's Unit 1 does not wait for Flax's NNX, nor share the cores
 # with Orbax being imported (half a second), unless its code imports them.
 ON_DEMAND = tuple(dict.fromkeys(("flax.linen", "flax.nnx", "ckptlab.models", "tensorstore", "orbax.checkpoint",
                                   "safetensors", "safetensors.numpy", *inside.PRELOAD_FOR_READS)))
@@ -125,8 +125,9 @@ def serve(sock_fd: int, grader: int) -> int:
     # it is reaped and the grader told at once, not at the next 50 ms tick (a worker's end cost
     # every problem 25 ms on average).
     children: dict[int, int | None] = {}
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     while True:
-        work = bool(pending) or any(name not in loaded for name in wanted)
+        work = bool(pending) or (len(children) < cores and any(name not in loaded for name in wanted))
         readable, _, _ = select.select([sock, *(fd for fd in children.values() if fd is not None)], [], [],
                                        0 if work else 0.05)
         while children:
@@ -174,7 +175,9 @@ def serve(sock_fd: int, grader: int) -> int:
                     children[pid] = None
             sock.send(json.dumps({"id": request.get("id"), "pid": pid}).encode())
             continue
-        missing = _missing(pending[0][0], loaded) if pending else [n for n in wanted if n not in loaded]
+        # (Idle: only with a core no worker uses; an import beside busy workers slows them down.)
+        missing = _missing(pending[0][0], loaded) if pending else \
+            [n for n in wanted if n not in loaded] if len(children) < cores else []
         if missing and forkable:
             load(missing[0])
             forkable = _single_threaded()  # else workers start afresh from now on
