@@ -254,3 +254,18 @@ def test_progress_chart_legend_matches_its_bars_and_an_empty_chart_says_why():
     assert not [t for t in ax.texts if "Nothing graded yet" in t.get_text()]
     fresh = plot_progress([(pid, unit, 0, 10, "not started") for pid, unit, *_ in rows])
     assert [t for t in fresh.texts if "Nothing graded yet" in t.get_text()]
+
+
+def test_grading_shortens_the_gil_slices_while_it_runs_and_restores_them_after():
+    """The grader's threads that wait on workers get the GIL sooner while grading; the process's
+    own setting comes back when the last grading in it ends, nested or concurrent."""
+    from autograder.grade import _SHORT_GIL_SLICES
+
+    before = sys.getswitchinterval()
+    _SHORT_GIL_SLICES.hold()
+    _SHORT_GIL_SLICES.hold()
+    assert sys.getswitchinterval() == min(before, 0.0005)
+    _SHORT_GIL_SLICES.release()
+    assert sys.getswitchinterval() == min(before, 0.0005)
+    _SHORT_GIL_SLICES.release()
+    assert sys.getswitchinterval() == before
