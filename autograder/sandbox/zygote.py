@@ -64,9 +64,11 @@ def needs(source: str, count_reads: bool = False) -> list[str]:
     """The modules of :data:`ON_DEMAND` a worker running ``source`` will import: its import
     statements, read (never run) on the grader's side. A read-counted worker loads the modules
     :data:`~autograder.sandbox.inside.PRELOAD_FOR_READS` before its code."""
+    from autograder.extract import parse  # (one thread at a time)
+
     found = set(inside.PRELOAD_FOR_READS) if count_reads else set()
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         tree = None
     for node in ast.walk(tree) if tree is not None else ():
