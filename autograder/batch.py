@@ -119,19 +119,9 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
     submissions, results = Path(submissions), Path(results)
     learners = find_learners(submissions)
     todo = [lr for lr in learners if force or not (results / "learners" / f"{lr.id}.json").exists()]
-    devices = None
-    if todo:
-        from ckptlab import setup_devices
-
-        if isolation != "basic":
-            start_zygote()  # its imports, the check of the level and JAX's start here overlap
-        # Once, here: grade() would otherwise start JAX from several threads at once.
-        starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-devices")
-        devices = starter.submit(setup_devices)
-        starter.shutdown(wait=False)  # its thread ends when JAX has started
+    if todo and isolation != "basic":
+        start_zygote()  # its imports and the check of the level overlap
     level = resolve(isolation)
-    if devices is not None:
-        devices.result()  # (its error, if any, raised here)
     bar = _Progress(len(todo)) if progress else None
     interrupted = False
     futures: dict = {}

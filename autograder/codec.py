@@ -62,6 +62,17 @@ def materialize(value):
     return value
 
 
+def needs_jax(value) -> bool:
+    """Whether :func:`materialize` builds JAX objects from ``value``."""
+    if isinstance(value, (MeshArg, SpecArg)):
+        return True
+    if isinstance(value, dict):
+        return any(needs_jax(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(needs_jax(v) for v in value)
+    return False
+
+
 def _sharding_info(value) -> dict | None:
     """Plain description of a jax.Array's sharding and of the shard each device holds."""
     try:

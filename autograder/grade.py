@@ -267,9 +267,28 @@ class _Plan:
     failure: BaseException | None = None  # the trusted side failed on this problem
 
 
+_DEVICES = threading.Lock()
+
+
+def course_devices() -> None:
+    """The course's 16 devices in this process, started by whichever thread asks first (several
+    learners' references run at once in grade-batch)."""
+    with _DEVICES:
+        from ckptlab import setup_devices
+
+        setup_devices()
+
+
+def _needs_jax(plan: _Plan) -> bool:
+    """Whether the trusted side needs JAX for this problem: to run its reference, build a mesh or
+    write a checkpoint; not where the hidden tests compute the expected values themselves (Unit 1:
+    a learner who has done only Unit 1 is graded without JAX starting here, beside the zygote)."""
+    return plan.hidden.expected is None or any(files.has_files(c.args) or codec.needs_jax(c.args) for c in plan.cases)
+
+
 class _References:
-    """The trusted side's own work, on one thread, ahead of the workers: the devices, then for
-    each problem in order its cases' files and the reference's expected values.
+    """The trusted side's own work, on one thread, ahead of the workers: for each problem in order
+    (the course's devices first, where it needs JAX) its cases' files and the expected values.
 
     It starts before the isolation level is known, so it overlaps the zygote's start-up (a
     second of imports on the other core), and it never competes with itself for the GIL: a
@@ -282,18 +301,13 @@ class _References:
         self.thread.start()
 
     def _run(self) -> None:
-        try:
-            from ckptlab import setup_devices
-
-            setup_devices()  # the references run here and need the course's 16 devices
-        except BaseException as exc:  # noqa: BLE001 - every problem then says the grader failed
-            self._fail(self.plans, exc)
-            return
         for i, plan in enumerate(self.plans):
             if self.stopped.is_set():
                 self._fail(self.plans[i:], RuntimeError("grading stopped"))
                 return
             try:
+                if _needs_jax(plan):
+                    course_devices()
                 self._prepare(plan)
             except BaseException as exc:  # noqa: BLE001 - a grader-side failure costs this problem only
                 self._fail([plan], exc)

@@ -4,6 +4,9 @@ wrong answers rejected with their intended messages, and bad submissions cost on
 from __future__ import annotations
 
 import dataclasses
+import json
+import subprocess
+import sys
 import inspect
 import re
 
@@ -372,3 +375,15 @@ def test_workers_compile_faster_and_compute_within_the_tolerance_floats_are_judg
         here = codec.loads(codec.dumps(namespace["values"](*args)))
         for theirs, ours in zip(out["value"], here):
             np.testing.assert_allclose(theirs, ours, rtol=tolerance / 4, atol=0)
+
+
+def test_unit1_is_graded_without_starting_jax_in_the_grading_process(root):
+    """Unit 1's expected values come from the hidden tests' arithmetic, so grading it leaves JAX
+    (and Flax) out of the grading process, whose CPU the zygote and the workers need at start-up
+    (checked: with a reference run for 1.3, JAX starts here and this fails)."""
+    script = ("import json, sys\n"
+              "from autograder.grade import grade\n"
+              "r = grade(['solutions/unit1.py'], 'nojax', problems=['1.1', '1.2', '1.3', '1.4'])\n"
+              "print(json.dumps([r.score, r.max_score, 'jax' in sys.modules, 'flax' in sys.modules]))\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=300)
+    assert json.loads(out.stdout.splitlines()[-1]) == [40, 40, False, False], out.stderr[-2000:]

@@ -160,6 +160,15 @@ def _leaf_sizes(tree):
         yield tree
 
 
+def _bytes(params, dtype):
+    """What the reference gets from JAX (``jax.tree.leaves``, ``jnp.dtype(dtype).itemsize``), by
+    arithmetic: these trees are dicts of NumPy arrays, and the dtype a NumPy or ml_dtypes name."""
+    import ml_dtypes
+
+    itemsize = np.dtype(getattr(ml_dtypes, dtype, None) or dtype).itemsize
+    return int(sum(np.size(leaf) for leaf in _leaf_sizes(params)) * itemsize)
+
+
 def _diagnose_bytes(args, actual, expected):
     params, dtype = args
     leaves = list(_leaf_sizes(params))
@@ -197,6 +206,7 @@ PARAM_BYTES = Hidden(
     },
     diagnose=_diagnose_bytes,
     on_exception="Check that dtype is a name such as 'bfloat16': jnp.dtype(dtype) turns it into a dtype.",
+    expected=_bytes,
 )
 
 
