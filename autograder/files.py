@@ -7,11 +7,20 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 import uuid
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+
+
+# Orbax is not safe to run from two threads of one process at once: its saves share barrier keys
+# and temporary folder steps process-wide (two learners' 3.3 references graded at once by
+# grade-batch -j 2 failed with FileExistsError on '...orbax-checkpoint-tmp' and TimeoutError on
+# 'awaitable_signals_contract_N/step_directory_creation'). Every save and restore on the trusted
+# side takes its turn under this lock.
+ORBAX = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -47,9 +56,10 @@ class CheckpointArg:
         values = self.values()
         tree = {name: jax.device_put(values[name], NamedSharding(mesh, PartitionSpec(*spec)))
                 for name, _, _, spec in self.arrays}
-        checkpointer = ocp.StandardCheckpointer()
-        checkpointer.save(directory, tree)
-        checkpointer.wait_until_finished()
+        with ORBAX:
+            checkpointer = ocp.StandardCheckpointer()
+            checkpointer.save(directory, tree)
+            checkpointer.wait_until_finished()
         return directory
 
 
@@ -202,11 +212,12 @@ def remove(value) -> None:
             remove(v)
 
 
-def has_files(value) -> bool:
-    if isinstance(value, (CheckpointArg, SafetensorsArg)):
+def has_files(value, kinds=(CheckpointArg, SafetensorsArg)) -> bool:
+    """Whether ``value`` holds a file argument (of ``kinds``)."""
+    if isinstance(value, kinds):
         return True
     if isinstance(value, dict):
-        return any(has_files(v) for v in value.values())
+        return any(has_files(v, kinds) for v in value.values())
     if isinstance(value, (list, tuple)):
-        return any(has_files(v) for v in value)
+        return any(has_files(v, kinds) for v in value)
     return False

@@ -335,7 +335,10 @@ class _References:
                 plan.worker_args = args
             plan.workdir = workdir
             plan.files_ready.set()
-            plan.expected = [expected_outcome(plan.problem, a) for a in args]
+            # A reference given a checkpoint restores it with Orbax: one learner's at a time.
+            reads_checkpoints = any(files.has_files(c.args, files.CheckpointArg) for c in plan.cases)
+            with files.ORBAX if reads_checkpoints else contextlib.nullcontext():
+                plan.expected = [expected_outcome(plan.problem, a) for a in args]
             plan.expected_ready.set()
         except BaseException:
             if not plan.files_ready.is_set():

@@ -155,3 +155,35 @@ def test_a_batch_runs_jobs_workers_in_all_and_its_last_learner_uses_every_one(tm
     grade_batch(subs, tmp_path / "out", jobs=2, progress=False, isolation=level)  # dan only: the rest is done
     assert max(most) == 2, most  # alone, it used both
     assert json.loads((tmp_path / "out" / "learners" / "dan.json").read_text())["problems"][4]["status"] == "incorrect"
+
+
+@pytest.mark.slow
+def test_references_that_write_checkpoints_are_safe_under_concurrency(tmp_path):
+    """8 learners' 3.3 graded with -j 2 while the machine is loaded, twice: every 3.3 correct.
+    Two learners' references ran Orbax in one process at once and lost 3.3 to FileExistsError or
+    TimeoutError in 9 of 12 runs (3 of 8 learners here) before the trusted side's saves and
+    restores took turns (:data:`autograder.files.ORBAX`)."""
+    import inspect
+    import subprocess
+    import sys
+
+    from solutions import unit3
+    from tests.conftest import best_isolation
+
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    source = "import jax\nimport orbax.checkpoint as ocp\nfrom jax.sharding import NamedSharding, PartitionSpec\n\n" \
+        + inspect.getsource(unit3.restore_resharded)
+    for i in range(8):
+        (subs / f"learner{i}.py").write_text(source)
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        for run in range(2):
+            out = tmp_path / f"out{run}"
+            grade_batch(subs, out, jobs=2, progress=False, isolation=best_isolation())
+            for path in sorted((out / "learners").glob("*.json")):
+                result = next(p for p in json.loads(path.read_text())["problems"] if p["id"] == "3.3")
+                assert result["status"] == "correct", (run, path.stem, result["message"])
+    finally:
+        busy.kill()
+        busy.wait()
