@@ -8,8 +8,9 @@ Two levels (see SECURITY.md):
   scratch folder, connect or bind no TCP port, and send no signal and reach no abstract unix
   socket outside its sandbox; a seccomp filter refuses sockets, ptrace and other escape hatches
   (and, for read-counted problems, file memory maps and the calls that move file bytes without a
-  counted read); all capabilities are dropped; a process-count limit (RLIMIT_NPROC in the user
-  namespace, or a pids cgroup when the grader runs as root) stops fork bombs.
+  counted read); all capabilities are dropped; a process-count limit (RLIMIT_NPROC, counted in the
+  worker's own user namespace; a grader running as root also gives it a pids cgroup where it can
+  make one) stops fork bombs. Nothing here ever changes a machine-wide setting (no /proc/sys).
 - ``basic``: resource limits, a scrubbed environment, its own scratch folder and process group.
   Nothing stops the code from reading, writing or signalling what its user can.
 
@@ -33,6 +34,11 @@ from dataclasses import dataclass, field
 STRICT, BASIC = "strict", "basic"
 LEVELS = (STRICT, BASIC)
 MAX_TASKS = 400  # processes and threads of one worker (JAX on 16 devices runs about 45 threads)
+# The real uid a root grader's worker takes before its namespaces: the kernel never applies
+# RLIMIT_NPROC to a process whose real uid is the machine's root, even inside a user namespace.
+# Its effective uid (and so its file access) stays the grader's; the count is per user namespace,
+# so each worker has its own.
+NPROC_UID = 65534
 SANDBOX_UID_NOTE = "the grader's own user, inside a user namespace, with every capability dropped"
 
 # --- Landlock (linux/landlock.h) ----------------------------------------------------------------
@@ -258,6 +264,8 @@ def _namespaces(plan: Plan, libc) -> None:
     uid, gid = os.geteuid(), os.getegid()
     if plan.pids_cgroup:  # root: join the pids cgroup the grader made for this worker, while still root
         _write(os.path.join(plan.pids_cgroup, "cgroup.procs"), str(os.getpid()))
+    if uid == 0:  # root: a real uid RLIMIT_NPROC binds (see NPROC_UID); no limit on it machine-wide
+        os.setresuid(NPROC_UID, 0, 0)
     _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC),
            "unshare (user, pid, network and IPC namespaces)")
     _write("/proc/self/setgroups", "deny")
@@ -265,23 +273,11 @@ def _namespaces(plan: Plan, libc) -> None:
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
 
 
-def _limit_tasks(plan: Plan) -> None:
-    """A process-count limit for the pid namespace, from whichever the kernel gives: the
-    namespace's own pid_max (Linux 6.14+), RLIMIT_NPROC (binds any user but root), or the pids
-    cgroup the grader made (root)."""
-    limited = bool(plan.pids_cgroup)
-    if os.getpid() == 1:  # only ever the new namespace's own pid_max, never the machine's
-        try:
-            _write("/proc/sys/kernel/pid_max", str(MAX_TASKS))  # this namespace's pids (PID_MAX_MIN is 301)
-            limited = True
-        except OSError:
-            pass
-    if os.geteuid() != 0:
-        resource.setrlimit(resource.RLIMIT_NPROC, (MAX_TASKS, MAX_TASKS))
-        limited = True
-    if not limited:
-        raise JailError("no process-count limit: as root, the strict level needs Linux 6.14+ (a pid_max per pid "
-                        "namespace) or a writable pids cgroup; or run the grader as a normal user")
+def _limit_tasks() -> None:
+    """The process-count limit, counted in this worker's own user namespace. It binds every real
+    uid but the machine's root, which a root grader's worker has left (:data:`NPROC_UID`). The
+    jail never writes ``/proc/sys``: before Linux 6.14, ``kernel.pid_max`` is the machine's."""
+    resource.setrlimit(resource.RLIMIT_NPROC, (MAX_TASKS, MAX_TASKS))
 
 
 def limit(memory_bytes: int, file_bytes: int) -> None:
@@ -330,7 +326,7 @@ def enter(plan: Plan, close_in_launcher: tuple = ()) -> None:
         if select.select([alive_r], [], [], 0)[0]:  # end of file: the launcher died before PDEATHSIG was set
             os._exit(1)
         os.close(alive_r)
-        _limit_tasks(plan)
+        _limit_tasks()
         _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
         ruleset = _landlock(plan, libc)
         _drop_capabilities(libc)

@@ -120,11 +120,10 @@ def resolve(requested: str) -> Isolation:
 
 
 # ---------------------------------------------------------------------------------------------
-# A process limit for a root grader: a pids cgroup (RLIMIT_NPROC does not bind root)
+# A second process limit for a root grader: a pids cgroup (the first is RLIMIT_NPROC: jail.NPROC_UID)
 
 def _pids_cgroup() -> str:
-    """A pids cgroup for one worker, where the grader runs as root and may make one ("" if not):
-    RLIMIT_NPROC does not bind root, and older kernels have no pid_max per pid namespace."""
+    """A pids cgroup for one worker, where the grader runs as root and may make one ("" if not)."""
     if os.geteuid() != 0:
         return ""
     name = f"ckpt-worker-{uuid.uuid4().hex[:12]}"
