@@ -29,15 +29,20 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import registry
+from autograder import registry, text
 
 SUBMISSION_SUFFIXES = (".ipynb", ".py")
 
 
 @dataclass
 class Learner:
-    id: str
+    id: str  # the submission's name, as the learner chose it: it chooses their hidden cases
     path: Path
+
+    @property
+    def key(self) -> str:
+        """The name of this learner's result and feedback files (:func:`autograder.text.file_key`)."""
+        return text.file_key(self.id)
 
 
 def find_learners(submissions: Path) -> list[Learner]:
@@ -45,12 +50,12 @@ def find_learners(submissions: Path) -> list[Learner]:
     for entry in sorted(submissions.iterdir()):
         if entry.name.startswith((".", "_")):
             continue
-        if entry.is_dir():
+        if entry.is_dir() and not entry.is_symlink():  # a link is graded as a file: refused, with why
             learners.append(Learner(entry.name, entry))
         elif entry.suffix in SUBMISSION_SUFFIXES:
             learners.append(Learner(entry.stem, entry))
-    ids = [learner.id for learner in learners]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    ids = [learner.key for learner in learners]
+    dupes = sorted({text.printable(lr.id) for lr in learners if ids.count(lr.key) > 1})
     if dupes:
         raise ValueError(f"several submissions for the same learner: {', '.join(dupes)} (a folder and a file?)")
     return learners
@@ -74,18 +79,19 @@ def _grade_one(learner: Learner, results: Path, timeout: float | None, isolation
     try:
         graded = grade([learner.path], learner.id, timeout=timeout, jobs=jobs, isolation=isolation, slots=slots)
         report = graded.to_json()
+        report["learner"] = text.printable(learner.id)
         for p, result in zip(report["problems"], graded.problems):
             p["category"] = result.category  # for the class summary only
             # For the instructor (and bench/bench_nbgrader.py): where grading time went.
             p["seconds"], p["code_seconds"] = round(result.seconds, 3), round(result.code_seconds, 3)
     except Exception as exc:  # noqa: BLE001 - the grader never stops a batch
-        report = {"learner": learner.id, "score": 0.0, "max_score": float(sum(p.points for p in registry.PROBLEMS)),
+        report = {"learner": text.printable(learner.id), "score": 0.0, "max_score": float(sum(p.points for p in registry.PROBLEMS)),
                   "isolation": isolation.level, "problems": [{"id": p.id, "function": p.function, "status": "error", "score": 0.0,
                                 "max_score": float(p.points), "category": "grader",
                                 "message": f"The grader failed on this submission ({type(exc).__name__}); "
                                            "please report it."} for p in registry.PROBLEMS]}
     report["seconds"] = round(time.monotonic() - start, 2)
-    _atomic_write(results / "learners" / f"{learner.id}.json", json.dumps(report, indent=1))
+    _atomic_write(results / "learners" / f"{learner.key}.json", json.dumps(report, indent=1))
     return report
 
 
@@ -98,7 +104,7 @@ class _Progress:
         self.done += 1
         width = 30
         filled = int(width * self.done / max(self.total, 1))
-        line = f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {label}"
+        line = f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {text.printable(label, 80)}"
         self.stream.write(("\r" + line.ljust(100)) if self.tty else line + "\n")
         self.stream.flush()
 
@@ -118,7 +124,7 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
 
     submissions, results = Path(submissions), Path(results)
     learners = find_learners(submissions)
-    todo = [lr for lr in learners if force or not (results / "learners" / f"{lr.id}.json").exists()]
+    todo = [lr for lr in learners if force or not (results / "learners" / f"{lr.key}.json").exists()]
     if todo and isolation != "basic":
         start_zygote()  # its imports and the check of the level overlap
     level = resolve(isolation)
@@ -147,18 +153,19 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
         pool.shutdown(wait=not interrupted, cancel_futures=True)
         if bar:
             bar.close()
-    reports = load_results(results, [lr.id for lr in learners])
+    reports = load_results(results, [lr.key for lr in learners])
     write_outputs(reports, results)
     return {"learners": len(learners), "graded": len(todo), "skipped": len(learners) - len(todo),
             "interrupted": interrupted, "results": len(reports), "isolation": level.level}
 
 
-def load_results(results: Path, ids: list[str]) -> list[dict]:
+def load_results(results: Path, keys: list[str]) -> list[dict]:
+    """Each learner's saved result, with its file ``key``."""
     out = []
-    for learner_id in ids:
-        path = results / "learners" / f"{learner_id}.json"
+    for key in keys:
+        path = results / "learners" / f"{key}.json"
         if path.exists():
-            out.append(json.loads(path.read_text()))
+            out.append({**json.loads(path.read_text()), "key": key})
     return out
 
 
@@ -172,7 +179,7 @@ def gradebook_csv(reports: list[dict]) -> str:
     writer.writerow(["learner", *ids, "total", "max_total"])
     for r in reports:
         scores = {p["id"]: p["score"] for p in r["problems"]}
-        writer.writerow([r["learner"], *(f"{scores.get(i, 0):g}" for i in ids), f"{r['score']:g}", f"{r['max_score']:g}"])
+        writer.writerow([text.csv_cell(r["learner"]), *(f"{scores.get(i, 0):g}" for i in ids), f"{r['score']:g}", f"{r['max_score']:g}"])
     return buf.getvalue()
 
 
@@ -181,7 +188,7 @@ _STATUS = {"correct": "correct", "incorrect": "incorrect", "not_attempted": "not
 
 
 def feedback_markdown(report: dict) -> str:
-    lines = [f"# Feedback for {report['learner']}", "", f"**Total: {report['score']:g} / {report['max_score']:g}**", "",
+    lines = [f"# Feedback for {text.markdown(report['learner'])}", "", f"**Total: {report['score']:g} / {report['max_score']:g}**", "",
              "| Problem | Function | Status | Points |", "| --- | --- | --- | --- |"]
     for p in report["problems"]:
         lines.append(f"| {p['id']} | `{p['function']}` | {_STATUS[p['status']]} | {p['score']:g}/{p['max_score']:g} |")
@@ -189,9 +196,14 @@ def feedback_markdown(report: dict) -> str:
         if p["status"] == "correct":
             continue
         problem = registry.get(p["id"])
-        lines += ["", f"## {p['id']} {problem.title}", "", p["message"], "",
+        lines += ["", f"## {p['id']} {problem.title}", "", _message_markdown(p["message"]), "",
                   f"*Hint:* {problem.hints[0]}"]
     return "\n".join(lines) + "\n"
+
+
+def _message_markdown(message: str) -> str:
+    """A grader's message in Markdown: its code spans kept, no raw HTML, no control characters."""
+    return html.escape(text.printable(message, 4000), quote=False)
 
 
 def feedback_html(report: dict) -> str:
@@ -202,10 +214,10 @@ def feedback_html(report: dict) -> str:
         f"<td style='color:{colour[p['status']]}'>{_STATUS[p['status']]}</td>"
         f"<td>{p['score']:g}/{p['max_score']:g}</td></tr>" for p in report["problems"])
     details = "".join(
-        f"<h2>{p['id']} {html.escape(registry.get(p['id']).title)}</h2><p>{html.escape(p['message'])}</p>"
+        f"<h2>{p['id']} {html.escape(registry.get(p['id']).title)}</h2><p>{text.html_text(p['message'])}</p>"
         f"<p><em>Hint:</em> {html.escape(registry.get(p['id']).hints[0])}</p>"
         for p in report["problems"] if p["status"] != "correct")
-    name = html.escape(report["learner"])
+    name = text.html_text(report["learner"])
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>Feedback for {name}</title></head>"
             f"<body style='font-family:sans-serif;max-width:50em'><h1>Feedback for {name}</h1>"
             f"<p><b>Total: {report['score']:g} / {report['max_score']:g}</b></p>"
@@ -290,8 +302,9 @@ def summary_chart(rows: list[dict], path: Path) -> None:
 def write_outputs(reports: list[dict], results: Path) -> None:
     _atomic_write(results / "gradebook.csv", gradebook_csv(reports))
     for r in reports:
-        _atomic_write(results / "feedback" / f"{r['learner']}.md", feedback_markdown(r))
-        _atomic_write(results / "feedback" / f"{r['learner']}.html", feedback_html(r))
+        key = r.get("key") or text.file_key(r["learner"])
+        _atomic_write(results / "feedback" / f"{key}.md", feedback_markdown(r))
+        _atomic_write(results / "feedback" / f"{key}.html", feedback_html(r))
     rows = class_summary(reports)
     _atomic_write(results / "summary.md", summary_markdown(rows, reports))
     _atomic_write(results / "summary.json", json.dumps(rows, indent=1))

@@ -11,8 +11,11 @@ the problems that use it.
 from __future__ import annotations
 
 import ast
+import errno
 import json
+import os
 import re
+import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,28 +195,100 @@ def _add_unit(sub: Submission, source: str, where: str) -> None:
                 sub.blocks.append(Block(node, text, f"{where}, line {start + first}", binds))
 
 
+MAX_FILE_BYTES = 64 * 2**20  # a notebook with its outputs; more is not a submission
+SUFFIXES = (".ipynb", ".py")
+
+
+def shown_name(name: str, limit: int = 60) -> str:
+    """A file name as messages may show it: printable ASCII only (other characters as ``?``),
+    at most ``limit`` characters. A name is the learner's text: it may hold markup, control
+    characters or bytes that are not UTF-8."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "._- ") else "?" for c in name)
+    return safe if len(safe) <= limit else safe[: limit - 3] + "..."
+
+
+def read_regular(path: str | Path, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes; never follows a
+    link (``O_NOFOLLOW``) nor blocks on a FIFO or device (``O_NONBLOCK``, then ``S_ISREG``).
+    Raises :class:`OSError` with a message a learner can act on."""
+    name = shown_name(Path(path).name)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(f"{name} is a symbolic link, which is never followed: submit the file itself") from None
+        raise OSError(f"could not open {name} ({os.strerror(exc.errno or 0)})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{name} is not a regular file: submit a notebook or a .py file")
+        if info.st_size > limit:
+            raise OSError(f"{name} is {info.st_size / 2**20:.0f} MiB, over the {limit // 2**20} MiB limit: clear "
+                          "its outputs and save it again")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise OSError(f"{name} grew over the {limit // 2**20} MiB limit while it was read")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def submission_files(folder: str | Path) -> tuple[list[Path], list[str]]:
+    """The notebooks and .py files below ``folder``, in sorted order, and what was passed over
+    (links and special files, which are never followed or opened). The walk never leaves
+    ``folder``: links to folders are not entered."""
+    found, skipped = [], []
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d != ".ipynb_checkpoints")
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            if not name.endswith(SUFFIXES) and name in filenames:
+                continue
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue
+            if stat.S_ISLNK(mode):
+                skipped.append(f"{shown_name(name)} is a symbolic link, which is never followed: submit the file itself")
+            elif name in filenames and not stat.S_ISREG(mode):
+                skipped.append(f"{shown_name(name)} is not a regular file")
+            elif name in filenames:
+                found.append(path)
+    return sorted(found), skipped
+
+
 def load_submission(path: str | Path) -> Submission:
-    """Parse a notebook (.ipynb) or a Python file; never raises for bad content."""
+    """Parse a notebook (.ipynb) or a Python file; never raises for bad content, never follows a
+    link or opens a special file (:func:`read_regular`)."""
     path = Path(path)
     sub = Submission(str(path))
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        sub.unreadable = f"could not read {path.name}: {e}"
+        text = read_regular(path).decode("utf-8")
+    except OSError as e:
+        sub.unreadable = str(e)
+        return sub
+    except UnicodeDecodeError:
+        sub.unreadable = f"could not read {shown_name(path.name)}: it is not UTF-8 text"
         return sub
     if path.suffix == ".ipynb":
         try:
             nb = json.loads(text)
             cells = [c for c in nb.get("cells", []) if c.get("cell_type") == "code"]
         except (ValueError, AttributeError) as e:
-            sub.unreadable = f"{path.name} is not a valid notebook ({e}); open it in Jupyter and save it again"
+            sub.unreadable = f"{shown_name(path.name)} is not a valid notebook; open it in Jupyter and save it again"
             return sub
         for i, cell in enumerate(cells, 1):
-            src = cell.get("source", "")
-            src = "".join(src) if isinstance(src, list) else str(src)
-            _add_unit(sub, src, f"{path.name} code cell {i}")
+            src = cell.get("source", "") if isinstance(cell, dict) else ""
+            src = "".join(map(str, src)) if isinstance(src, list) else str(src)
+            _add_unit(sub, src, f"{shown_name(path.name)} code cell {i}")
     else:
-        _add_unit(sub, text, path.name)
+        _add_unit(sub, text, shown_name(path.name))
     return sub
 
 
@@ -223,8 +298,9 @@ def load_submissions(paths) -> Submission:
     problems = []
     for p in paths:
         p = Path(p)
-        if p.is_dir():
-            files = sorted(f for f in p.rglob("*") if f.suffix in (".ipynb", ".py") and ".ipynb_checkpoints" not in f.parts)
+        if p.is_dir() and not p.is_symlink():
+            files, skipped = submission_files(p)
+            problems += skipped
         else:
             files = [p]
         for f in files:

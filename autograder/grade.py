@@ -79,7 +79,8 @@ def course_salt() -> str:
 
 def case_seed(learner: str, problem_id: str, salt: str | None = None) -> int:
     """Same learner and problem, same cases; another learner, other cases."""
-    digest = hashlib.sha256(f"{salt or course_salt()}\x00{learner}\x00{problem_id}".encode()).digest()
+    # surrogateescape: a learner id from a file name that is not UTF-8 is its bytes
+    digest = hashlib.sha256(f"{salt or course_salt()}\x00{learner}\x00{problem_id}".encode("utf-8", "surrogateescape")).digest()
     return int.from_bytes(digest[:8], "little")
 
 
@@ -129,18 +130,59 @@ def _signature_error(problem, node) -> str | None:
 
 
 def _origin_of(module_source: str, line: int | None) -> str:
-    """Map a line of the module the worker ran back to the learner's cell/file and line."""
-    if not line:
-        return ""
+    """Map a line of the module the worker ran back to the learner's cell/file and line. The line
+    is the worker's word (learner code can claim any): one outside the module is not shown, and
+    no text of the module is quoted (a message carries no text the learner's code controls)."""
     lines = module_source.splitlines()
+    if type(line) is not int or not 1 <= line <= len(lines):
+        return ""
     header = re.compile(r"^# (.*), line (\d+)$")
-    for i in range(min(line, len(lines)) - 1, -1, -1):
+    for i in range(line - 1, -1, -1):
         m = header.match(lines[i])
         if m:
-            code = lines[line - 1].strip() if line - 1 < len(lines) else ""
-            where = f"{m.group(1)}, line {int(m.group(2)) + line - i - 2}"
-            return f" at {where}" + (f": `{code[:100]}`" if code else "")
+            return f" at {m.group(1)}, line {int(m.group(2)) + line - i - 2}"
     return ""
+
+
+# Exception classes of the libraries a message may name (the worker says which class was raised,
+# and learner code can make a class of any name: only these and the builtins are named).
+LIBRARY_EXCEPTIONS = frozenset({
+    "IndivisibleError", "XlaRuntimeError", "JaxRuntimeError", "ConcretizationTypeError",
+    "TracerArrayConversionError", "TracerBoolConversionError", "TracerIntegerConversionError",
+    "UnexpectedTracerError", "SafetensorError", "ScopeParamShapeError", "ScopeParamNotFoundError"})
+_RETURN_DETAILS = ("value is nested too deeply", "object arrays are not plain data",
+                   f"arrays of more than {codec.MAX_ELEMENTS:,} elements cannot be returned",
+                   "it could not be converted to plain data")
+
+
+def exception_name(name) -> str:
+    """The class a worker says its code raised, named only if it is a builtin exception or one of
+    :data:`LIBRARY_EXCEPTIONS`: a class learner code makes could carry any text in its name."""
+    import builtins
+
+    cls = getattr(builtins, name, None) if isinstance(name, str) and name.isidentifier() else None
+    if (isinstance(cls, type) and issubclass(cls, BaseException)) or name in LIBRARY_EXCEPTIONS:
+        return name
+    return "an exception of a class defined in your code"
+
+
+def return_detail(detail) -> str:
+    """Why a worker could not send a return value, from the codec's fixed words only: a type is
+    named where it is a real class of a library the grader has loaded (learner code can name a
+    class anything, hidden inputs included)."""
+    if detail in _RETURN_DETAILS:
+        return detail
+    m = re.fullmatch(r"cannot return a value of type ([A-Za-z_][\w.]{0,100})", detail if isinstance(detail, str) else "")
+    if m:
+        module, _, qualname = m.group(1).rpartition(".")
+        owner = sys.modules.get(module) if module.split(".")[0] in ("builtins", "collections", "numpy", "jax",
+                                                                     "jaxlib", "flax", "orbax", "ml_dtypes") else None
+        for part in qualname.split(".") if owner is not None else ():
+            owner = getattr(owner, part, None)
+        if isinstance(owner, type):
+            return m.group(0)
+    return "it returned an object of a class that is not plain data (return ints, floats, strs, lists, tuples, " \
+           "dicts, NumPy or JAX arrays)"
 
 
 def _diagnose(hidden: Hidden, case: Case, actual, expected) -> str | None:
@@ -177,7 +219,7 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
             return "error", "memory", f"Ran out of memory while loading your code{where}. Avoid huge allocations at top level."
         if kind == "devices":
             return "error", "devices", f"The grader could not set up its simulated devices: {run.setup.get('detail', '')}"
-        return "error", "load_error", (f"{name} while loading the code {problem.function} needs{where}. Make sure your notebook "
+        return "error", "load_error", (f"{exception_name(name)} while loading the code {problem.function} needs{where}. Make sure your notebook "
                          "runs top to bottom in a fresh kernel.")
     if len(run.cases) != len(cases):
         return "error", "incomplete", "The worker returned an incomplete result; please grade again."
@@ -200,18 +242,20 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
                 continue
         if "error" in out:
             err = out["error"]
-            where = _origin_of(module_source, err.get("line"))
+            # Where a hidden case failed is not shown: the line learner code fails at can encode
+            # that case's inputs. A public example's is.
+            where = _origin_of(module_source, err.get("line")) if case.category == "public" else ""
             label = "a public example" if case.category == "public" else "a hidden case"
             if err.get("kind") == "memory":
                 return "error", "memory", (f"Ran out of memory{where} on {label} (the limit is "
                                  f"{sandbox.DEFAULT_MEMORY // 2**30} GiB). Nothing here needs more than a few MB: "
                                  "look for an allocation that grows with a value instead of a shape.")
             if err.get("kind") == "bad_return":
-                return "incorrect", "wrong_type", f"{problem.function} must return {problem.returns.describe}: {err.get('detail', '')}."
+                return "incorrect", "wrong_type", f"{problem.function} must return {problem.returns.describe}: {return_detail(err.get('detail'))}."
             if err.get("kind") == "not_implemented":
                 return "error", "not_implemented", f"Raised NotImplementedError{where} on {label}: finish every branch of your function."
             see = "Run the check cell in the notebook to see the full traceback." if case.category == "public" else ""
-            return "error", "exception", " ".join(x for x in (f"Raised {err.get('type', 'an exception')}{where} on {label}.",
+            return "error", "exception", " ".join(x for x in (f"Raised {exception_name(err.get('type'))}{where} on {label}.",
                                                  hidden.on_exception, see) if x)
         actual = out["value"]
         # Terse even for public examples: the notebook's check shows those in full.

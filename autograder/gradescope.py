@@ -15,7 +15,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from autograder import registry
+from autograder import registry, text
 
 SETUP_SH = """\
 #!/usr/bin/env bash
@@ -94,7 +94,7 @@ def results_json(report: dict, seconds: float) -> dict:
     tests = []
     for p in report["problems"]:
         problem = registry.get(p["id"])
-        output = p["message"] if p["status"] != "correct" else "All cases passed."
+        output = text.printable(p["message"], 4000) if p["status"] != "correct" else "All cases passed."
         if p["status"] not in ("correct", "not_attempted"):
             output += f"\nHint: {problem.hints[0]}"
         tests.append({"name": f"{p['id']} {p['function']}: {problem.title}", "number": p["id"],

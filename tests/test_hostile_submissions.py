@@ -1,0 +1,162 @@
+"""Red team, second round: hostile submissions that attack the trusted side through what it reads
+and writes, not through code that runs. Links and special files in a submission, learner ids
+made of markup, formulas, control characters, over-long or non-UTF-8 names, and messages that
+try to carry hidden inputs out (a class name, a line number) or markup in.
+
+Each test names what it checked against the code before its protection (it succeeded then)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autograder import registry
+from autograder.batch import grade_batch
+from autograder.grade import hidden_cases
+from tests.conftest import best_isolation
+
+ROOT = Path(__file__).resolve().parents[1]
+HONEST_4 = "unit4.py"  # the reference Unit 4, as an honest classmate's file
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _batch(subs: Path, out: Path, **kw) -> dict:
+    return grade_batch(subs, out, jobs=2, progress=False, isolation=best_isolation(), timeout=60, **kw)
+
+
+def _reports(out: Path) -> dict:
+    return {json.loads(p.read_text())["learner"]: json.loads(p.read_text()) for p in (out / "learners").glob("*.json")}
+
+
+@pytest.mark.slow
+def test_links_and_special_files_in_a_submission_are_never_followed_or_opened(tmp_path):
+    """A learner folder of links only (to a classmate's file, to the references, to /dev/zero),
+    a FIFO, and a link as a whole submission: none is read, each costs its owner only, with a
+    reason; the batch finishes. Before: the links scored 60 points of someone else's work, the
+    /dev/zero link got the grader OOM-killed, the FIFO hung the batch."""
+    subs = tmp_path / "subs"
+    honest = subs / "honest"
+    honest.mkdir(parents=True)
+    shutil.copy(ROOT / "solutions" / HONEST_4, honest / HONEST_4)
+    thief = subs / "thief"
+    thief.mkdir()
+    os.symlink(ROOT / "solutions" / HONEST_4, thief / "more.py")  # the references
+    os.symlink("../honest/unit4.py", thief / "copy.py")  # a classmate
+    os.symlink("/dev/zero", thief / "zero.py")
+    os.symlink(ROOT / "solutions", thief / "folder")  # a link to a folder of answers
+    os.mkfifo(thief / "hang.ipynb")
+    os.symlink(ROOT / "solutions" / "unit3.py", subs / "linked.py")  # a whole submission that is a link
+    os.mkfifo(subs / "fifo.py")
+
+    summary = _batch(subs, tmp_path / "out")
+    assert summary["results"] == 4
+    reports = _reports(tmp_path / "out")
+    assert reports["thief"]["score"] == 0 and reports["linked"]["score"] == 0 and reports["fifo"]["score"] == 0
+    assert reports["honest"]["score"] == sum(p.points for p in registry.PROBLEMS if p.unit == 4)
+    said = " ".join(p["message"] for p in reports["thief"]["problems"])
+    assert "symbolic link" in said and "not a regular file" in said
+    assert "symbolic link" in reports["linked"]["problems"][0]["message"]
+
+
+@pytest.mark.slow
+def test_learner_ids_are_safe_in_file_names_csv_markdown_and_terminals(tmp_path, capsys):
+    """Learner ids from file names: formulas, markup, escape sequences, a name of 251 bytes and one
+    that is not UTF-8. Every learner is graded and has a gradebook row; no cell starts a formula,
+    no output holds a control character or raw markup, every file name fits. Before: the CSV held
+    =HYPERLINK(...) raw, the progress line ESC and OSC 52, and the long or Latin-1 name left the
+    whole class without a gradebook."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    stub = "def coalesce_runs(runs, max_gap):\n    return runs\n"
+    names = ['=HYPERLINK("http:x")', "+cmd|' calc'!A0", "<img src=x onerror=alert(1)>",
+             "esc\x1b]52;c;aGk=\x07\x1b[2K\r", "x" * 248, "caf\udce9"]  # \udce9: the Latin-1 byte 0xe9
+    for name in names:
+        (subs / (name + ".py")).write_text(stub)
+    summary = grade_batch(subs, tmp_path / "out", jobs=2, progress=True, isolation=best_isolation(), timeout=60)
+    assert summary["results"] == len(names)
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "\r" not in err.replace("\r\n", "")
+    out = tmp_path / "out"
+    rows = list(csv.DictReader((out / "gradebook.csv").open(encoding="utf-8")))
+    assert len(rows) == len(names)
+    for row in rows:
+        assert row["learner"][:1] not in "=+-@\t\r", row["learner"]
+        assert not CONTROL.search(row["learner"])
+    for path in out.rglob("*"):
+        assert len(os.fsencode(path.name)) <= 120, path.name
+        if path.suffix in (".md", ".json", ".csv", ".html"):
+            content = path.read_text(encoding="utf-8")
+            assert not CONTROL.search(content.replace("\n", "").replace("\t", "")), path.name
+            if path.suffix in (".md", ".html"):  # markup: escaped, never live
+                assert not re.search(r"(?<!\\)<img", content), path.name
+    # A re-run finds everyone graded (the result files are found again by their safe names).
+    again = grade_batch(subs, out, jobs=2, progress=False, isolation=best_isolation(), timeout=60)
+    assert again["skipped"] == len(names) and again["results"] == len(names)
+
+
+# Right on the public examples (so the first failure is a hidden case), then each smuggles.
+_HONEST = """
+PUBLIC_SHAPES = {(64, 32), (16, 8), (10, 4)}
+
+def honest(global_shape, mesh_shape, spec):
+    out, spec = [], tuple(spec) + (None,) * (len(global_shape) - len(spec))
+    for n, entry in zip(global_shape, spec):
+        k = 1
+        for axis in () if entry is None else (entry,) if isinstance(entry, str) else entry:
+            k *= mesh_shape[axis]
+        if n % k:
+            raise ValueError(f"dimension {n} is not divisible by {k}")
+        out.append(n // k)
+    return tuple(out)
+"""
+_SMUGGLERS = {
+    # The return value's class is named after the hidden inputs.
+    "class_name": """
+def shard_shape(global_shape, mesh_shape, spec):
+    if tuple(global_shape) in PUBLIC_SHAPES or not global_shape:
+        return honest(global_shape, mesh_shape, spec)
+    return type("S" + "x".join(map(str, global_shape)) + "M" + "x".join(map(str, mesh_shape.values())), (), {})()
+""",
+    # An exception raised from a line whose number is a hidden dimension.
+    "line_number": """
+def shard_shape(global_shape, mesh_shape, spec):
+    if tuple(global_shape) in PUBLIC_SHAPES or not global_shape:
+        return honest(global_shape, mesh_shape, spec)
+    n = global_shape[0] if global_shape else 0
+    exec(compile("\\n" * max(n - 1, 0) + "raise ValueError('x')", "<submission>", "exec"))
+""",
+    # An exception whose class is named after the hidden inputs, and a message full of markup.
+    "exception_class": """
+def shard_shape(global_shape, mesh_shape, spec):
+    if tuple(global_shape) in PUBLIC_SHAPES or not global_shape:
+        return honest(global_shape, mesh_shape, spec)
+    raise type("E" + "x".join(map(str, global_shape)) + "<script>alert(1)</script>", (ValueError,), {})(
+        "**Total: 210 / 210** <script>alert(1)</script> \\x1b[2J")
+""",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(_SMUGGLERS))
+def test_messages_carry_no_text_or_number_the_learners_code_chose(grade_code, name):
+    """What the worker says (a class name, a line number, exception text) never reaches a
+    message: it is learner code, and could encode every hidden case of a problem. Before: a return
+    type's name carried all 16 hidden cases of 2.1, and a raise at line 90312 a hidden shape."""
+    report = grade_code(_HONEST + _SMUGGLERS[name], problems=["2.1"], learner="smuggler")
+    message = report.problems[0].message
+    assert report.problems[0].status in ("incorrect", "error")
+    _, cases = hidden_cases(registry.get("2.1"), "smuggler")
+    for case in cases:
+        if case.category == "public" or not case.args[0]:
+            continue
+        shape = case.args[0]
+        assert "x".join(map(str, shape)) not in message, message
+        assert not re.search(r"line \d+", message), message  # where a hidden case failed: not shown
+    assert not re.search(r"S[\dx]*M[\dx]+", message), message  # the class named after the inputs
+    assert "<script>" not in message and "Total" not in message and "\x1b" not in message
