@@ -366,6 +366,49 @@ def attack():
         kids.append(pid)
     return True
 ''', contrast=False, doc="a fork bomb"),
+    # --- file metadata: Landlock does not cover it ------------------------------------------------
+    Attack("chmod_course", "harm", "4.3", '''
+def attack():
+    done = 0
+    for path, mode in ((os.path.join(ROOT, "solutions", "unit2.py"), 0o6777),  # setuid, as a root grader's file
+                       (os.path.join(ROOT, "autograder", "hidden", "unit2.py"), 0o666),
+                       (os.path.join(ROOT, "README.md"), 0o000)):
+        try:
+            os.chmod(path, mode)
+            done += 1
+        except OSError:
+            pass
+    os.chmod(os.environ["TMPDIR"], 0)  # its own scratch folder, which the grader must still remove
+    return done > 0
+''', contrast=False, doc="chmod course files (a setuid bit, world-writable hidden tests) and its own scratch"),
+    Attack("watch_classmates", "harm", "4.3", '''
+def attack():
+    import ctypes, struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK)
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "inotify refused")
+    parent = os.path.dirname(os.environ["TMPDIR"])
+    if libc.inotify_add_watch(fd, parent.encode(), 0x100) < 0:  # IN_CREATE
+        raise OSError(ctypes.get_errno(), "watch refused")
+    end = time.time() + 15
+    while time.time() < end:  # every classmate's new scratch folder made unreadable
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            time.sleep(0.005)
+            continue
+        while data:
+            _, _, _, n = struct.unpack_from("iIII", data)
+            name = data[16:16 + n].split(b"\\0")[0].decode()
+            data = data[16 + n:]
+            if name.startswith("ckpt-worker-"):
+                try:
+                    os.chmod(os.path.join(parent, name), 0)
+                except OSError:
+                    pass
+    return True
+''', contrast=False, doc="watch the scratch folders' parent with inotify and chmod each classmate's new one to 000"),
     # --- forged measurements (4.4: bytes read) -----------------------------------------------------
     Attack("whole_file_read", "measure", "4.4", '''
 def _patch_json():
@@ -420,6 +463,25 @@ def grab(path, start, size):
         time.sleep(0.001)
     return ctypes.string_at(shared, size)
 ''', doc="read in an orphaned grandchild and hand the bytes over in shared memory"),
+    Attack("reaped_child_read", "measure", "4.4", '''
+def grab(path, start, size):
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    shared = libc.mmap(None, size + 1, 3, 0x01 | 0x20, -1, 0)  # anonymous, shared: no read() to count
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the child itself: its counts vanish
+    if os.fork() == 0:
+        with open(path, "rb") as f:
+            f.seek(start)
+            ctypes.memmove(shared, f.read(size), size)
+        ctypes.memset(shared + size, 1, 1)
+        os._exit(0)
+    while ctypes.string_at(shared + size, 1) != b"\\x01":
+        time.sleep(0.001)
+    time.sleep(0.05)  # reaped by now
+    return ctypes.string_at(shared, size)
+''', doc="read in a child the kernel reaps by itself (SIGCHLD ignored), so it is never counted"),
     Attack("preload", "measure", "4.4", '''
 def _read_everything():
     """Run at load time (a default argument), before any read is counted: every file in reach."""

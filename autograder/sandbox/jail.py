@@ -69,6 +69,14 @@ _DENY = {"socket": errno.EACCES, "ptrace": errno.EPERM, "process_vm_readv": errn
          "add_key": errno.EPERM, "request_key": errno.EPERM, "unshare": errno.EPERM, "setns": errno.EPERM,
          "mount": errno.EPERM, "umount2": errno.EPERM, "pivot_root": errno.EPERM, "kcmp": errno.EPERM,
          "pidfd_getfd": errno.EPERM, "personality": errno.EPERM}
+# File metadata, which Landlock does not cover: modes (a setuid bit on a root-owned program, a
+# classmate's scratch folder made unreadable), owners, times, extended attributes, and watching
+# folders for a classmate's new files. Refused everywhere, the scratch folder included.
+_DENY.update({name: errno.EPERM for name in (
+    "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
+    "utimensat", "futimesat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
+    "fremovexattr", "setxattrat", "removexattrat", "inotify_init", "inotify_init1", "inotify_add_watch",
+    "fanotify_init", "fanotify_mark")})
 # For read-counted problems: every byte of a file must come through a read the kernel counts.
 _DENY_UNCOUNTED = {"splice": errno.EPERM, "tee": errno.EPERM, "vmsplice": errno.EPERM,
                    "sendfile": errno.EPERM, "copy_file_range": errno.EPERM}
@@ -78,13 +86,23 @@ _NR = {
                "io_submit": 209, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "keyctl": 250,
                "add_key": 248, "request_key": 249, "unshare": 272, "setns": 308, "mount": 165, "umount2": 166,
                "pivot_root": 155, "kcmp": 312, "pidfd_getfd": 438, "personality": 135, "splice": 275, "tee": 276,
-               "vmsplice": 278, "sendfile": 40, "copy_file_range": 326, "prctl": 157, "mmap": 9, "seccomp": 317},
+               "vmsplice": 278, "sendfile": 40, "copy_file_range": 326, "prctl": 157, "mmap": 9, "seccomp": 317,
+               "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "chown": 92, "fchown": 93,
+               "lchown": 94, "fchownat": 260, "utime": 132, "utimes": 235, "utimensat": 280, "futimesat": 261,
+               "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198,
+               "fremovexattr": 199, "setxattrat": 463, "removexattrat": 466, "inotify_init": 253,
+               "inotify_init1": 294, "inotify_add_watch": 254, "fanotify_init": 300, "fanotify_mark": 301,
+               "fork": 57, "vfork": 58, "clone": 56, "clone3": 435},
     "aarch64": {"socket": 198, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
                 "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "io_setup": 0,
                 "io_submit": 2, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "keyctl": 219,
                 "add_key": 217, "request_key": 218, "unshare": 97, "setns": 268, "mount": 40, "umount2": 39,
                 "pivot_root": 41, "kcmp": 272, "pidfd_getfd": 438, "personality": 92, "splice": 76, "tee": 77,
-                "vmsplice": 75, "sendfile": 71, "copy_file_range": 285, "prctl": 167, "mmap": 222, "seccomp": 277},
+                "vmsplice": 75, "sendfile": 71, "copy_file_range": 285, "prctl": 167, "mmap": 222, "seccomp": 277,
+                "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "fchownat": 54, "fchown": 55, "utimensat": 88,
+                "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15,
+                "fremovexattr": 16, "setxattrat": 463, "removexattrat": 466, "inotify_init1": 26,
+                "inotify_add_watch": 27, "fanotify_init": 262, "fanotify_mark": 263, "clone": 220, "clone3": 435},
 }
 _MAP_ANONYMOUS = 0x20
 _RET_ALLOW, _RET_ERRNO, _RET_KILL = 0x7FFF0000, 0x00050000, 0x80000000
@@ -189,7 +207,11 @@ def _landlock(plan: Plan, libc) -> int:
     return ruleset
 
 
-def _seccomp_program(deny: dict, *, guard_pdeathsig: bool, forbid_file_maps: bool) -> bytes:
+CLONE_THREAD = 0x00010000
+
+
+def _seccomp_program(deny: dict, *, guard_pdeathsig: bool, forbid_file_maps: bool,
+                     forbid_processes: bool = False) -> bytes:
     machine = platform.machine()
     if machine not in _NR:
         raise JailError(f"no seccomp filter for the {machine} architecture (x86_64 and aarch64 have one)")
@@ -205,9 +227,17 @@ def _seccomp_program(deny: dict, *, guard_pdeathsig: bool, forbid_file_maps: boo
     if machine == "x86_64":  # the x32 ABI numbers every call again, above 0x40000000
         prog += [op(0x35, 0, 1, 0x40000000), ret(_RET_ERRNO | errno.ENOSYS)]  # jge
     for name, err in deny.items():
-        prog += [jeq(nr[name], 0, 1), ret(_RET_ERRNO | err)]
+        if name in nr:  # (aarch64 has no chmod, chown, utime, fork...: only their *at forms)
+            prog += [jeq(nr[name], 0, 1), ret(_RET_ERRNO | err)]
     if guard_pdeathsig:  # prctl(PR_SET_PDEATHSIG, ...): the worker dies with its launcher, and may not change that
         prog += [jeq(nr["prctl"], 0, 3), op(0x20, 0, 0, 16), jeq(PR_SET_PDEATHSIG, 0, 1),
+                 ret(_RET_ERRNO | errno.EPERM), ld_nr]
+    if forbid_processes:  # threads only: clone without CLONE_THREAD, fork and vfork refused; clone3 (whose
+        # flags a filter cannot read) answers ENOSYS, so the C library makes its threads with clone
+        prog += [jeq(nr["clone3"], 0, 1), ret(_RET_ERRNO | errno.ENOSYS)]
+        prog += [jeq(nr["fork"], 0, 1), ret(_RET_ERRNO | errno.EPERM)] if "fork" in nr else []
+        prog += [jeq(nr["vfork"], 0, 1), ret(_RET_ERRNO | errno.EPERM)] if "vfork" in nr else []
+        prog += [jeq(nr["clone"], 0, 4), op(0x20, 0, 0, 16), op(0x45, 1, 0, CLONE_THREAD),  # jset
                  ret(_RET_ERRNO | errno.EPERM), ld_nr]
     if forbid_file_maps:  # mmap of a file (not MAP_ANONYMOUS): bytes the kernel would not count as read
         prog += [jeq(nr["mmap"], 0, 4), op(0x20, 0, 0, 16 + 8 * 3), op(0x45, 1, 0, _MAP_ANONYMOUS),  # jset
@@ -229,10 +259,13 @@ def _seccomp(program: bytes, libc) -> None:
 
 def seal_reads(plan: Plan) -> None:
     """For a read-counted problem, once the worker has loaded what it needs and before the
-    learner's code: no more file memory maps, and no call that moves file bytes without a read
-    the kernel counts (a second seccomp filter; filters only ever add up)."""
+    learner's code: no more file memory maps, no call that moves file bytes without a read the
+    kernel counts, and no new process (threads only): a child reaped by the kernel itself (its
+    parent ignoring SIGCHLD) would take its reads out of every count. A second seccomp filter;
+    filters only ever add up."""
     if plan.level == STRICT and plan.count_reads:
-        _seccomp(_seccomp_program(_DENY_UNCOUNTED, guard_pdeathsig=False, forbid_file_maps=True), _libc())
+        _seccomp(_seccomp_program(_DENY_UNCOUNTED, guard_pdeathsig=False, forbid_file_maps=True,
+                                  forbid_processes=True), _libc())
 
 
 class _CapHeader(ctypes.Structure):
