@@ -160,3 +160,4 @@ def test_messages_carry_no_text_or_number_the_learners_code_chose(grade_code, na
         assert not re.search(r"line \d+", message), message  # where a hidden case failed: not shown
     assert not re.search(r"S[\dx]*M[\dx]+", message), message  # the class named after the inputs
     assert "<script>" not in message and "Total" not in message and "\x1b" not in message
+

@@ -34,7 +34,7 @@ _ENTER_AND_RECORD = textwrap.dedent("""
         return real_open(file, mode, *args, **kw)
 
     plan = jail.plan_for(jail.STRICT, sys.argv[2], memory_bytes=0, file_bytes=0, count_reads=False,
-                         pids_cgroup=sys.argv[1])
+                         cgroups=json.loads(sys.argv[1]))
     os.open, builtins.open = os_open, open_
     jail.enter(plan)
     print(json.dumps({"pid": os.getpid(), "written": written}), flush=True)
@@ -45,19 +45,19 @@ def test_building_the_jail_never_writes_a_machine_wide_setting(root, tmp_path):
     """Nothing under /proc/sys is written while a strict jail is built (as root too). On Linux
     6.12-6.13 kernel.pid_max is the machine's: a root grader's jail once set it to 400 for every
     user of the machine."""
-    cgroup = outside._pids_cgroup()  # as root, the grader's pids cgroup is joined (a write it may make)
+    cgroups = outside._worker_cgroups()  # as root, the worker's cgroups are joined (writes it may make)
     try:
-        done = subprocess.run([sys.executable, "-c", _ENTER_AND_RECORD, cgroup, str(tmp_path)], cwd=root, capture_output=True,
-                              text=True, timeout=60)
+        done = subprocess.run([sys.executable, "-c", _ENTER_AND_RECORD, json.dumps(cgroups), str(tmp_path)], cwd=root,
+                              capture_output=True, text=True, timeout=60)
     finally:
-        if cgroup:
+        for cgroup in cgroups:
             outside._remove_cgroup(cgroup)
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads(done.stdout.strip().splitlines()[-1])
     assert record["pid"] == 1  # inside its own pid namespace: the jail was really built
     assert not [p for p in record["written"] if p.startswith("/proc/sys")], record["written"]
-    assert set(record["written"]) <= {"/proc/self/setgroups", "/proc/self/uid_map", "/proc/self/gid_map"} | (
-        {f"{cgroup}/cgroup.procs"} if cgroup else set()), record["written"]
+    assert set(record["written"]) <= {"/proc/self/setgroups", "/proc/self/uid_map", "/proc/self/gid_map",
+                                      "/proc/self/oom_score_adj"} | {f"{c}/cgroup.procs" for c in cgroups}, record["written"]
 
 
 _FORK_UNTIL_REFUSED = """
@@ -84,8 +84,150 @@ def test_the_process_limit_binds_without_a_cgroup_whatever_the_graders_user(monk
 
     from autograder.sandbox import jail
 
-    monkeypatch.setattr(outside, "_pids_cgroup", lambda: "")
+    monkeypatch.setattr(outside, "_worker_cgroups", lambda: [])
     run = outside.Worker(_FORK_UNTIL_REFUSED, "probe", [()], timeout=60, level=outside.STRICT, bare=True).wait()
     assert run.status == "ok", run.stderr_tail
     forked, err = run.cases[0]["value"]
     assert err == errno.EAGAIN and forked < jail.MAX_TASKS, (forked, err)
+
+
+_HOLD_MEMORY = """
+import os, time
+GIB = 2**30
+
+def probe():
+    held = 0
+    try:  # memfds: pages in no process's address space, outside RLIMIT_AS
+        fds = []
+        for _ in range(12):
+            fd = os.memfd_create("x")
+            os.ftruncate(fd, 255 * 2**20)
+            os.pwrite(fd, b"x" * (255 * 2**20), 0)
+            fds.append(fd)
+            held += 255 * 2**20
+    except OSError:
+        pass
+    ready, pids = [], []
+    for _ in range(6):  # children of 1 GiB each: every one under its own address-space limit
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            block = bytearray(GIB)
+            for i in range(0, GIB, 4096):
+                block[i] = 1
+            os.write(w, b"1")
+            time.sleep(60)
+            os._exit(0)
+        os.close(w)
+        os.set_blocking(r, False)
+        ready.append(r)
+        pids.append(pid)
+    end = time.time() + 30
+    while time.time() < end and ready:
+        for r in list(ready):
+            try:
+                os.read(r, 1)
+            except BlockingIOError:
+                continue
+            ready.remove(r)
+        time.sleep(0.05)
+    time.sleep(1)
+    # Those still alive hold their GiB (a child the memory cgroup's OOM killer took is a zombie).
+    alive = sum(os.waitpid(pid, os.WNOHANG) == (0, 0) for pid in pids)
+    return held + alive * GIB
+"""
+
+
+def test_a_workers_tree_holds_no_more_memory_than_its_limit_however_it_spreads_it():
+    """memfds (refused) and children each under the address-space limit: the whole tree holds at
+    most the worker's memory limit (a memory cgroup's, which counts every page of the tree). Before:
+    12 memfds and 6 children held 9 GiB; 40 memfds got the grader itself OOM-killed."""
+    import os
+
+    from autograder.sandbox import jail
+
+    if os.geteuid() != 0:
+        pytest.skip("a memory cgroup for each worker needs a root grader (or a delegated cgroup)")
+    run = outside.Worker(_HOLD_MEMORY, "probe", [()], timeout=90, level=outside.STRICT, bare=True).wait()
+    limit = outside.DEFAULT_MEMORY + jail.SCRATCH_BYTES
+    if run.status == "ok":
+        held = run.cases[0]["value"]
+        assert held <= limit, f"the tree held {held / 2**30:.1f} GiB, over its {limit / 2**30:.1f} GiB"
+    else:  # the memory cgroup's OOM killer took the worker itself: its tree held no more either
+        assert run.status == "crashed", (run.status, run.stderr_tail[-500:])
+
+
+_FILL_SCRATCH = """
+import os
+def probe():
+    written, files = 0, 0
+    try:
+        while written < 2 * 2**30 and files < 100_000:
+            with open(f"f{files}", "wb") as f:
+                f.write(b"x" * (2**20 if written < 2**30 else 1))
+            written += 2**20 if written < 2**30 else 1
+            files += 1
+    except OSError as exc:
+        return [written, files, exc.errno]
+    return [written, files, 0]
+"""
+
+
+def test_a_worker_fills_only_its_own_scratch():
+    """Writing until the disk says no stops at the worker's own scratch size, or its number of
+    files: nothing is taken from the machine's disk or from a classmate's scratch folder. Before:
+    a worker filled the /tmp its classmates' scratch folders share."""
+    import errno
+
+    from autograder.sandbox import jail
+
+    run = outside.Worker(_FILL_SCRATCH, "probe", [()], timeout=120, level=outside.STRICT, bare=True).wait()
+    assert run.status == "ok", run.stderr_tail[-500:]
+    written, files, err = run.cases[0]["value"]
+    assert err == errno.ENOSPC and written <= jail.SCRATCH_BYTES and files <= jail.SCRATCH_INODES, (written, files)
+
+
+_HOG = """
+import os, time
+
+def probe():
+    for _ in range(300):  # processes in sessions of their own: the scheduler's autogroups would
+        try:              # give each one a share as large as a whole worker's
+            if os.fork() == 0:
+                os.setsid()
+                while True:
+                    pass
+        except OSError:
+            break
+    time.sleep(600)
+"""
+
+_SHARE = """
+import time
+
+def probe():
+    time.sleep(3)  # the hog's processes are started
+    wall, cpu = time.perf_counter(), time.process_time()
+    while time.perf_counter() - wall < 2:
+        pass
+    return (time.process_time() - cpu) / (time.perf_counter() - wall)
+"""
+
+
+def test_a_worker_gets_its_share_of_the_cpu_beside_one_running_hundreds_of_processes():
+    """A worker whose code runs 300 busy processes in sessions of their own takes one share of
+    the CPU, not 300: a classmate's worker beside it still gets most of a core (each worker's
+    tree is one cgroup). Before: about 1/150 of a core, and an honest classmate took 10 times as
+    long (23.5 s for Unit 4, 1 s alone); four learners lost problems to timeouts."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("an equal CPU share for each worker needs a root grader's cgroups")
+    hog = outside.Worker(_HOG, "probe", [()], timeout=15, level=outside.STRICT, bare=True)
+    try:
+        run = outside.Worker(_SHARE, "probe", [()], timeout=30, level=outside.STRICT, bare=True).wait()
+    finally:
+        hog.kill()
+    assert run.status == "ok", run.stderr_tail[-500:]
+    share = run.cases[0]["value"]
+    assert share > 0.25, f"the worker got {share:.3f} of a core beside the hog"

@@ -2,15 +2,17 @@
 
 Two levels (see SECURITY.md):
 
-- ``strict``: the worker runs in its own user, pid, network and IPC namespaces, as pid 1 of its
-  pid namespace (so every process it starts dies with it, however it detached); Landlock lets it
-  read only the interpreter, the libraries and the public course files, write only its own
-  scratch folder, connect or bind no TCP port, and send no signal and reach no abstract unix
-  socket outside its sandbox; a seccomp filter refuses sockets, ptrace and other escape hatches
-  (and, for read-counted problems, file memory maps and the calls that move file bytes without a
-  counted read); all capabilities are dropped; a process-count limit (RLIMIT_NPROC, counted in the
-  worker's own user namespace; a grader running as root also gives it a pids cgroup where it can
-  make one) stops fork bombs. Nothing here ever changes a machine-wide setting (no /proc/sys).
+- ``strict``: the worker runs in its own user, pid, network, IPC and mount namespaces, as pid 1
+  of its pid namespace (so every process it starts dies with it, however it detached); Landlock
+  lets it read only the interpreter, the libraries, the public course files and its cases' files,
+  write only its own scratch folder (a size- and inode-limited tmpfs of its own), connect or bind
+  no TCP port, and send no signal and reach no abstract unix socket outside its sandbox; a seccomp
+  filter refuses sockets, ptrace, file metadata changes, memfds and other escape hatches (and, for
+  read-counted problems, file memory maps, the calls that move file bytes without a counted read,
+  and new processes); all capabilities are dropped; a process-count limit (RLIMIT_NPROC, counted
+  in the worker's own user namespace) stops fork bombs; a root grader also puts the worker's whole
+  tree in cgroups of its own (processes, memory, an equal CPU share). The worker is first in line
+  for the OOM killer. Nothing here ever changes a machine-wide setting (no /proc/sys).
 - ``basic``: resource limits, a scrubbed environment, its own scratch folder and process group.
   Nothing stops the code from reading, writing or signalling what its user can.
 
@@ -54,8 +56,14 @@ NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 STRICT_LANDLOCK_ABI = 6  # TCP (ABI 4) and signal / abstract-socket scoping (ABI 6)
 
-# --- namespaces, prctl, capabilities ------------------------------------------------------------
-CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x10000000, 0x20000000, 0x40000000
+# --- namespaces, mounts, prctl, capabilities -----------------------------------------------------
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = \
+    0x00020000, 0x08000000, 0x10000000, 0x20000000, 0x40000000
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 1 << 18
+# A strict worker writes only its scratch folder: a tmpfs of its own (its mount namespace's), so
+# filling a disk or its inodes costs that worker only, and the pages are the worker's memory.
+SCRATCH_BYTES = 512 * 2**20
+SCRATCH_INODES = 20_000
 PR_SET_PDEATHSIG, PR_SET_SECCOMP, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 22, 24, 38
 _CAP_LAST = 63
 
@@ -68,7 +76,9 @@ _DENY = {"socket": errno.EACCES, "ptrace": errno.EPERM, "process_vm_readv": errn
          "perf_event_open": errno.EPERM, "userfaultfd": errno.EPERM, "keyctl": errno.EPERM,
          "add_key": errno.EPERM, "request_key": errno.EPERM, "unshare": errno.EPERM, "setns": errno.EPERM,
          "mount": errno.EPERM, "umount2": errno.EPERM, "pivot_root": errno.EPERM, "kcmp": errno.EPERM,
-         "pidfd_getfd": errno.EPERM, "personality": errno.EPERM}
+         "pidfd_getfd": errno.EPERM, "personality": errno.EPERM,
+         # memory held outside any process's address space (and its limit): memfds, SysV segments
+         "memfd_create": errno.EPERM, "memfd_secret": errno.EPERM, "shmget": errno.EPERM}
 # File metadata, which Landlock does not cover: modes (a setuid bit on a root-owned program, a
 # classmate's scratch folder made unreadable), owners, times, extended attributes, and watching
 # folders for a classmate's new files. Refused everywhere, the scratch folder included.
@@ -92,7 +102,8 @@ _NR = {
                "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198,
                "fremovexattr": 199, "setxattrat": 463, "removexattrat": 466, "inotify_init": 253,
                "inotify_init1": 294, "inotify_add_watch": 254, "fanotify_init": 300, "fanotify_mark": 301,
-               "fork": 57, "vfork": 58, "clone": 56, "clone3": 435},
+               "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "memfd_create": 319, "memfd_secret": 447,
+               "shmget": 29},
     "aarch64": {"socket": 198, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
                 "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "io_setup": 0,
                 "io_submit": 2, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "keyctl": 219,
@@ -102,7 +113,8 @@ _NR = {
                 "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "fchownat": 54, "fchown": 55, "utimensat": 88,
                 "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15,
                 "fremovexattr": 16, "setxattrat": 463, "removexattrat": 466, "inotify_init1": 26,
-                "inotify_add_watch": 27, "fanotify_init": 262, "fanotify_mark": 263, "clone": 220, "clone3": 435},
+                "inotify_add_watch": 27, "fanotify_init": 262, "fanotify_mark": 263, "clone": 220, "clone3": 435,
+                "memfd_create": 279, "memfd_secret": 447, "shmget": 194},
 }
 _MAP_ANONYMOUS = 0x20
 _RET_ALLOW, _RET_ERRNO, _RET_KILL = 0x7FFF0000, 0x00050000, 0x80000000
@@ -117,7 +129,7 @@ class Plan:
     """What one worker's jail allows: built on the grader's side, applied in the worker."""
 
     level: str
-    scratch: str
+    scratch: str  # the only folder it writes (strict: a tmpfs of its own, mounted there)
     memory_bytes: int = 0
     file_bytes: int = 0
     count_reads: bool = False
@@ -125,7 +137,8 @@ class Plan:
     read_files: list = field(default_factory=list)  # single files readable
     rw_files: list = field(default_factory=list)  # single files readable and writable (/dev/null)
     list_dirs: list = field(default_factory=list)  # folders whose entries may be listed, no more
-    pids_cgroup: str = ""  # a pids cgroup folder to join (root only), or "" for RLIMIT_NPROC
+    inputs: str = ""  # a folder it may read: its cases' files
+    cgroups: list = field(default_factory=list)  # cgroup folders to join (a root grader's: pids, memory, cpu)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -190,6 +203,7 @@ def _landlock(plan: Plan, libc) -> int:
                                   ctypes.c_uint32(0)), "landlock_create_ruleset")
     rules = [(p, READ) for p in plan.read_paths] + [(p, FS_READ_FILE) for p in plan.read_files] + \
             [(p, FS_READ_FILE | FS_WRITE_FILE) for p in plan.rw_files] + [(p, FS_READ_DIR) for p in plan.list_dirs] + \
+            [(plan.inputs, READ & ~FS_EXECUTE)] * bool(plan.inputs) + \
             [(plan.scratch, every), ("/proc/self", FS_READ_FILE | FS_READ_DIR)]  # this process's own /proc entry
     for path, rights in rules:
         try:
@@ -295,12 +309,12 @@ def _write(path: str, text: str) -> None:
 def _namespaces(plan: Plan, libc) -> None:
     """New user, pid, network and IPC namespaces for this process (pid: for its next child)."""
     uid, gid = os.geteuid(), os.getegid()
-    if plan.pids_cgroup:  # root: join the pids cgroup the grader made for this worker, while still root
-        _write(os.path.join(plan.pids_cgroup, "cgroup.procs"), str(os.getpid()))
+    for cgroup in plan.cgroups:  # root: join the cgroups the grader made for this worker, while still root
+        _write(os.path.join(cgroup, "cgroup.procs"), str(os.getpid()))
     if uid == 0:  # root: a real uid RLIMIT_NPROC binds (see NPROC_UID); no limit on it machine-wide
         os.setresuid(NPROC_UID, 0, 0)
-    _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC),
-           "unshare (user, pid, network and IPC namespaces)")
+    _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWNS),
+           "unshare (user, pid, network, IPC and mount namespaces)")
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"{uid} {uid} 1")
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
@@ -311,6 +325,24 @@ def _limit_tasks() -> None:
     uid but the machine's root, which a root grader's worker has left (:data:`NPROC_UID`). The
     jail never writes ``/proc/sys``: before Linux 6.14, ``kernel.pid_max`` is the machine's."""
     resource.setrlimit(resource.RLIMIT_NPROC, (MAX_TASKS, MAX_TASKS))
+
+
+def _scratch(plan: Plan, libc) -> None:
+    """Mount a tmpfs of :data:`SCRATCH_BYTES` and :data:`SCRATCH_INODES` on the scratch folder,
+    in this worker's own mount namespace (nothing propagates out of it)."""
+    _check(libc.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "making mounts private")
+    options = f"size={SCRATCH_BYTES},nr_inodes={SCRATCH_INODES},mode=0700".encode()
+    _check(libc.mount(b"tmpfs", plan.scratch.encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV), options),
+           "mounting the scratch tmpfs")
+
+
+def first_for_the_oom_killer() -> None:
+    """Should the machine run out of memory, this process goes before any other (the grader
+    never does while a worker lives). Raising one's own score needs no privilege."""
+    try:
+        _write("/proc/self/oom_score_adj", "1000")
+    except OSError:
+        pass
 
 
 def limit(memory_bytes: int, file_bytes: int) -> None:
@@ -334,8 +366,9 @@ def enter(plan: Plan, close_in_launcher: tuple = ()) -> None:
     with its status (it never returns); the child, pid 1 of the new pid namespace, returns from
     here inside the jail. Raises :class:`JailError` when the kernel refuses a part of it."""
     limit(plan.memory_bytes, plan.file_bytes)
-    os.chdir(plan.scratch)
+    first_for_the_oom_killer()
     if plan.level == BASIC:
+        os.chdir(plan.scratch)
         return
     libc = _libc()
     try:
@@ -360,6 +393,8 @@ def enter(plan: Plan, close_in_launcher: tuple = ()) -> None:
             os._exit(1)
         os.close(alive_r)
         _limit_tasks()
+        _scratch(plan, libc)
+        os.chdir(plan.scratch)  # (after the mount: into the tmpfs)
         _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
         ruleset = _landlock(plan, libc)
         _drop_capabilities(libc)
@@ -420,9 +455,9 @@ def _grant_tree(path: str, course: list[str], out: Plan) -> None:
 
 
 def plan_for(level: str, scratch: str, *, memory_bytes: int, file_bytes: int, count_reads: bool,
-             pids_cgroup: str = "") -> Plan:
+             inputs: str = "", cgroups=()) -> Plan:
     """The jail of one worker. Grader side: decides what the worker may read."""
-    plan = Plan(level, scratch, memory_bytes, file_bytes, count_reads, pids_cgroup=pids_cgroup)
+    plan = Plan(level, scratch, memory_bytes, file_bytes, count_reads, inputs=inputs, cgroups=list(cgroups))
     if level == BASIC:
         return plan
     base = _readable()

@@ -120,33 +120,57 @@ def resolve(requested: str) -> Isolation:
 
 
 # ---------------------------------------------------------------------------------------------
-# A second process limit for a root grader: a pids cgroup (the first is RLIMIT_NPROC: jail.NPROC_UID)
+# A root grader's cgroups for each worker: the whole tree's processes, memory (memfds and tmpfs
+# pages included) and an equal CPU share whatever its number of threads
 
-def _pids_cgroup() -> str:
-    """A pids cgroup for one worker, where the grader runs as root and may make one ("" if not)."""
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+def _worker_cgroups() -> list[str]:
+    """Cgroup folders made for one worker where the grader runs as root and may make them ([]
+    if not): on cgroup v1, one per controller (pids, memory, cpu); on v2, one folder with each
+    controller the grader's own cgroup delegates."""
     if os.geteuid() != 0:
-        return ""
+        return []
     name = f"ckpt-worker-{uuid.uuid4().hex[:12]}"
-    bases = ["/sys/fs/cgroup/pids"]
-    try:
+    limits = {"pids": {"pids.max": str(jail.MAX_TASKS)},
+              "memory": {"memory.limit_in_bytes": str(DEFAULT_MEMORY + jail.SCRATCH_BYTES)},
+              "cpu": {}}  # a group of its own: one equal share, however many threads it runs
+    made = []
+    for controller, files in limits.items():
+        path = _make_cgroup(os.path.join(CGROUP_ROOT, controller, name), files)
+        if path:
+            made.append(path)
+    if made:
+        return made
+    try:  # v2: one folder below the grader's own cgroup
         own = next(line.split(":", 2)[2] for line in open("/proc/self/cgroup").read().splitlines()
                    if line.startswith("0::"))
-        bases.append("/sys/fs/cgroup" + own.rstrip("/"))
+        base = CGROUP_ROOT + own.rstrip("/")
+        delegated = open(os.path.join(base, "cgroup.subtree_control")).read().split()
     except (OSError, StopIteration):
-        pass
-    for base in bases:
-        path = os.path.join(base, name)
-        try:
-            os.mkdir(path)
-        except OSError:
-            continue
-        try:
-            with open(os.path.join(path, "pids.max"), "w") as f:
-                f.write(str(jail.MAX_TASKS))
-            return path
-        except OSError:
-            _remove_cgroup(path)
-    return ""
+        return []
+    v2 = {"pids": {"pids.max": str(jail.MAX_TASKS)},
+          "memory": {"memory.max": str(DEFAULT_MEMORY + jail.SCRATCH_BYTES), "memory.swap.max": "0"},
+          "cpu": {}}
+    files = {k: v for controller, kv in v2.items() if controller in delegated for k, v in kv.items()}
+    path = _make_cgroup(os.path.join(base, name), files) if delegated else ""
+    return [path] if path else []
+
+
+def _make_cgroup(path: str, files: dict) -> str:
+    try:
+        os.mkdir(path)
+    except OSError:
+        return ""
+    try:
+        for key, value in files.items():
+            with open(os.path.join(path, key), "w") as f:
+                f.write(value)
+        return path
+    except OSError:
+        _remove_cgroup(path)
+        return ""
 
 
 def _remove_cgroup(path: str) -> None:
@@ -226,10 +250,10 @@ def _clean_error(raw) -> dict:
 # ---------------------------------------------------------------------------------------------
 # The worker
 
-def _env(workdir: str, level: str) -> dict:
+def _env(scratch: str, level: str) -> dict:
     """The worker's whole environment: nothing of the grader's (no salt, no tokens, no home)."""
-    return {"PATH": os.environ.get("PATH", os.defpath), "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
-            "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg", "MPLCONFIGDIR": os.path.join(workdir, ".matplotlib"),
+    return {"PATH": os.environ.get("PATH", os.defpath), "HOME": scratch, "TMPDIR": scratch, "LANG": "C.UTF-8",
+            "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg", "MPLCONFIGDIR": os.path.join(scratch, ".matplotlib"),
             "CKPT_ISOLATION": level,
             # One BLAS thread: a worker uses one core, and the zygote must stay single-threaded to fork.
             "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
@@ -272,9 +296,14 @@ class Worker:
         self.workdir = workdir or new_workdir()
         self.cases = list(cases)
         self.result = RunResult("crashed")
-        self.cgroup = _pids_cgroup() if level == STRICT else ""
-        self.plan = jail.plan_for(level, os.path.realpath(self.workdir), memory_bytes=memory_bytes,
-                                  file_bytes=file_bytes, count_reads=count_reads, pids_cgroup=self.cgroup)
+        # The worker reads its cases' files in workdir and writes only workdir/scratch (at the strict
+        # level, a tmpfs of its own mounted there).
+        self.scratch = os.path.join(self.workdir, "scratch")
+        os.makedirs(self.scratch, exist_ok=True)
+        self.cgroups = _worker_cgroups() if level == STRICT else []
+        self.plan = jail.plan_for(level, os.path.realpath(self.scratch), memory_bytes=memory_bytes,
+                                  file_bytes=file_bytes, count_reads=count_reads,
+                                  inputs=os.path.realpath(self.workdir), cgroups=self.cgroups)
         to_r, self.to_w = os.pipe()
         self.from_r, from_w = os.pipe()
         self.log = tempfile.TemporaryFile(prefix="ckpt-worker-log-")  # unlinked: the worker cannot find it
@@ -285,7 +314,7 @@ class Worker:
             # At the strict level, forked from the zygote once it has imported the libraries this
             # code imports; else (and at the basic level, whose workers can reach whatever the
             # grader can) started afresh.
-            self.proc = zygote.spawn((to_r, from_w, self.log.fileno()), self.workdir, _env(self.workdir, level),
+            self.proc = zygote.spawn((to_r, from_w, self.log.fileno()), self.scratch, _env(self.scratch, level),
                                      zygote_env(), None if bare else zygote.needs(source, count_reads)) \
                 if level == STRICT else None
             # The worker's time (and its time limit) starts now: the zygote's imports before the fork
@@ -295,7 +324,7 @@ class Worker:
             if self.proc is None:
                 self.proc = subprocess.Popen(
                     [sys.executable, "-I", "-B", inside.__file__, str(to_r), str(from_w), str(os.getpid())],
-                    pass_fds=(to_r, from_w), cwd=self.workdir, env=_env(self.workdir, level),
+                    pass_fds=(to_r, from_w), cwd=self.scratch, env=_env(self.scratch, level),
                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, start_new_session=True)
         finally:
             os.close(to_r)
@@ -383,8 +412,8 @@ class Worker:
                 os.close(fd)
             except OSError:
                 pass
-        if self.cgroup:
-            _remove_cgroup(self.cgroup)
+        for cgroup in self.cgroups:
+            _remove_cgroup(cgroup)
         self.result.seconds = time.monotonic() - self.start
         # The time inside the learner's function is the worker's own word: never more than it lived.
         self.result.code_seconds = min(self.result.code_seconds, self.result.seconds)
