@@ -42,7 +42,7 @@ CELL_TIMEOUT = 180  # seconds nbgrader waits for one cell; a test cell takes a f
 CONFIG = f'''\
 # nbgrader configuration written by `python -m autograder nbgrader`. Edit freely: the command
 # never overwrites this file once it exists.
-from autograder.nbgrader_course import AUTOGRADE_PREPROCESSORS
+from autograder.nbgrader_course import AUTOGRADE_PREPROCESSORS, SANITIZE_PREPROCESSORS
 
 c = get_config()  # noqa: F821 - provided by nbgrader
 
@@ -50,6 +50,9 @@ c.CourseDirectory.course_id = "{COURSE_ID}"
 # Autograding runs no learner kernel: the course's grader grades each collected notebook file,
 # with learner code only in isolated workers, and writes each test cell's outcome.
 c.Autograde.autograde_preprocessors = AUTOGRADE_PREPROCESSORS
+# A learner's copy of a test cell, or broken cell metadata, costs that learner only (nbgrader's own
+# de-duplication stops the whole run on it).
+c.Autograde.sanitize_preprocessors = SANITIZE_PREPROCESSORS
 # "strict" refuses to grade where this machine cannot isolate learner code (see SECURITY.md);
 # "basic" grades with resource limits only.
 c.GradeInSandbox.isolation = "strict"
@@ -254,10 +257,42 @@ def _autograde_preprocessors() -> list:
     return [GradeInSandbox if pp is Execute else pp for pp in Autograde.autograde_preprocessors.default()]
 
 
+def _sanitize_preprocessors() -> list:
+    """nbgrader's sanitizing steps, its DeduplicateIds replaced by one safe for the whole class: a
+    cell whose nbgrader metadata repeats another's (a learner copied a test cell), is not a dict,
+    or is of another schema, loses that metadata entirely. nbgrader's own leaves an empty dict
+    there, which its next step takes for old-format metadata ("nbgrader update"), and autograde
+    stops for every later student. The course's cells come back from the source notebook
+    (nbgrader's OverwriteCells)."""
+    try:
+        from nbgrader.converters.autograde import Autograde
+        from nbgrader.preprocessors import DeduplicateIds
+    except ImportError:  # pragma: no cover - instructors' side only
+        return []
+
+    class DropBrokenCellMetadata(DeduplicateIds):
+        def preprocess_cell(self, cell, resources, cell_index):
+            meta = cell.get("metadata", {})
+            if "nbgrader" not in meta:
+                return cell, resources
+            info = meta["nbgrader"]
+            grade_id = info.get("grade_id") if isinstance(info, dict) else None
+            if not isinstance(grade_id, str) or info.get("schema_version") != 3 or grade_id in self.grade_ids:
+                self.log.warning("autograder: a cell's nbgrader metadata was dropped (copied or broken)")
+                del meta["nbgrader"]
+            else:
+                self.grade_ids.add(grade_id)
+            return cell, resources
+
+    return [DropBrokenCellMetadata if pp is DeduplicateIds else pp for pp in Autograde.sanitize_preprocessors.default()]
+
+
 def __getattr__(name: str):
     # Imported by nbgrader_config.py only: a learner's kernel running grade_cell never loads nbgrader.
     if name == "AUTOGRADE_PREPROCESSORS":
         return _autograde_preprocessors()
+    if name == "SANITIZE_PREPROCESSORS":
+        return _sanitize_preprocessors()
     raise AttributeError(name)
 
 

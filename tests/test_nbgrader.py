@@ -24,7 +24,7 @@ from tests.nbgrader_work import reference_answers, submit, wrong_answer
 
 TAMPER = ("import autograder.nbgrader_course as _course\n"
           "_course.grade_cell = lambda problem_id, *args, **kwargs: print('full marks')")
-STUDENTS = ("ada", "bob", "cy", "eve")
+STUDENTS = ("ada", "bob", "cy", "dan", "eve")
 UNIT = 1
 NOTEBOOK = next(p.notebook for p in registry.PROBLEMS if p.unit == UNIT)
 PROBLEMS = [p for p in registry.PROBLEMS if p.unit == UNIT]
@@ -59,12 +59,21 @@ def course(tmp_path_factory):
                {"1.2": "raise RuntimeError('a cell that crashes at the top level')"}),
         # every answer a stub, and an early cell that replaces the test cells' grader with a no-op:
         # in a learner's kernel that passed every test cell
+        # every problem solved, and a test cell copied (its nbgrader metadata too): nbgrader's own
+        # de-duplication stopped the whole autograde on it, so eve, after dan, was never graded
+        "dan": (ref, None),
         "eve": ({}, {"1.1": TAMPER}),
     }
     for student, (answers, extra) in work.items():
         folder = course / "submitted" / student / f"unit{UNIT}"
         submit(released, answers, folder / NOTEBOOK, extra)
         (folder / "timestamp.txt").write_text("2026-11-20 12:00:00.000000 UTC")
+    dan = nbformat.read(str(course / "submitted" / "dan" / f"unit{UNIT}" / NOTEBOOK), as_version=4)
+    first_test = next(i for i, c in enumerate(dan.cells) if c.metadata.get("nbgrader", {}).get("grade"))
+    copy = nbformat.from_dict(dan.cells[first_test])
+    copy.id = "copied-test-cell"
+    dan.cells.insert(first_test + 1, copy)
+    nbformat.write(dan, str(course / "submitted" / "dan" / f"unit{UNIT}" / NOTEBOOK))
     nbgrader(course, "autograde", f"unit{UNIT}")
     nbgrader(course, "generate_feedback", f"unit{UNIT}")
     nbgrader(course, "export")
@@ -124,7 +133,7 @@ def test_gradebook_scores_equal_the_autograder(course):
     book = _gradebook(course)
     with open(course / "grades.csv", newline="") as f:
         totals = {row["student_id"]: float(row["score"]) for row in csv.DictReader(f) if row["assignment"] == f"unit{UNIT}"}
-    expected_totals = {"ada": 40.0, "bob": 20.0, "cy": 10.0, "eve": 0.0}
+    expected_totals = {"ada": 40.0, "bob": 20.0, "cy": 10.0, "dan": 40.0, "eve": 0.0}
     assert totals == expected_totals
     for student in STUDENTS:
         report = grade([course / "submitted" / student / f"unit{UNIT}" / NOTEBOOK], student,
@@ -148,7 +157,8 @@ def test_feedback_shows_messages_and_no_hidden_test(course):
             assert not _leaks(where, course / "submitted" / student), where
             # Test cells are shown in full (nbgrader issue 917): ours hold no test, only the call.
             text = tree_windows(where)[1]
-            assert "BEGIN HIDDEN TESTS" not in text and text.count('grade_cell("1.') == len(PROBLEMS)
+            copies = student == "dan"  # its copied test cell stays, a plain cell now
+            assert "BEGIN HIDDEN TESTS" not in text and text.count('grade_cell("1.') == len(PROBLEMS) + copies
 
 
 def _leaks(shown: Path, submitted: Path) -> list[str]:
