@@ -226,11 +226,18 @@ def cmd_isolation(args) -> int:
     from autograder.sandbox import jail
     from autograder.sandbox.outside import resolve
 
+    from autograder.sandbox.outside import guarantees
+
     level = resolve("auto")
-    print(f"Landlock ABI: {jail.landlock_abi()} (strict needs {jail.STRICT_LANDLOCK_ABI})")
+    abi, why = jail.landlock_status()
+    print(f"Landlock ABI: {abi} (strict needs {jail.STRICT_LANDLOCK_ABI})" + (f": {why}" if why else ""))
     print(f"Level available: {level.level}")
     if level.missing:
         print("Missing for strict: " + "; ".join(level.missing))
+    print("\nWhat learner code is held to here, and by what:")
+    for guarantee, mechanism, lacking in guarantees():
+        print(f"  - {guarantee}\n      by: {mechanism}" + (f"\n      missing: {lacking}" if lacking else ""))
+    print()
     print(level.describe if not level.missing else "grade-batch, gradescope-run and nbgrader autograding refuse to "
           "grade here unless given --isolation basic (see SECURITY.md).")
     return 0 if level.level == "strict" else 1

@@ -231,3 +231,33 @@ def test_a_worker_gets_its_share_of_the_cpu_beside_one_running_hundreds_of_proce
     assert run.status == "ok", run.stderr_tail[-500:]
     share = run.cases[0]["value"]
     assert share > 0.25, f"the worker got {share:.3f} of a core beside the hog"
+
+
+_LANDLOCK_REFUSED = textwrap.dedent("""
+    import errno
+    from autograder.sandbox import jail
+
+    jail._check(jail._libc().prctl(jail.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    jail._seccomp(jail._seccomp_program({"landlock_create_ruleset": errno.EPERM}, guard_pdeathsig=False,
+                                        forbid_file_maps=False), jail._libc())
+    print(jail.landlock_status())
+""")
+
+
+def test_the_isolation_check_names_a_seccomp_profile_that_refuses_landlock(root):
+    """A container's seccomp profile refusing Landlock's calls (emulated: a real filter answering
+    EPERM, as Docker's does) is named as such, not blamed on the kernel's lsm= list."""
+    done = subprocess.run([sys.executable, "-c", _LANDLOCK_REFUSED], cwd=root, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "(0, " in done.stdout and "seccomp" in done.stdout and "lsm=" not in done.stdout, done.stdout
+
+
+def test_the_isolation_check_says_each_guarantee_and_its_mechanism(root):
+    done = subprocess.run([sys.executable, "-m", "autograder", "isolation"], cwd=root, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for guarantee in ("reads only", "writes only its own scratch", "no network", "cannot signal",
+                      "ends with the problem", "memory of its whole tree", "share of the CPU", "machine-wide"):
+        assert guarantee in done.stdout
+    assert done.stdout.count("by: ") == 9

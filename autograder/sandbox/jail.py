@@ -103,7 +103,7 @@ _NR = {
                "fremovexattr": 199, "setxattrat": 463, "removexattrat": 466, "inotify_init": 253,
                "inotify_init1": 294, "inotify_add_watch": 254, "fanotify_init": 300, "fanotify_mark": 301,
                "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "memfd_create": 319, "memfd_secret": 447,
-               "shmget": 29},
+               "shmget": 29, "landlock_create_ruleset": 444},
     "aarch64": {"socket": 198, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
                 "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "io_setup": 0,
                 "io_submit": 2, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "keyctl": 219,
@@ -114,7 +114,7 @@ _NR = {
                 "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15,
                 "fremovexattr": 16, "setxattrat": 463, "removexattrat": 466, "inotify_init1": 26,
                 "inotify_add_watch": 27, "fanotify_init": 262, "fanotify_mark": 263, "clone": 220, "clone3": 435,
-                "memfd_create": 279, "memfd_secret": 447, "shmget": 194},
+                "memfd_create": 279, "memfd_secret": 447, "shmget": 194, "landlock_create_ruleset": 444},
 }
 _MAP_ANONYMOUS = 0x20
 _RET_ALLOW, _RET_ERRNO, _RET_KILL = 0x7FFF0000, 0x00050000, 0x80000000
@@ -167,10 +167,26 @@ def _check(result: int, what: str) -> int:
 
 def landlock_abi() -> int:
     """The kernel's Landlock ABI version, or 0 where Landlock is off or missing."""
+    return landlock_status()[0]
+
+
+def landlock_status() -> tuple[int, str]:
+    """(the Landlock ABI, or 0; why it is 0, and how to get it, from the kernel's own errno)."""
     if sys.platform != "linux":
-        return 0
-    result = _libc().syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
-    return max(0, int(result))
+        return 0, f"Landlock is a Linux feature (this is {sys.platform})"
+    libc = _libc()
+    result = libc.syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+    if result >= 0:
+        return int(result), ""
+    err = ctypes.get_errno()
+    if err == errno.EOPNOTSUPP:
+        return 0, ("Landlock is built into this kernel but not enabled: add 'landlock' to the kernel's lsm= boot "
+                   "parameter")
+    if err == errno.ENOSYS:
+        return 0, "this kernel has no Landlock (Linux 5.13+ built with CONFIG_SECURITY_LANDLOCK)"
+    return 0, (f"Landlock's system calls are refused ({os.strerror(err)}): a seccomp profile (a container's, "
+               "say) blocks them; Docker: --security-opt seccomp=<a profile allowing landlock_*>, or a newer "
+               "Docker whose default profile allows them")
 
 
 def _fs_rights(abi: int) -> int:

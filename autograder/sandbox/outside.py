@@ -80,10 +80,11 @@ def strict_missing() -> tuple:
     real strict worker once and asking it to run a one-line function."""
     if sys.platform != "linux":
         return (f"kernel isolation needs Linux (this is {sys.platform})",)
-    abi = jail.landlock_abi()
+    abi, why = jail.landlock_status()
+    if abi == 0:
+        return (why,)
     if abi < jail.STRICT_LANDLOCK_ABI:
-        return (f"Landlock ABI {abi}: the strict level needs ABI {jail.STRICT_LANDLOCK_ABI} or later (Linux 6.12+, "
-                "with 'landlock' in the kernel's lsm= list)",)
+        return (f"Landlock ABI {abi}: the strict level needs ABI {jail.STRICT_LANDLOCK_ABI} or later (Linux 6.12+)",)
     try:
         # Bare: forked as soon as the zygote runs, while it imports JAX for the workers after.
         run = Worker("def probe():\n    return 1\n", "probe", [()], timeout=60, level=STRICT, bare=True).wait()
@@ -98,6 +99,43 @@ def strict_missing() -> tuple:
                    "kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu 24.04; in a container, a seccomp "
                    "profile that allows unshare)")
     return (reason,)
+
+
+def guarantees() -> list[tuple[str, str, str]]:
+    """What a strict worker is held to on this machine: (guarantee, the mechanisms that give it
+    here, what is missing for it). For ``python -m autograder isolation``."""
+    missing = strict_missing()
+    abi = jail.landlock_abi()
+    if missing:
+        return [("every guarantee of the strict level", "none: workers run at the basic level", "; ".join(missing))]
+    kinds = set()
+    for cgroup in _worker_cgroups():  # the controllers a worker gets: v1, a folder each; v2, files in one
+        kinds |= {k for k, f in (("pids", "pids.max"), ("memory", "memory.max"), ("cpu", "cpu.weight"))
+                  if os.path.basename(os.path.dirname(cgroup)) == k or os.path.exists(os.path.join(cgroup, f))}
+        _remove_cgroup(cgroup)
+    root_hint = "a grader running as root (or a delegated cgroup) gives each worker cgroups of its own"
+    rows = [
+        ("reads only the interpreter, the libraries, the public course files and its cases",
+         f"Landlock (ABI {abi})", ""),
+        ("writes only its own scratch folder; changes no file's mode, owner, times or attributes",
+         f"Landlock (ABI {abi}); seccomp refuses chmod, chown, utime, xattrs, inotify, fanotify", ""),
+        ("its scratch folder holds at most 512 MiB in 20,000 files", "a tmpfs in its own mount namespace", ""),
+        ("no network", f"seccomp refuses socket(); a network namespace; Landlock TCP rules (ABI {abi})", ""),
+        ("cannot signal, stop or trace the grader or a classmate",
+         f"a pid namespace; Landlock's signal scope (ABI {abi}); seccomp refuses ptrace", ""),
+        ("every process it starts ends with the problem; at most 400",
+         "pid 1 of its own pid namespace; RLIMIT_NPROC in its own user namespace"
+         + ("; a pids cgroup" if "pids" in kinds else ""), ""),
+        ("the memory of its whole tree is bounded (memfds and its tmpfs included)",
+         "a memory cgroup (4.5 GiB); seccomp refuses memfds and SysV memory" if "memory" in kinds else
+         "4 GiB of address space per process; seccomp refuses memfds and SysV memory",
+         "" if "memory" in kinds else f"a bound for the whole tree: {root_hint}"),
+        ("one equal share of the CPU, however many processes it runs",
+         "a cpu cgroup" if "cpu" in kinds else "the scheduler's groups per session, where autogroup is on",
+         "" if "cpu" in kinds else f"a share a worker cannot split across new sessions: {root_hint}"),
+        ("never changes a machine-wide setting", "nothing under /proc/sys is written", ""),
+    ]
+    return rows
 
 
 def resolve(requested: str) -> Isolation:
