@@ -201,8 +201,9 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
     ``category`` names why, for instructors' class summaries: a key of the hidden messages (the
     diagnosed mistake or the failing case family) or the kind of error; empty when correct."""
     if run.status == "timeout":
-        return "timeout", "timeout", (f"Did not finish within {timeout:.0f} s for all hidden cases. Look for an endless "
-                           "loop, or work that grows much faster than the input.")
+        return "timeout", "timeout", (f"Did not finish all hidden cases within {timeout:.0f} s of CPU time (or "
+                                      f"{sandbox.WALL_FACTOR * timeout:.0f} s on the clock). Look for an endless loop, "
+                                      "a wait that never ends, or work that grows much faster than the input.")
     if run.status == "malformed":
         return "error", "malformed", ("The worker running your code sent back something that is not a result (too "
                                       "large, nested too deeply, or not plain data). Return plain values of the "

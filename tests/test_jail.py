@@ -261,3 +261,43 @@ def test_the_isolation_check_says_each_guarantee_and_its_mechanism(root):
                       "ends with the problem", "memory of its whole tree", "share of the CPU", "machine-wide"):
         assert guarantee in done.stdout
     assert done.stdout.count("by: ") == 9
+
+
+_WORK = """
+import time
+
+def probe():
+    start = time.process_time()
+    while time.process_time() - start < 1.0:  # one second of CPU time
+        pass
+    return 1
+"""
+
+_BUSY = "import os, time\nos.setsid()\nend = time.time() + 40\nwhile time.time() < end:\n    pass\n"
+
+
+def test_a_timeout_is_the_workers_own_cpu_time_not_a_busy_machines_clock(monkeypatch):
+    """A worker needing 1 s of CPU time, under a 5 s limit, on a machine where 12 other processes
+    (each in a session of its own, outside any worker) keep both cores busy: it finishes, since
+    the limit counts its own CPU time, with twice that on the clock beside it. Judged by the
+    clock alone it had about 2/13 of a core: 6.5 s, a timeout. Where no cgroup can be made (a
+    grader running as a normal user), this is what keeps a busy machine from costing a learner."""
+    import subprocess
+    import sys
+
+    monkeypatch.setattr(outside, "_worker_cgroups", lambda: [])
+    busy = [subprocess.Popen([sys.executable, "-c", _BUSY]) for _ in range(12)]
+    try:
+        run = outside.Worker(_WORK, "probe", [()], timeout=5, level=outside.STRICT, bare=True).wait()
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    assert run.status == "ok" and run.cases[0]["value"] == 1, (run.status, run.seconds)
+    assert run.seconds > 5, f"the machine was not busy enough to tell ({run.seconds:.1f} s on the clock)"
+
+
+def test_a_worker_that_waits_forever_ends_at_the_wall_clock_cap():
+    run = outside.Worker("import time\ndef probe():\n    time.sleep(600)\n", "probe", [()], timeout=1,
+                         level=outside.STRICT, bare=True).wait()
+    assert run.status == "timeout" and 2 <= run.seconds < 6, (run.status, run.seconds)

@@ -10,6 +10,7 @@ problem ends.
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -24,7 +25,8 @@ from functools import lru_cache
 from autograder import codec
 from autograder.sandbox import inside, jail, wire, zygote
 
-DEFAULT_TIMEOUT = 60.0
+DEFAULT_TIMEOUT = 60.0  # seconds of CPU time for a problem's worker tree
+WALL_FACTOR = 2.0  # and at most this many times as long on the clock
 DEFAULT_MEMORY = 4 * 2**30
 DEFAULT_FILE_BYTES = 256 * 2**20
 STRICT, BASIC, AUTO = jail.STRICT, jail.BASIC, "auto"
@@ -257,6 +259,23 @@ def tree_rchar(root: int) -> int | None:
     return sum(_proc_number(pid, "io", b"rchar:") or 0 for _, pid in _tree(root))
 
 
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """User and system CPU time of ``root`` and its descendants, with that of the children they
+    reaped (0 where the kernel does not say)."""
+    ticks = 0
+    for _, pid in _tree(root):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            ticks += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+        except (OSError, ValueError, IndexError):
+            continue
+    return ticks / _TICKS
+
+
 def tree_peak_bytes(root: int) -> int:
     """The largest peak resident set (VmHWM) among ``root`` and its descendants, in bytes."""
     return max([(_proc_number(pid, "status", b"VmHWM:") or 0) * 1024 for _, pid in _tree(root)] + [0])
@@ -375,11 +394,14 @@ class Worker:
     def _drive(self) -> None:
         from autograder import files
 
-        deadline = self.start + self.timeout
+        # The time limit is the worker tree's own CPU time (a machine busy with other workers does
+        # not use it up), with a wall-clock cap beside it (code that sleeps or waits uses none).
+        deadline = self.start + WALL_FACTOR * self.timeout
         result = self.result
         try:
             wire.send(self.to_w, {"plan": self.plan.to_json()}, deadline)
             wire.send(self.to_w, {"job": self.job}, deadline)
+            self._wait_for_answer(deadline)
             first = wire.recv(self.from_r, deadline)
             if first is None:
                 return
@@ -395,6 +417,7 @@ class Worker:
                 if self.count_reads:
                     args = files.realize(args, self.workdir)
                 sent = wire.send(self.to_w, {"args": codec.encode(tuple(args))}, deadline)
+                self._wait_for_answer(deadline)
                 answer = wire.recv(self.from_r, deadline)
                 if answer is None:
                     return  # the worker died: crashed
@@ -414,6 +437,21 @@ class Worker:
             result.status, result.detail = "malformed", f"{type(exc).__name__}: {str(exc)[:200]}"
         finally:
             self._stop()
+
+    def _wait_for_answer(self, deadline: float) -> None:
+        """Until the worker has something to say; :class:`wire.FrameError` ("timeout") once its
+        tree has used :attr:`timeout` seconds of CPU time, or at the wall-clock ``deadline``."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or self.cpu_seconds() >= self.timeout:
+                raise wire.FrameError("timeout")
+            if select.select([self.from_r], [], [], min(left, 0.2))[0]:
+                return
+
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by the worker's tree, as the kernel counts it: each live process's
+        own, and that of the children each one has reaped."""
+        return tree_cpu_seconds(self.proc.pid)
 
     def _case(self, answer, read_bytes) -> dict:
         if not isinstance(answer, dict):
