@@ -230,7 +230,8 @@ def cmd_isolation(args) -> int:
 
     level = resolve("auto")
     abi, why = jail.landlock_status()
-    print(f"Landlock ABI: {abi} (strict needs {jail.STRICT_LANDLOCK_ABI})" + (f": {why}" if why else ""))
+    print(f"Landlock ABI: {abi} (strict needs {jail.STRICT_LANDLOCK_ABI}; 4 and 6 add rules the namespaces "
+          "give already)" + (f": {why}" if why else ""))
     print(f"Level available: {level.level}")
     if level.missing:
         print("Missing for strict: " + "; ".join(level.missing))

@@ -301,3 +301,20 @@ def test_a_worker_that_waits_forever_ends_at_the_wall_clock_cap():
     run = outside.Worker("import time\ndef probe():\n    time.sleep(600)\n", "probe", [()], timeout=1,
                          level=outside.STRICT, bare=True).wait()
     assert run.status == "timeout" and 2 <= run.seconds < 6, (run.status, run.seconds)
+
+
+@pytest.mark.parametrize("abi", ["1", "2"])
+def test_before_landlock_abi_3_seccomp_refuses_truncate(tmp_path, monkeypatch, abi):
+    import errno
+
+    """Emulating a Linux 5.15 or 6.1 kernel (Landlock ABI 1 or 2, which cannot govern truncate(2)):
+    a worker's code truncating a file it may only read is refused, and the file keeps its bytes."""
+    monkeypatch.setenv("CKPT_TEST_LANDLOCK_ABI", abi)
+    victim = tmp_path / "case.safetensors"
+    victim.write_bytes(b"x" * 1000)
+    code = ("import os\ndef probe():\n    try:\n        os.truncate('../case.safetensors', 0)\n        err = 0\n"
+            "    except OSError as exc:\n        err = exc.errno\n    return [err, os.path.getsize('../case.safetensors')]\n")
+    run = outside.Worker(code, "probe", [()], timeout=30, level=outside.STRICT, bare=True, workdir=str(tmp_path)).wait()
+    assert run.status == "ok", run.stderr_tail[-500:]
+    err, size = run.cases[0]["value"]
+    assert err == errno.EPERM and size == 1000, (err, size)

@@ -54,7 +54,14 @@ _FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCT
 READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
-STRICT_LANDLOCK_ABI = 6  # TCP (ABI 4) and signal / abstract-socket scoping (ABI 6)
+# Landlock's file rules (ABI 1, Linux 5.13) are what the strict level needs of it: its TCP rules (ABI 4)
+# and its scoping of signals and abstract sockets (ABI 6) are used where the kernel has them, on top of
+# the network and pid namespaces and seccomp's refusal of socket(), which give the same already.
+# Before ABI 3 Landlock does not govern truncate(2): seccomp refuses it.
+STRICT_LANDLOCK_ABI = 1
+# Test-only: the ABI the jail uses, capped (the kernel's own answer otherwise), to emulate older kernels
+# on this one. The kernel enforces whatever ruleset that ABI can express.
+_ABI_CAP = "CKPT_TEST_LANDLOCK_ABI"
 
 # --- namespaces, mounts, prctl, capabilities -----------------------------------------------------
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = \
@@ -103,7 +110,7 @@ _NR = {
                "fremovexattr": 199, "setxattrat": 463, "removexattrat": 466, "inotify_init": 253,
                "inotify_init1": 294, "inotify_add_watch": 254, "fanotify_init": 300, "fanotify_mark": 301,
                "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "memfd_create": 319, "memfd_secret": 447,
-               "shmget": 29, "landlock_create_ruleset": 444},
+               "shmget": 29, "landlock_create_ruleset": 444, "truncate": 76},
     "aarch64": {"socket": 198, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
                 "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "io_setup": 0,
                 "io_submit": 2, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "keyctl": 219,
@@ -114,7 +121,8 @@ _NR = {
                 "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15,
                 "fremovexattr": 16, "setxattrat": 463, "removexattrat": 466, "inotify_init1": 26,
                 "inotify_add_watch": 27, "fanotify_init": 262, "fanotify_mark": 263, "clone": 220, "clone3": 435,
-                "memfd_create": 279, "memfd_secret": 447, "shmget": 194, "landlock_create_ruleset": 444},
+                "memfd_create": 279, "memfd_secret": 447, "shmget": 194, "landlock_create_ruleset": 444,
+                "truncate": 45},
 }
 _MAP_ANONYMOUS = 0x20
 _RET_ALLOW, _RET_ERRNO, _RET_KILL = 0x7FFF0000, 0x00050000, 0x80000000
@@ -139,6 +147,7 @@ class Plan:
     list_dirs: list = field(default_factory=list)  # folders whose entries may be listed, no more
     inputs: str = ""  # a folder it may read: its cases' files
     cgroups: list = field(default_factory=list)  # cgroup folders to join (a root grader's: pids, memory, cpu)
+    landlock_abi: int = 0  # the Landlock ABI to use, as the grader found it (0: the kernel's)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -177,7 +186,8 @@ def landlock_status() -> tuple[int, str]:
     libc = _libc()
     result = libc.syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
     if result >= 0:
-        return int(result), ""
+        cap = os.environ.get(_ABI_CAP, "")
+        return (min(int(result), int(cap)) if cap.isdigit() else int(result)), ""
     err = ctypes.get_errno()
     if err == errno.EOPNOTSUPP:
         return 0, ("Landlock is built into this kernel but not enabled: add 'landlock' to the kernel's lsm= boot "
@@ -209,12 +219,12 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def _landlock(plan: Plan, libc) -> int:
-    abi = landlock_abi()
+def _landlock(plan: Plan, libc, abi: int) -> int:
     if abi < STRICT_LANDLOCK_ABI:
-        raise JailError(f"Landlock ABI {abi} (need {STRICT_LANDLOCK_ABI}: Linux 6.12 or later with Landlock enabled)")
+        raise JailError(landlock_status()[1] or f"Landlock ABI {abi}")
     every = _fs_rights(abi)
-    attr = _RulesetAttr(every, NET_BIND_TCP | NET_CONNECT_TCP, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL)
+    attr = _RulesetAttr(every, (NET_BIND_TCP | NET_CONNECT_TCP) * (abi >= 4),
+                        (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) * (abi >= 6))
     ruleset = _check(libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
                                   ctypes.c_uint32(0)), "landlock_create_ruleset")
     rules = [(p, READ) for p in plan.read_paths] + [(p, FS_READ_FILE) for p in plan.read_files] + \
@@ -412,11 +422,13 @@ def enter(plan: Plan, close_in_launcher: tuple = ()) -> None:
         _scratch(plan, libc)
         os.chdir(plan.scratch)  # (after the mount: into the tmpfs)
         _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-        ruleset = _landlock(plan, libc)
+        abi = min(landlock_abi(), plan.landlock_abi or 1 << 30)
+        ruleset = _landlock(plan, libc, abi)
         _drop_capabilities(libc)
         _check(libc.syscall(_SYS_RESTRICT_SELF, ruleset, ctypes.c_uint32(0)), "landlock_restrict_self")
         os.close(ruleset)
-        _seccomp(_seccomp_program(_DENY, guard_pdeathsig=True, forbid_file_maps=False), libc)
+        deny = {**_DENY, **({"truncate": errno.EPERM} if abi < 3 else {})}  # not Landlock's before ABI 3
+        _seccomp(_seccomp_program(deny, guard_pdeathsig=True, forbid_file_maps=False), libc)
     except BaseException as exc:  # noqa: BLE001 - the child must never return un-jailed
         sys.stderr.write(f"jail: {exc}\n")
         os._exit(3)
@@ -473,7 +485,8 @@ def _grant_tree(path: str, course: list[str], out: Plan) -> None:
 def plan_for(level: str, scratch: str, *, memory_bytes: int, file_bytes: int, count_reads: bool,
              inputs: str = "", cgroups=()) -> Plan:
     """The jail of one worker. Grader side: decides what the worker may read."""
-    plan = Plan(level, scratch, memory_bytes, file_bytes, count_reads, inputs=inputs, cgroups=list(cgroups))
+    plan = Plan(level, scratch, memory_bytes, file_bytes, count_reads, inputs=inputs, cgroups=list(cgroups),
+                landlock_abi=landlock_abi() if level == STRICT else 0)
     if level == BASIC:
         return plan
     base = _readable()
