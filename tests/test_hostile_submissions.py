@@ -161,3 +161,69 @@ def test_messages_carry_no_text_or_number_the_learners_code_chose(grade_code, na
     assert not re.search(r"S[\dx]*M[\dx]+", message), message  # the class named after the inputs
     assert "<script>" not in message and "Total" not in message and "\x1b" not in message
 
+
+
+_STARVE_CPU = """
+import os, time
+
+def coalesce_runs(runs, max_gap):
+    for _ in range(300):
+        try:
+            if os.fork() == 0:
+                os.setsid()
+                while True:
+                    pass
+        except OSError:
+            break
+    time.sleep(600)
+"""
+
+_FILL_MEMORY = """
+import os, time
+
+def parse_safetensors_header(path):
+    for _ in range(8):  # 8 GiB across children, each under its own address-space limit
+        try:
+            if os.fork() == 0:
+                block = bytearray(2**30)
+                for i in range(0, 2**30, 4096):
+                    block[i] = 1
+                time.sleep(600)
+        except OSError:
+            break
+    time.sleep(600)
+"""
+
+_FILL_DISK = """
+def byte_runs(bounds, global_shape, itemsize, base):
+    n = 0
+    try:
+        while True:
+            with open(f"fill{n}", "wb") as f:
+                f.write(b"x" * (2**20 if n < 2000 else 1))
+            n += 1
+    except OSError:
+        pass
+    return []
+"""
+
+
+@pytest.mark.slow
+def test_honest_learners_keep_full_marks_beside_submissions_that_starve_the_machine(tmp_path):
+    """Graded first, with -j 2: a submission running 300 busy processes in sessions of their own,
+    one holding 8 GiB across children, one filling its scratch disk and inodes. The honest
+    learners after and beside them keep full marks, and the batch finishes."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name, code in (("aaa_cpu", _STARVE_CPU), ("aab_memory", _FILL_MEMORY), ("aac_disk", _FILL_DISK)):
+        (subs / f"{name}.py").write_text(code)
+    for name in ("ann", "ben", "cat"):
+        shutil.copy(ROOT / "solutions" / HONEST_4, subs / f"{name}.py")
+    summary = grade_batch(subs, tmp_path / "out", jobs=2, progress=False, isolation=best_isolation(), timeout=15)
+    assert summary["results"] == 6 and not summary["interrupted"]
+    reports = _reports(tmp_path / "out")
+    unit4 = sum(p.points for p in registry.PROBLEMS if p.unit == 4)
+    for name in ("ann", "ben", "cat"):
+        assert reports[name]["score"] == unit4, [p["message"] for p in reports[name]["problems"] if p["score"] == 0]
+    for name in ("aaa_cpu", "aab_memory", "aac_disk"):
+        assert reports[name]["score"] == 0
