@@ -5,7 +5,8 @@ order, each run for a learner of its own (so that neither level finds the grader
 references warm from the other's run: the references run beside the worker, on the same two
 cores); a problem's time is its worker's wall time, start-up to kill (ProblemResult.seconds). A bare worker running a one-line function
 shows the jail's own cost (namespaces, Landlock and seccomp set-up, reaping the pid namespace).
-The goal: under 0.1 s per problem. Run: ``make bench``.
+The goal: under 0.1 s per problem. Each optional mechanism (a root grader's cgroups, Landlock below
+the kernel's ABI) is timed on its own too. Run: ``make bench``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,38 @@ def bare(level: str) -> float:
     run = Worker("def f(x):\n    return x + 1\n", "f", [(1,)], level=level).wait()
     assert run.status == "ok" and run.cases[0]["value"] == 2, run
     return time.perf_counter() - start
+
+
+def mechanisms() -> list[str]:
+    """A bare strict worker's time with each optional mechanism on and off: a root grader's
+    cgroups (processes, memory, CPU), and Landlock at the kernel's ABI or capped at ABI 1 (where
+    seccomp refuses truncate instead)."""
+    import os
+
+    from autograder.sandbox import outside
+
+    def timed(**switch) -> float:
+        saved_cgroups, saved_cap = outside._worker_cgroups, os.environ.pop("CKPT_TEST_LANDLOCK_ABI", None)
+        try:
+            if switch.get("no_cgroups"):
+                outside._worker_cgroups = lambda: []
+            if switch.get("abi"):
+                os.environ["CKPT_TEST_LANDLOCK_ABI"] = switch["abi"]
+            return statistics.median(bare("strict") for _ in range(7))
+        finally:
+            outside._worker_cgroups = saved_cgroups
+            os.environ.pop("CKPT_TEST_LANDLOCK_ABI", None)
+            if saved_cap is not None:
+                os.environ["CKPT_TEST_LANDLOCK_ABI"] = saved_cap
+
+    full, plain, abi1 = timed(), timed(no_cgroups=True), timed(abi="1")
+    made = outside._worker_cgroups()
+    for cgroup in made:
+        outside._remove_cgroup(cgroup)
+    return [f"everything this machine gives: {full:.3f} s",
+            f"cgroups ({len(made)} made per worker; none here unless the grader is root): "
+            f"{full - plain:+.3f} s against none",
+            f"Landlock capped at ABI 1 (seccomp refuses truncate): {abi1 - full:+.3f} s against the kernel's ABI"]
 
 
 def main() -> None:
@@ -59,6 +92,9 @@ def main() -> None:
                 times[level].setdefault(p.id, []).append(p.seconds)
 
     med = statistics.median
+    print("strict worker by mechanism (bare worker, start to kill, medians of 7):")
+    for line in mechanisms():
+        print("  " + line)
     print(f"isolation overhead, strict vs basic ({args.repeat} interleaved runs, medians):")
     print(f"  bare worker (one-line function): strict {med(workers['strict']):.3f} s, basic "
           f"{med(workers['basic']):.3f} s, overhead {med(workers['strict']) - med(workers['basic']):+.3f} s")
