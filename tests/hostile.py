@@ -516,3 +516,22 @@ def parse_safetensors_header(path, _done=_rewrite_everything()):
 ]
 
 assert len({a.name for a in ATTACKS}) == len(ATTACKS)
+
+
+def cpu_hog(signature: str) -> str:
+    """A function that starts 300 busy processes, each in a session of its own (the scheduler's
+    autogroups would give each one a share as large as a whole worker's), then waits."""
+    return f"""
+import os, time
+
+def {signature}:
+    for _ in range(300):
+        try:
+            if os.fork() == 0:
+                os.setsid()
+                while True:
+                    pass
+        except OSError:
+            break
+    time.sleep(600)
+"""

@@ -20,6 +20,7 @@ from autograder import registry
 from autograder.batch import grade_batch
 from autograder.grade import hidden_cases
 from tests.conftest import best_isolation
+from tests.hostile import cpu_hog
 
 ROOT = Path(__file__).resolve().parents[1]
 HONEST_4 = "unit4.py"  # the reference Unit 4, as an honest classmate's file
@@ -163,21 +164,6 @@ def test_messages_carry_no_text_or_number_the_learners_code_chose(grade_code, na
 
 
 
-_STARVE_CPU = """
-import os, time
-
-def coalesce_runs(runs, max_gap):
-    for _ in range(300):
-        try:
-            if os.fork() == 0:
-                os.setsid()
-                while True:
-                    pass
-        except OSError:
-            break
-    time.sleep(600)
-"""
-
 _FILL_MEMORY = """
 import os, time
 
@@ -215,7 +201,8 @@ def test_honest_learners_keep_full_marks_beside_submissions_that_starve_the_mach
     learners after and beside them keep full marks, and the batch finishes."""
     subs = tmp_path / "subs"
     subs.mkdir()
-    for name, code in (("aaa_cpu", _STARVE_CPU), ("aab_memory", _FILL_MEMORY), ("aac_disk", _FILL_DISK)):
+    for name, code in (("aaa_cpu", cpu_hog("coalesce_runs(runs, max_gap)")), ("aab_memory", _FILL_MEMORY),
+                       ("aac_disk", _FILL_DISK)):
         (subs / f"{name}.py").write_text(code)
     for name in ("ann", "ben", "cat"):
         shutil.copy(ROOT / "solutions" / HONEST_4, subs / f"{name}.py")

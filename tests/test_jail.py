@@ -84,7 +84,7 @@ def test_the_process_limit_binds_without_a_cgroup_whatever_the_graders_user(monk
 
     from autograder.sandbox import jail
 
-    monkeypatch.setattr(outside, "_worker_cgroups", lambda: [])
+    monkeypatch.setattr(outside, "_worker_cgroups", lambda *a: [])
     run = outside.Worker(_FORK_UNTIL_REFUSED, "probe", [()], timeout=60, level=outside.STRICT, bare=True).wait()
     assert run.status == "ok", run.stderr_tail
     forked, err = run.cases[0]["value"]
@@ -187,21 +187,6 @@ def test_a_worker_fills_only_its_own_scratch():
     assert err == errno.ENOSPC and written <= jail.SCRATCH_BYTES and files <= jail.SCRATCH_INODES, (written, files)
 
 
-_HOG = """
-import os, time
-
-def probe():
-    for _ in range(300):  # processes in sessions of their own: the scheduler's autogroups would
-        try:              # give each one a share as large as a whole worker's
-            if os.fork() == 0:
-                os.setsid()
-                while True:
-                    pass
-        except OSError:
-            break
-    time.sleep(600)
-"""
-
 _SHARE = """
 import time
 
@@ -223,7 +208,9 @@ def test_a_worker_gets_its_share_of_the_cpu_beside_one_running_hundreds_of_proce
 
     if os.geteuid() != 0:
         pytest.skip("an equal CPU share for each worker needs a root grader's cgroups")
-    hog = outside.Worker(_HOG, "probe", [()], timeout=15, level=outside.STRICT, bare=True)
+    from tests.hostile import cpu_hog
+
+    hog = outside.Worker(cpu_hog("probe()"), "probe", [()], timeout=15, level=outside.STRICT, bare=True)
     try:
         run = outside.Worker(_SHARE, "probe", [()], timeout=30, level=outside.STRICT, bare=True).wait()
     finally:
@@ -285,7 +272,7 @@ def test_a_timeout_is_the_workers_own_cpu_time_not_a_busy_machines_clock(monkeyp
     import subprocess
     import sys
 
-    monkeypatch.setattr(outside, "_worker_cgroups", lambda: [])
+    monkeypatch.setattr(outside, "_worker_cgroups", lambda *a: [])
     busy = [subprocess.Popen([sys.executable, "-c", _BUSY]) for _ in range(12)]
     try:
         run = outside.Worker(_WORK, "probe", [()], timeout=5, level=outside.STRICT, bare=True).wait()

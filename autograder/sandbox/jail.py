@@ -333,7 +333,7 @@ def _write(path: str, text: str) -> None:
 
 
 def _namespaces(plan: Plan, libc) -> None:
-    """New user, pid, network and IPC namespaces for this process (pid: for its next child)."""
+    """New user, pid, network, IPC and mount namespaces for this process (pid: for its next child)."""
     uid, gid = os.geteuid(), os.getegid()
     for cgroup in plan.cgroups:  # root: join the cgroups the grader made for this worker, while still root
         _write(os.path.join(cgroup, "cgroup.procs"), str(os.getpid()))

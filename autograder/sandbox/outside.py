@@ -167,15 +167,16 @@ def resolve(requested: str) -> Isolation:
 CGROUP_ROOT = "/sys/fs/cgroup"
 
 
-def _worker_cgroups() -> list[str]:
+def _worker_cgroups(memory_bytes: int = DEFAULT_MEMORY) -> list[str]:
     """Cgroup folders made for one worker where the grader runs as root and may make them ([]
     if not): on cgroup v1, one per controller (pids, memory, cpu); on v2, one folder with each
-    controller the grader's own cgroup delegates."""
+    controller the grader's own cgroup delegates. The tree's memory: ``memory_bytes`` and its
+    scratch tmpfs."""
     if os.geteuid() != 0:
         return []
     name = f"ckpt-worker-{uuid.uuid4().hex[:12]}"
     limits = {"pids": {"pids.max": str(jail.MAX_TASKS)},
-              "memory": {"memory.limit_in_bytes": str(DEFAULT_MEMORY + jail.SCRATCH_BYTES)},
+              "memory": {"memory.limit_in_bytes": str(memory_bytes + jail.SCRATCH_BYTES)},
               "cpu": {}}  # a group of its own: one equal share, however many threads it runs
     made = []
     for controller, files in limits.items():
@@ -192,7 +193,7 @@ def _worker_cgroups() -> list[str]:
     except (OSError, StopIteration):
         return []
     v2 = {"pids": {"pids.max": str(jail.MAX_TASKS)},
-          "memory": {"memory.max": str(DEFAULT_MEMORY + jail.SCRATCH_BYTES), "memory.swap.max": "0"},
+          "memory": {"memory.max": str(memory_bytes + jail.SCRATCH_BYTES), "memory.swap.max": "0"},
           "cpu": {}}
     files = {k: v for controller, kv in v2.items() if controller in delegated for k, v in kv.items()}
     path = _make_cgroup(os.path.join(base, name), files) if delegated else ""
@@ -358,7 +359,7 @@ class Worker:
         # level, a tmpfs of its own mounted there).
         self.scratch = os.path.join(self.workdir, "scratch")
         os.makedirs(self.scratch, exist_ok=True)
-        self.cgroups = _worker_cgroups() if level == STRICT else []
+        self.cgroups = _worker_cgroups(memory_bytes) if level == STRICT else []
         self.plan = jail.plan_for(level, os.path.realpath(self.scratch), memory_bytes=memory_bytes,
                                   file_bytes=file_bytes, count_reads=count_reads,
                                   inputs=os.path.realpath(self.workdir), cgroups=self.cgroups)
