@@ -82,6 +82,9 @@ class Submission:
             if b is not target and not _shadows(b, name):
                 for n in b.binds:
                     definers.setdefault(n, []).append(b)
+        for n, blocks in definers.items():  # a helper's untouched stub never hides its attempt either
+            if any(_is_function(b) and not is_stub(b.node) for b in blocks):
+                definers[n] = [b for b in blocks if not (_is_function(b) and is_stub(b.node))]
         wanted: set[str] = set()
         keep: set[int] = {id(target)}
         frontier = [target]
@@ -106,6 +109,10 @@ class Submission:
         rest = [b for b in blocks if b not in future]
         head = sorted({b.source for b in future})
         return "\n".join(head) + "\n\n" + "\n\n".join(f"# {b.origin}\n{b.source}" for b in rest) + "\n"
+
+
+def _is_function(block: Block) -> bool:
+    return isinstance(block.node, (ast.FunctionDef, ast.AsyncFunctionDef))
 
 
 def _always_kept(block: Block) -> bool:

@@ -134,6 +134,16 @@ def test_an_untouched_stub_never_hides_an_attempt(tmp_path):
     assert "x + 3" in extract.load_submission(_nb(tmp_path, "def f(x):\n    return x + 2", "def f(x):\n    return x + 3")).module_source("f")
     only_stubs = extract.load_submission(_nb(tmp_path, stub, stub))
     assert extract.is_stub(only_stubs.function("f").node)
+    # A helper the graded function calls, answered in the .py file and stubbed in the notebook
+    # after it (the reference Unit 4 beside the problem notebook: 4.4's read_shard called the
+    # notebook's parse_safetensors_header stub, and was reported as not attempted).
+    helper = tmp_path / "helper"
+    helper.mkdir()
+    (helper / "unit1.py").write_text("def g(x):\n    return 2 * x\n\ndef f(x):\n    return g(x) + 1\n")
+    _nb(tmp_path, 'def g(x):\n    """Return 2x."""\n    raise NotImplementedError\n', stub).rename(
+        helper / "unit1_parameter_accounting.ipynb")
+    source = extract.load_submissions([helper]).module_source("f")
+    assert "2 * x" in source and "NotImplementedError" not in source, source
 
     problem = registry.get("1.3")
     call = problem.call
