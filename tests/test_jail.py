@@ -306,3 +306,30 @@ def test_before_landlock_abi_3_seccomp_refuses_truncate(tmp_path, monkeypatch, a
     assert run.status == "ok", run.stderr_tail[-500:]
     err, size = run.cases[0]["value"]
     assert err == errno.EPERM and size == 1000, (err, size)
+
+
+# A grader on a platform that refuses new namespaces (Docker's default seccomp profile, Ubuntu
+# 24.04's AppArmor rule), emulated: a real seccomp filter on the grader refuses unshare with EPERM.
+_NO_NAMESPACES = textwrap.dedent("""
+    import errno, os, sys
+    from autograder.sandbox import jail
+
+    libc = jail._libc()
+    jail._check(libc.prctl(jail.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    jail._seccomp(jail._seccomp_program({"unshare": errno.EPERM}, guard_pdeathsig=False, forbid_file_maps=False),
+                  libc)
+    os.execv(sys.executable, [sys.executable, "-m", "autograder", *sys.argv[1:]])
+""")
+
+
+def test_where_namespaces_are_refused_the_check_says_so_and_grading_refuses(root, tmp_path):
+    check = subprocess.run([sys.executable, "-c", _NO_NAMESPACES, "isolation"], cwd=root, capture_output=True,
+                           text=True, timeout=120)
+    assert check.returncode == 1 and "Level available: basic" in check.stdout, check.stdout + check.stderr
+    assert "unshare" in check.stdout and "allow" in check.stdout
+    (tmp_path / "subs").mkdir()
+    (tmp_path / "subs" / "ann.py").write_text("def coalesce_runs(runs, max_gap):\n    return runs\n")
+    batch = subprocess.run([sys.executable, "-c", _NO_NAMESPACES, "grade-batch", str(tmp_path / "subs"), "--out",
+                            str(tmp_path / "out"), "--quiet"], cwd=root, capture_output=True, text=True, timeout=120)
+    assert batch.returncode != 0 and "unshare" in batch.stdout + batch.stderr, batch.stdout + batch.stderr
+    assert not (tmp_path / "out" / "learners").exists()  # no learner code ran below the level asked for

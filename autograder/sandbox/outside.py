@@ -95,10 +95,32 @@ def strict_missing() -> tuple:
     lines = [line[len("jail: "):] for line in run.stderr_tail.splitlines() if line.startswith("jail: ")]
     reason = lines[-1] if lines else f"a strict worker did not start ({run.status}): {run.stderr_tail[-300:]}"
     if "unshare" in reason:
-        reason += (" — user namespaces are off for this user: allow them (sysctl user.max_user_namespaces, "
-                   "kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu 24.04; in a container, a seccomp "
-                   "profile that allows unshare)")
+        reason += " — " + namespace_advice()
     return (reason,)
+
+
+def _setting(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def namespace_advice() -> str:
+    """Why this machine refuses new user namespaces, and how to allow them, from what it shows
+    (its settings are read, never written)."""
+    if _setting("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1" and os.geteuid() != 0:
+        return ("Ubuntu's AppArmor rule refuses user namespaces to normal users: "
+                "`sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0`, or run the grader as root")
+    if _setting("/proc/sys/user/max_user_namespaces") == "0":
+        return "user namespaces are switched off: `sudo sysctl user.max_user_namespaces=15000`"
+    if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
+        return ("this container's seccomp profile refuses them (Docker's default does): run it with "
+                "`--security-opt seccomp=<a profile allowing unshare and clone with namespace flags>`, or "
+                "`--security-opt seccomp=unconfined` on a machine you trust")
+    return ("user namespaces are refused to this process: a seccomp profile (a container's), an AppArmor or "
+            "SELinux rule, or sysctl user.max_user_namespaces=0; allow unshare(CLONE_NEWUSER) for the grader")
 
 
 def guarantees() -> list[tuple[str, str, str]]:
@@ -107,7 +129,8 @@ def guarantees() -> list[tuple[str, str, str]]:
     missing = strict_missing()
     abi = jail.landlock_abi()
     if missing:
-        return [("every guarantee of the strict level", "none: workers run at the basic level", "; ".join(missing))]
+        return [("every guarantee of the strict level", "none: workers run at the basic level",
+                 "what 'Missing for strict' says above")]
     kinds = set()
     for cgroup in _worker_cgroups():  # the controllers a worker gets: v1, a folder each; v2, files in one
         kinds |= {k for k, f in (("pids", "pids.max"), ("memory", "memory.max"), ("cpu", "cpu.weight"))
