@@ -24,6 +24,17 @@ class EncodeError(TypeError):
     """A value that is not plain data (or too big to ship)."""
 
 
+# The codec's own words for a value it cannot send. The grader shows only these (a worker's frame
+# is learner code's word: any other text could carry hidden inputs), and names a type only where
+# it is a real class of a library the grader has loaded (see autograder.grade.return_detail).
+TOO_DEEP = "value is nested too deeply"
+OBJECT_ARRAY = "object arrays are not plain data"
+TOO_LARGE = f"arrays of more than {MAX_ELEMENTS:,} elements cannot be returned"
+NOT_CONVERTIBLE = "it could not be converted to plain data"
+ENCODE_ERRORS = (TOO_DEEP, OBJECT_ARRAY, TOO_LARGE, NOT_CONVERTIBLE)
+UNKNOWN_TYPE = "cannot return a value of type {}"
+
+
 @dataclass(frozen=True)
 class MeshArg:
     """A mesh to build in the worker: ``{axis: size}`` over the first devices, row-major."""
@@ -109,7 +120,7 @@ def _float_out(v: float):
 def encode(value: Any, _depth: int = 0) -> Any:
     """Turn a value into JSON-compatible data with type tags."""
     if _depth > 50:
-        raise EncodeError("value is nested too deeply")
+        raise EncodeError(TOO_DEEP)
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int) and type(value) is int:
@@ -135,9 +146,9 @@ def encode(value: Any, _depth: int = 0) -> Any:
     if lib is not None:
         arr = np.asarray(value)
         if arr.dtype == object:
-            raise EncodeError("object arrays are not plain data")
+            raise EncodeError(OBJECT_ARRAY)
         if arr.size > MAX_ELEMENTS:
-            raise EncodeError(f"arrays of more than {MAX_ELEMENTS:,} elements cannot be returned")
+            raise EncodeError(TOO_LARGE)
         name = _dtype_name(arr.dtype)
         if arr.dtype == bool:  # a bool made from raw bytes (np.frombuffer) may hold any byte: 0 or 1 here
             arr = np.ascontiguousarray(arr).view(np.uint8) != 0
@@ -146,7 +157,7 @@ def encode(value: Any, _depth: int = 0) -> Any:
         if lib == "jax":
             out["placement"] = _sharding_info(value)
         return out
-    raise EncodeError(f"cannot return a value of type {type(value).__module__}.{type(value).__qualname__}")
+    raise EncodeError(UNKNOWN_TYPE.format(f"{type(value).__module__}.{type(value).__qualname__}"))
 
 
 def _array_lib(value) -> str | None:

@@ -20,6 +20,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.text import shown_name
+
 _PARSE = threading.Lock()
 
 
@@ -204,14 +206,6 @@ def _add_unit(sub: Submission, source: str, where: str) -> None:
 
 MAX_FILE_BYTES = 64 * 2**20  # a notebook with its outputs; more is not a submission
 SUFFIXES = (".ipynb", ".py")
-
-
-def shown_name(name: str, limit: int = 60) -> str:
-    """A file name as messages may show it: printable ASCII only (other characters as ``?``),
-    at most ``limit`` characters. A name is the learner's text: it may hold markup, control
-    characters or bytes that are not UTF-8."""
-    safe = "".join(c if c.isascii() and (c.isalnum() or c in "._- ") else "?" for c in name)
-    return safe if len(safe) <= limit else safe[: limit - 3] + "..."
 
 
 def read_regular(path: str | Path, limit: int = MAX_FILE_BYTES) -> bytes:

@@ -150,9 +150,6 @@ LIBRARY_EXCEPTIONS = frozenset({
     "IndivisibleError", "XlaRuntimeError", "JaxRuntimeError", "ConcretizationTypeError",
     "TracerArrayConversionError", "TracerBoolConversionError", "TracerIntegerConversionError",
     "UnexpectedTracerError", "SafetensorError", "ScopeParamShapeError", "ScopeParamNotFoundError"})
-_RETURN_DETAILS = ("value is nested too deeply", "object arrays are not plain data",
-                   f"arrays of more than {codec.MAX_ELEMENTS:,} elements cannot be returned",
-                   "it could not be converted to plain data")
 
 
 def exception_name(name) -> str:
@@ -170,9 +167,10 @@ def return_detail(detail) -> str:
     """Why a worker could not send a return value, from the codec's fixed words only: a type is
     named where it is a real class of a library the grader has loaded (learner code can name a
     class anything, hidden inputs included)."""
-    if detail in _RETURN_DETAILS:
+    if detail in codec.ENCODE_ERRORS:
         return detail
-    m = re.fullmatch(r"cannot return a value of type ([A-Za-z_][\w.]{0,100})", detail if isinstance(detail, str) else "")
+    m = re.fullmatch(re.escape(codec.UNKNOWN_TYPE).replace(r"\{\}", r"([A-Za-z_][\w.]{0,100})"),
+                     detail if isinstance(detail, str) else "")
     if m:
         module, _, qualname = m.group(1).rpartition(".")
         owner = sys.modules.get(module) if module.split(".")[0] in ("builtins", "collections", "numpy", "jax",
@@ -202,7 +200,7 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
     diagnosed mistake or the failing case family) or the kind of error; empty when correct."""
     if run.status == "timeout":
         return "timeout", "timeout", (f"Did not finish all hidden cases within {timeout:.0f} s of CPU time (or "
-                                      f"{sandbox.WALL_FACTOR * timeout:.0f} s on the clock). Look for an endless loop, "
+                                      f"{sandbox.WALL_FACTOR * timeout:.0f} s on the clock, whichever came first). Look for an endless loop, "
                                       "a wait that never ends, or work that grows much faster than the input.")
     if run.status == "malformed":
         return "error", "malformed", ("The worker running your code sent back something that is not a result (too "

@@ -28,6 +28,13 @@ def printable(text: str, limit: int = 200) -> str:
     return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
+def shown_name(name: str, limit: int = 60) -> str:
+    """A file name as messages may show it: printable ASCII only (others as ``?``), at most
+    ``limit`` characters (messages go to every output: reports, notebooks, terminals)."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "._- ") else "?" for c in name)
+    return safe if len(safe) <= limit else safe[: limit - 3] + "..."
+
+
 def file_key(name: str) -> str:
     """A file name for ``name`` (a learner id): letters, digits, ``.``, ``_`` and ``-`` only, not
     hidden, at most :data:`FILE_KEY_LIMIT` characters. Where the name had to change, a hash of the

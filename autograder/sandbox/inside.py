@@ -145,7 +145,7 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
             encoded = codec.encode(value)
         except BaseException as exc:  # noqa: BLE001 - converting a learner's object runs learner code
             # Only the codec's own words are passed on: any other message could carry hidden inputs.
-            detail = str(exc) if type(exc) is codec.EncodeError else "it could not be converted to plain data"
+            detail = str(exc) if type(exc) is codec.EncodeError else codec.NOT_CONVERTIBLE
             send({"error": {"kind": "bad_return", "type": type(exc).__name__, "line": None, "detail": detail},
                   "seconds": seconds})
             continue
