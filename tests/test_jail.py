@@ -333,3 +333,25 @@ def test_where_namespaces_are_refused_the_check_says_so_and_grading_refuses(root
                             str(tmp_path / "out"), "--quiet"], cwd=root, capture_output=True, text=True, timeout=120)
     assert batch.returncode != 0 and "unshare" in batch.stdout + batch.stderr, batch.stdout + batch.stderr
     assert not (tmp_path / "out" / "learners").exists()  # no learner code ran below the level asked for
+
+
+_TWO_CORES = """
+import os, time
+
+def probe():
+    pid = os.fork()
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:  # both processes busy for 1.5 s: 3 s of CPU time
+        pass
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return 1
+"""
+
+
+def test_a_worker_busy_on_two_cores_is_not_cut_short_before_its_limit_on_the_clock():
+    """A timeout needs the limit passed on the clock too: 3 s of CPU time in 1.5 s on two cores,
+    under a 2 s limit, finishes (a limit on CPU time alone ended it after 1 s)."""
+    run = outside.Worker(_TWO_CORES, "probe", [()], timeout=2, level=outside.STRICT, bare=True).wait()
+    assert run.status == "ok" and run.cases[0]["value"] == 1, (run.status, run.seconds)

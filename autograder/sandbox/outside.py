@@ -25,8 +25,8 @@ from functools import lru_cache
 from autograder import codec
 from autograder.sandbox import inside, jail, wire, zygote
 
-DEFAULT_TIMEOUT = 60.0  # seconds of CPU time for a problem's worker tree
-WALL_FACTOR = 2.0  # and at most this many times as long on the clock
+DEFAULT_TIMEOUT = 60.0  # seconds for a problem's worker tree, on the clock and of CPU time
+WALL_FACTOR = 2.0  # a tree that used less CPU time than that may go on this many times as long
 DEFAULT_MEMORY = 4 * 2**30
 DEFAULT_FILE_BYTES = 256 * 2**20
 STRICT, BASIC, AUTO = jail.STRICT, jail.BASIC, "auto"
@@ -419,8 +419,8 @@ class Worker:
     def _drive(self) -> None:
         from autograder import files
 
-        # The time limit is the worker tree's own CPU time (a machine busy with other workers does
-        # not use it up), with a wall-clock cap beside it (code that sleeps or waits uses none).
+        # The time limit is the worker tree's own CPU time as well as the clock's: a machine busy
+        # with other work does not use it up (up to a cap on the clock: code that waits uses none).
         deadline = self.start + WALL_FACTOR * self.timeout
         result = self.result
         try:
@@ -464,13 +464,18 @@ class Worker:
             self._stop()
 
     def _wait_for_answer(self, deadline: float) -> None:
-        """Until the worker has something to say; :class:`wire.FrameError` ("timeout") once its
-        tree has used :attr:`timeout` seconds of CPU time, or at the wall-clock ``deadline``."""
+        """Until the worker has something to say. :class:`wire.FrameError` ("timeout") once
+        :attr:`timeout` seconds have passed on the clock *and* its tree has used as much CPU time
+        (never sooner than a limit on the clock alone, so a tree running several threads is not
+        cut short), or at the wall-clock cap ``deadline``. The tree's CPU time is read only after
+        the first :attr:`timeout` seconds: a worker that finishes in time costs no look at /proc."""
+        limit = self.start + self.timeout
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or self.cpu_seconds() >= self.timeout:
+            now = time.monotonic()
+            if now >= deadline or (now >= limit and self.cpu_seconds() >= self.timeout):
                 raise wire.FrameError("timeout")
-            if select.select([self.from_r], [], [], min(left, 0.2))[0]:
+            wait = (deadline if now >= limit else limit) - now
+            if select.select([self.from_r], [], [], min(wait, 0.2) if now >= limit else wait)[0]:
                 return
 
     def cpu_seconds(self) -> float:
