@@ -134,6 +134,35 @@ def coalesce_runs(runs, max_gap):
 '''
 
 
+# For 4.4 attacks that read in another process: bytes handed over in anonymous shared memory,
+# which no read() counts.
+_HAND_OVER = '''
+import ctypes
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+
+
+def _shared(size):
+    return _libc.mmap(None, size + 1, 3, 0x01 | 0x20, -1, 0)  # anonymous, shared
+
+
+def _read_into(shared, path, start, size):  # in the other process, which then ends
+    with open(path, "rb") as f:
+        f.seek(start)
+        ctypes.memmove(shared, f.read(size), size)
+    ctypes.memset(shared + size, 1, 1)
+    os._exit(0)
+
+
+def _handed_over(shared, size):
+    while ctypes.string_at(shared + size, 1) != b"\\x01":
+        time.sleep(0.001)
+    return ctypes.string_at(shared, size)
+'''
+
+
 ATTACKS = [
     # --- a score without solving ---------------------------------------------------------------
     Attack("meta_path", "score", "4.3", '''
@@ -443,44 +472,25 @@ def grab(path, start, size):
         raise OSError(ctypes.get_errno(), "mmap refused")
     return ctypes.string_at(addr + start, size)
 ''', doc="map the whole file with libc's mmap (the kernel does not count mapped bytes as read)"),
-    Attack("grandchild_read", "measure", "4.4", '''
+    Attack("grandchild_read", "measure", "4.4", _HAND_OVER + '''
 def grab(path, start, size):
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    shared = libc.mmap(None, size + 1, 3, 0x01 | 0x20, -1, 0)  # anonymous, shared: no read() to count
+    shared = _shared(size)
     if os.fork() == 0:
         if os.fork() == 0:  # a grandchild, orphaned at once: reparented away from the worker's tree
-            with open(path, "rb") as f:
-                f.seek(start)
-                ctypes.memmove(shared, f.read(size), size)
-            ctypes.memset(shared + size, 1, 1)
-            os._exit(0)
+            _read_into(shared, path, start, size)
         os._exit(0)
     os.wait()
-    while ctypes.string_at(shared + size, 1) != b"\\x01":
-        time.sleep(0.001)
-    return ctypes.string_at(shared, size)
+    return _handed_over(shared, size)
 ''', doc="read in an orphaned grandchild and hand the bytes over in shared memory"),
-    Attack("reaped_child_read", "measure", "4.4", '''
+    Attack("reaped_child_read", "measure", "4.4", _HAND_OVER + '''
 def grab(path, start, size):
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    shared = libc.mmap(None, size + 1, 3, 0x01 | 0x20, -1, 0)  # anonymous, shared: no read() to count
+    shared = _shared(size)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the child itself: its counts vanish
     if os.fork() == 0:
-        with open(path, "rb") as f:
-            f.seek(start)
-            ctypes.memmove(shared, f.read(size), size)
-        ctypes.memset(shared + size, 1, 1)
-        os._exit(0)
-    while ctypes.string_at(shared + size, 1) != b"\\x01":
-        time.sleep(0.001)
+        _read_into(shared, path, start, size)
+    result = _handed_over(shared, size)
     time.sleep(0.05)  # reaped by now
-    return ctypes.string_at(shared, size)
+    return result
 ''', doc="read in a child the kernel reaps by itself (SIGCHLD ignored), so it is never counted"),
     Attack("preload", "measure", "4.4", '''
 def _read_everything():

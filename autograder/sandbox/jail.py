@@ -41,7 +41,6 @@ MAX_TASKS = 400  # processes and threads of one worker (JAX on 16 devices runs a
 # Its effective uid (and so its file access) stays the grader's; the count is per user namespace,
 # so each worker has its own.
 NPROC_UID = 65534
-SANDBOX_UID_NOTE = "the grader's own user, inside a user namespace, with every capability dropped"
 
 # --- Landlock (linux/landlock.h) ----------------------------------------------------------------
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # the same on every arch
