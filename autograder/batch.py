@@ -120,7 +120,7 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
     ``isolation`` ``strict`` (the default) raises
     :class:`~autograder.sandbox.outside.IsolationUnavailable` before grading anyone where this
     machine cannot give it."""
-    from autograder.sandbox.outside import resolve, start_zygote
+    from autograder.sandbox.outside import concurrent_workers_fair, resolve, start_zygote
 
     submissions, results = Path(submissions), Path(results)
     learners = find_learners(submissions)
@@ -128,6 +128,13 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
     if todo and isolation != "basic":
         start_zygote()  # its imports and the check of the level overlap
     level = resolve(isolation)
+    if level.level == "strict" and jobs > 1 and not concurrent_workers_fair():
+        # Without namespaces, a normal user's workers share its task count: one learner's threads could
+        # starve another's. One worker at a time keeps each score the learner's own.
+        if progress:
+            print(f"Grading one worker at a time, not {jobs}: without namespaces, workers running as one user "
+                  "share its process count (python -m autograder isolation says why).", file=sys.stderr)
+        jobs = 1
     bar = _Progress(len(todo)) if progress else None
     interrupted = False
     futures: dict = {}
@@ -156,7 +163,8 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
     reports = load_results(results, [lr.key for lr in learners])
     write_outputs(reports, results)
     return {"learners": len(learners), "graded": len(todo), "skipped": len(learners) - len(todo),
-            "interrupted": interrupted, "results": len(reports), "isolation": level.level}
+            "interrupted": interrupted, "results": len(reports), "isolation": level.level,
+            "isolation_detail": level.describe}
 
 
 def load_results(results: Path, keys: list[str]) -> list[dict]:

@@ -127,6 +127,8 @@ def cmd_grade_batch(args) -> int:
           f"(--force regrades them). Results in {args.out}: gradebook.csv, feedback/, summary.md, summary.png")
     print(f"Isolation: {summary['isolation']}" + ("" if summary["isolation"] == "strict" else
           " -- WARNING: learner code was not isolated from the grader or from other submissions (see SECURITY.md)"))
+    if summary["isolation"] == "strict":
+        print(f"  {summary['isolation_detail']}")
     if summary["interrupted"]:
         print("Interrupted: what was graded is saved; run the same command again to go on.", file=sys.stderr)
         return 130
@@ -230,8 +232,8 @@ def cmd_isolation(args) -> int:
 
     level = resolve("auto")
     abi, why = jail.landlock_status()
-    print(f"Landlock ABI: {abi} (strict needs {jail.STRICT_LANDLOCK_ABI}; 4 and 6 add rules the namespaces "
-          "give already)" + (f": {why}" if why else ""))
+    print(f"Landlock ABI: {abi} (strict needs {jail.STRICT_LANDLOCK_ABI}; 4 adds TCP rules and 6 signal rules, "
+          "on top of seccomp's and the namespaces')" + (f": {why}" if why else ""))
     print(f"Level available: {level.level}")
     if level.missing:
         print("Missing for strict: " + "; ".join(level.missing))

@@ -206,6 +206,10 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
         return "error", "malformed", ("The worker running your code sent back something that is not a result (too "
                                       "large, nested too deeply, or not plain data). Return plain values of the "
                                       "type the problem asks for.")
+    if run.status == "scratch_full":
+        return "error", "scratch_full", (f"Your code wrote more than {sandbox.jail.SCRATCH_BYTES >> 20} MiB, or more than "
+                                         f"{sandbox.jail.SCRATCH_INODES:,} files and folders, to its scratch folder, and was "
+                                         "stopped. No problem needs that much: look for a loop that keeps writing.")
     if run.status == "crashed":
         how = f"killed by signal {-run.returncode}" if (run.returncode or 0) < 0 else f"exit code {run.returncode}"
         return "error", "crashed", (f"The worker running your code stopped without a result ({how}). This usually means it "

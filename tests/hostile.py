@@ -395,6 +395,31 @@ def attack():
         kids.append(pid)
     return True
 ''', contrast=False, doc="a fork bomb"),
+    Attack("thread_bomb", "process", "4.3", '''
+def attack():
+    import threading
+    stop = threading.Event()
+    n = 0
+    while n < 100_000:
+        try:
+            threading.Thread(target=stop.wait, daemon=True).start()
+        except RuntimeError:
+            break
+        n += 1
+    return True
+''', contrast=False, doc="threads until none more can start (each one a task the kernel counts)"),
+    Attack("fill_scratch", "harm", "4.3", '''
+def attack():
+    n = 0
+    try:
+        while True:
+            with open(os.path.join(os.environ["TMPDIR"], f"fill{n}"), "wb") as f:
+                f.write(b"x" * (2**20 if n < 2000 else 1))
+            n += 1
+    except OSError:
+        pass
+    return True
+''', contrast=False, doc="fill its scratch folder's disk, then its inodes"),
     # --- file metadata: Landlock does not cover it ------------------------------------------------
     Attack("chmod_course", "harm", "4.3", '''
 def attack():

@@ -48,8 +48,10 @@ def _class(tmp_path: Path) -> Path:
 def test_grade_batch_grades_a_class_resumes_and_writes_everything(tmp_path):
     subs, out = _class(tmp_path), tmp_path / "results"
     summary = grade_batch(subs, out, jobs=2, timeout=20, progress=False)
+    detail = summary.pop("isolation_detail")
     assert summary == {"learners": 4, "graded": 4, "skipped": 0, "interrupted": False, "results": 4,
                        "isolation": "strict"}
+    assert detail.startswith("strict (Landlock, seccomp")
 
     rows = {r["learner"]: r for r in csv.DictReader((out / "gradebook.csv").open())}
     assert set(rows) == {"ada", "bob", "carol", "dave"}

@@ -14,9 +14,11 @@ import hashlib
 import inspect
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -26,6 +28,7 @@ import pytest
 
 from autograder.sandbox import outside
 from solutions import unit4
+from tests import platforms
 from tests.hostile import ATTACKS, EFFECTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(outside.strict_missing()),
@@ -87,7 +90,7 @@ class Listeners:
         self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.unix.bind(self.unix_path)
         self.unix.listen()
-        self.abstract_name = b"\0ckpt-hostile-" + TOKEN.encode()
+        self.abstract_name = b"\0ckpt-hostile-" + TOKEN.encode() + b"-" + uuid.uuid4().hex[:6].encode()
         self.abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.abstract.bind(self.abstract_name)
         self.abstract.listen()
@@ -131,11 +134,14 @@ class Listeners:
 class Class:
     """A folder of submissions, graded with the grade-batch command at one isolation level."""
 
-    def __init__(self, tmp: Path, level: str, attacks: list, landlock_abi: str = ""):
-        self.tmp, self.level, self.attacks = tmp, level, attacks
+    def __init__(self, tmp: Path, level: str, attacks: list, landlock_abi: str = "", platform: str = "native",
+                 user: bool = False):
+        self.tmp, self.level, self.attacks, self.platform = tmp, level, attacks, platform
         self.subs, self.out, self.progress = tmp / "submissions", tmp / "results", tmp / "progress"
         for folder in (self.subs, self.out, self.progress):
             folder.mkdir()
+        home = tmp / "home"
+        home.mkdir()
         (self.progress / "progress.jsonl").write_text("")
         self.listeners = Listeners(tmp)
         self.tmp_mark = f"/tmp/ckpt-hostile-{TOKEN}-{level}"
@@ -153,7 +159,16 @@ class Class:
         self.before_procs = set(sandbox_processes())
         env = {**os.environ, "CKPT_COURSE_SALT": f"secret-{TOKEN}", "CKPT_COURSE_HOME": str(self.progress),
                **({"CKPT_TEST_LANDLOCK_ABI": landlock_abi} if landlock_abi else {})}
-        self.run = subprocess.run([sys.executable, "-m", "autograder", "grade-batch", str(self.subs), "--out",
+        python, wrap = sys.executable, []
+        if user:  # the grader as a user with no privilege: its own Python, and folders of its own to write
+            python = platforms.user_python(tmp.parent / "ckpt-user-python")
+            for folder in (tmp, self.out, self.progress, home):
+                os.chown(folder, platforms.USER, platforms.USER)
+            env["HOME"] = str(home)
+        if platform != "native" or user:
+            wrap = [sys.executable, str(ROOT / "tests" / "platforms.py"), platform,
+                    *(["--user", str(platforms.USER)] if user else []), "--"]
+        self.run = subprocess.run([*wrap, python, "-m", "autograder", "grade-batch", str(self.subs), "--out",
                                    str(self.out), "-j", "2", "--quiet", "--isolation", level], cwd=ROOT, env=env,
                                   capture_output=True, text=True, timeout=1200)
         self.listeners.close()
@@ -192,12 +207,31 @@ class Class:
 
 # The kernel's own Landlock, and older kernels' emulated on it: the jail uses only what ABI 1, 2 or
 # 4 can express (Ubuntu 22.04 and WSL2 on 5.15: 1; Debian 12 on 6.1: 2; Linux 6.7: 4), and the
-# kernel enforces exactly that.
-@pytest.fixture(scope="module", params=["", "1", "2", "4"], ids=["abi-kernel", "abi-1", "abi-2", "abi-4"])
+# kernel enforces exactly that. Then the platforms where new namespaces are refused (Docker's
+# defaults; Ubuntu 24.04's rule for normal users), as root and as a user (tests/platforms.py):
+# ABI 4 there has no Landlock scope for signals, which seccomp then refuses.
+STRICT_PLATFORMS = {"abi-kernel": ("", "native", False), "abi-1": ("1", "native", False),
+                    "abi-2": ("2", "native", False), "abi-4": ("4", "native", False),
+                    "docker-root": ("", "docker-default", False), "docker-root-abi-4": ("4", "docker-default", False),
+                    "user": ("", "native", True), "docker-user": ("", "docker-default", True),
+                    "no-userns-user-abi-2": ("2", "no-userns", True)}
+
+
+@pytest.fixture(scope="module", params=list(STRICT_PLATFORMS))
 def strict_class(tmp_path_factory, request):
-    graded = Class(tmp_path_factory.mktemp("strict"), "strict", ATTACKS, request.param)
+    abi, platform, user = STRICT_PLATFORMS[request.param]
+    if user and platforms.user_can_run_here():
+        pytest.skip(f"the suite as a user: {platforms.user_can_run_here()}")
+    if platform == "docker-default" and os.geteuid() != 0 and not user:
+        pytest.skip("Docker's defaults as root: needs root")
+    tmp = Path(tempfile.mkdtemp(prefix="ckpt-hostile-")) if user else tmp_path_factory.mktemp("strict")
+    if user:
+        tmp.chmod(0o755)
+    graded = Class(tmp, "strict", ATTACKS, abi, platform, user)
     yield graded
     graded.clean()
+    if user:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -214,6 +248,9 @@ def test_the_batch_finishes_in_one_run(strict_class):
     run = strict_class.run
     assert run.returncode == 0, run.stderr[-2000:]
     assert "Isolation: strict" in run.stdout
+    # by the mechanisms this platform has: without namespaces where it refuses them
+    refused = strict_class.platform != "native"
+    assert ("no namespaces (refused here)" in run.stdout) == refused, run.stdout
     assert set(strict_class.scores) == {a.name for a in ATTACKS} | set(HONEST)
     summary = (strict_class.out / "summary.md").read_text()
     assert "Isolation: strict" in summary and "Warning" not in summary

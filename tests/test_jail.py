@@ -4,6 +4,8 @@ the process limit that binds whatever the grader's user."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -245,9 +247,10 @@ def test_the_isolation_check_says_each_guarantee_and_its_mechanism(root):
                           text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     for guarantee in ("reads only", "writes only its own scratch", "no network", "cannot signal",
-                      "ends with the problem", "memory of its whole tree", "share of the CPU", "machine-wide"):
+                      "ends with the problem", "memory of its whole tree", "share of the CPU", "counts every byte",
+                      "machine-wide"):
         assert guarantee in done.stdout
-    assert done.stdout.count("by: ") == 9
+    assert done.stdout.count("by: ") == 10
 
 
 _WORK = """
@@ -310,29 +313,138 @@ def test_before_landlock_abi_3_seccomp_refuses_truncate(tmp_path, monkeypatch, a
 
 # A grader on a platform that refuses new namespaces (Docker's default seccomp profile, Ubuntu
 # 24.04's AppArmor rule), emulated: a real seccomp filter on the grader refuses unshare with EPERM.
-_NO_NAMESPACES = textwrap.dedent("""
-    import errno, os, sys
+def _on(platform: str, *args: str, user: bool = False) -> list[str]:
+    """A command run under an emulated platform (tests/platforms.py)."""
+    from tests import platforms
+
+    python = sys.executable
+    return [sys.executable, str(platforms.ROOT / "tests" / "platforms.py"), platform,
+            *(["--user", str(platforms.USER)] if user else []), "--", python, *args]
+
+
+def test_where_namespaces_are_refused_the_level_is_strict_without_them_and_says_so(root, tmp_path):
+    """Docker's defaults (emulated: its capabilities, read-only cgroups, a seccomp filter refusing
+    unshare): the check names strict without namespaces, why they are refused and how to allow
+    them, and each guarantee's mechanism; grade-batch grades at strict. Before: basic, and
+    grade-batch refused to grade."""
+    check = subprocess.run(_on("docker-default", "-m", "autograder", "isolation"), cwd=root, capture_output=True,
+                           text=True, timeout=120)
+    assert check.returncode == 0 and "Level available: strict" in check.stdout, check.stdout + check.stderr
+    assert "no namespaces (refused here)" in check.stdout and "unshare" in check.stdout
+    assert "--security-opt seccomp=" in check.stdout  # how to allow them
+    assert "seccomp refuses fork and clone without CLONE_THREAD" in check.stdout
+    assert "the grader measures the folder" in check.stdout
+    (tmp_path / "subs").mkdir()
+    shutil.copy(root / "solutions" / "unit4.py", tmp_path / "subs" / "ann.py")
+    batch = subprocess.run(_on("docker-default", "-m", "autograder", "grade-batch", str(tmp_path / "subs"), "--out",
+                               str(tmp_path / "out"), "--quiet"), cwd=root, capture_output=True, text=True, timeout=300)
+    assert batch.returncode == 0 and "Isolation: strict" in batch.stdout, batch.stdout + batch.stderr
+    report = json.loads((tmp_path / "out" / "learners" / "ann.json").read_text())
+    assert report["score"] == 60, [(p["id"], p["message"]) for p in report["problems"] if p["score"] == 0]
+
+
+# The strict level without namespaces, on this machine: the same jail, chosen directly.
+_NO_PROCESSES = """
+import os, threading
+
+def probe():
+    try:
+        os.fork()
+        forked = True
+    except OSError as exc:
+        forked = exc.errno
+    stop, started = threading.Event(), 0
+    while started < 5000:
+        try:
+            threading.Thread(target=stop.wait, daemon=True).start()
+        except RuntimeError:
+            break
+        started += 1
+    stop.set()
+    return [forked, started]
+"""
+
+
+def test_without_namespaces_a_worker_starts_no_process_and_a_bounded_number_of_threads():
+    """No pid namespace to end its processes with it: a worker may start none (so none outlives
+    it), and its threads stop at the process limit, under a uid of its own for a root grader."""
+    import errno
+
     from autograder.sandbox import jail
 
-    libc = jail._libc()
-    jail._check(libc.prctl(jail.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    jail._seccomp(jail._seccomp_program({"unshare": errno.EPERM}, guard_pdeathsig=False, forbid_file_maps=False),
-                  libc)
-    os.execv(sys.executable, [sys.executable, "-m", "autograder", *sys.argv[1:]])
-""")
+    run = outside.Worker(_NO_PROCESSES, "probe", [()], timeout=60, level=outside.STRICT, bare=True,
+                         namespaces=False).wait()
+    assert run.status == "ok", run.stderr_tail[-500:]
+    forked, started = run.cases[0]["value"]
+    assert forked == errno.EPERM and 10 < started < jail.MAX_TASKS, (forked, started)
 
 
-def test_where_namespaces_are_refused_the_check_says_so_and_grading_refuses(root, tmp_path):
-    check = subprocess.run([sys.executable, "-c", _NO_NAMESPACES, "isolation"], cwd=root, capture_output=True,
-                           text=True, timeout=120)
-    assert check.returncode == 1 and "Level available: basic" in check.stdout, check.stdout + check.stderr
-    assert "unshare" in check.stdout and "allow" in check.stdout
-    (tmp_path / "subs").mkdir()
-    (tmp_path / "subs" / "ann.py").write_text("def coalesce_runs(runs, max_gap):\n    return runs\n")
-    batch = subprocess.run([sys.executable, "-c", _NO_NAMESPACES, "grade-batch", str(tmp_path / "subs"), "--out",
-                            str(tmp_path / "out"), "--quiet"], cwd=root, capture_output=True, text=True, timeout=120)
-    assert batch.returncode != 0 and "unshare" in batch.stdout + batch.stderr, batch.stdout + batch.stderr
-    assert not (tmp_path / "out" / "learners").exists()  # no learner code ran below the level asked for
+_SIGNALS = """
+import os, signal
+
+def probe():
+    out = []
+    for pid in (os.getppid(), 1, -1):
+        try:
+            os.kill(pid, 0)
+            out.append(True)
+        except OSError as exc:
+            out.append(exc.errno)
+    os.kill(os.getpid(), 0)  # itself: allowed
+    return out
+"""
+
+
+@pytest.mark.parametrize("abi", ["", "4"])
+def test_without_namespaces_a_worker_signals_no_other_process(monkeypatch, abi):
+    """Not its parent (the zygote), not init, not every process it may signal (kill -1): Landlock's
+    signal scope does it from ABI 6, seccomp below. Before seccomp's rule, kill_everything (ABI 4,
+    a root grader) killed every root process of the machine, the test runner's shell included."""
+    import errno
+
+    if abi:
+        monkeypatch.setenv("CKPT_TEST_LANDLOCK_ABI", abi)
+    run = outside.Worker(_SIGNALS, "probe", [()], timeout=60, level=outside.STRICT, bare=True,
+                         namespaces=False).wait()
+    assert run.status == "ok", run.stderr_tail[-500:]
+    assert run.cases[0]["value"] == [errno.EPERM] * 3
+
+
+def test_without_namespaces_a_worker_that_fills_its_scratch_is_stopped():
+    """No tmpfs of its own: the grader measures the scratch folder from outside and stops the worker
+    past 512 MiB or 20,000 files; the folder is removed with the worker."""
+    run = outside.Worker(_FILL_SCRATCH, "probe", [()], timeout=120, level=outside.STRICT, bare=True,
+                         namespaces=False)
+    scratch = run.scratch
+    result = run.wait()
+    assert result.status == "scratch_full", (result.status, result.cases)
+    assert not os.path.exists(scratch)
+
+
+_HOLDER = """
+import os, sys, time
+os.setresuid(int(sys.argv[1]), 0, 0)  # as a root grader's worker without namespaces, not read-counted
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_read_count_the_grader_cannot_read_is_unknown_never_zero(root):
+    """Where the grader may not read a process's count (another real uid, and no CAP_SYS_PTRACE:
+    Docker's defaults), the tree's count is None, which fails the read check; never 0, which
+    would pass any read."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to run a process under another uid")
+    script = (
+        "import subprocess, sys\n"
+        "from autograder.sandbox import outside\n"
+        f"p = subprocess.Popen([sys.executable, '-c', {_HOLDER!r}, '4243'], stdout=subprocess.PIPE, text=True)\n"
+        "p.stdout.readline()\n"
+        "unknown = outside.tree_rchar(p.pid)\n"
+        "p.kill(); p.wait()\n"
+        "print(unknown, outside.tree_rchar(__import__('os').getpid()) is not None)\n")
+    out = subprocess.run(_on("docker-default", "-c", script), cwd=root, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["None", "True"], out.stdout + out.stderr
 
 
 _TWO_CORES = """

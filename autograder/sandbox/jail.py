@@ -84,7 +84,9 @@ _DENY = {"socket": errno.EACCES, "ptrace": errno.EPERM, "process_vm_readv": errn
          "mount": errno.EPERM, "umount2": errno.EPERM, "pivot_root": errno.EPERM, "kcmp": errno.EPERM,
          "pidfd_getfd": errno.EPERM, "personality": errno.EPERM,
          # memory held outside any process's address space (and its limit): memfds, SysV segments
-         "memfd_create": errno.EPERM, "memfd_secret": errno.EPERM, "shmget": errno.EPERM}
+         "memfd_create": errno.EPERM, "memfd_secret": errno.EPERM, "shmget": errno.EPERM,
+         # and the other System V and POSIX IPC objects, which outlive a process without an IPC namespace
+         "msgget": errno.EPERM, "semget": errno.EPERM, "mq_open": errno.EPERM}
 # File metadata, which Landlock does not cover: modes (a setuid bit on a root-owned program, a
 # classmate's scratch folder made unreadable), owners, times, extended attributes, and watching
 # folders for a classmate's new files. Refused everywhere, the scratch folder included.
@@ -109,7 +111,9 @@ _NR = {
                "fremovexattr": 199, "setxattrat": 463, "removexattrat": 466, "inotify_init": 253,
                "inotify_init1": 294, "inotify_add_watch": 254, "fanotify_init": 300, "fanotify_mark": 301,
                "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "memfd_create": 319, "memfd_secret": 447,
-               "shmget": 29, "landlock_create_ruleset": 444, "truncate": 76},
+               "shmget": 29, "landlock_create_ruleset": 444, "truncate": 76, "kill": 62, "tkill": 200,
+               "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "pidfd_open": 434,
+               "pidfd_send_signal": 424, "msgget": 68, "semget": 64, "mq_open": 240},
     "aarch64": {"socket": 198, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
                 "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "io_setup": 0,
                 "io_submit": 2, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "keyctl": 219,
@@ -121,7 +125,9 @@ _NR = {
                 "fremovexattr": 16, "setxattrat": 463, "removexattrat": 466, "inotify_init1": 26,
                 "inotify_add_watch": 27, "fanotify_init": 262, "fanotify_mark": 263, "clone": 220, "clone3": 435,
                 "memfd_create": 279, "memfd_secret": 447, "shmget": 194, "landlock_create_ruleset": 444,
-                "truncate": 45},
+                "truncate": 45, "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
+                "rt_tgsigqueueinfo": 240, "pidfd_open": 434, "pidfd_send_signal": 424, "msgget": 186,
+                "semget": 190, "mq_open": 180},
 }
 _MAP_ANONYMOUS = 0x20
 _RET_ALLOW, _RET_ERRNO, _RET_KILL = 0x7FFF0000, 0x00050000, 0x80000000
@@ -147,6 +153,8 @@ class Plan:
     inputs: str = ""  # a folder it may read: its cases' files
     cgroups: list = field(default_factory=list)  # cgroup folders to join (a root grader's: pids, memory, cpu)
     landlock_abi: int = 0  # the Landlock ABI to use, as the grader found it (0: the kernel's)
+    namespaces: bool = True  # False where the machine refuses them (see :func:`enter`)
+    uid: int = 0  # without namespaces, the real uid a root grader's worker takes (0: keeps root's)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -249,8 +257,13 @@ def _landlock(plan: Plan, libc, abi: int) -> int:
 CLONE_THREAD = 0x00010000
 
 
+# The calls that signal a process, and those naming it by a pidfd (to signal it later).
+_SIGNAL_BY_PID = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")  # the target is argument 0
+_SIGNAL_OTHERS = ("tkill", "pidfd_open", "pidfd_send_signal")
+
+
 def _seccomp_program(deny: dict, *, guard_pdeathsig: bool, forbid_file_maps: bool,
-                     forbid_processes: bool = False) -> bytes:
+                     forbid_processes: bool = False, forbid_threads: bool = False, signals_only_to: int = 0) -> bytes:
     machine = platform.machine()
     if machine not in _NR:
         raise JailError(f"no seccomp filter for the {machine} architecture (x86_64 and aarch64 have one)")
@@ -271,13 +284,22 @@ def _seccomp_program(deny: dict, *, guard_pdeathsig: bool, forbid_file_maps: boo
     if guard_pdeathsig:  # prctl(PR_SET_PDEATHSIG, ...): the worker dies with its launcher, and may not change that
         prog += [jeq(nr["prctl"], 0, 3), op(0x20, 0, 0, 16), jeq(PR_SET_PDEATHSIG, 0, 1),
                  ret(_RET_ERRNO | errno.EPERM), ld_nr]
-    if forbid_processes:  # threads only: clone without CLONE_THREAD, fork and vfork refused; clone3 (whose
-        # flags a filter cannot read) answers ENOSYS, so the C library makes its threads with clone
+    if forbid_processes or forbid_threads:  # clone3 (whose flags a filter cannot read) answers ENOSYS, so the
+        # C library makes its threads with clone; fork and vfork refused
         prog += [jeq(nr["clone3"], 0, 1), ret(_RET_ERRNO | errno.ENOSYS)]
         prog += [jeq(nr["fork"], 0, 1), ret(_RET_ERRNO | errno.EPERM)] if "fork" in nr else []
         prog += [jeq(nr["vfork"], 0, 1), ret(_RET_ERRNO | errno.EPERM)] if "vfork" in nr else []
-        prog += [jeq(nr["clone"], 0, 4), op(0x20, 0, 0, 16), op(0x45, 1, 0, CLONE_THREAD),  # jset
-                 ret(_RET_ERRNO | errno.EPERM), ld_nr]
+        if forbid_threads:  # no new task at all
+            prog += [jeq(nr["clone"], 0, 1), ret(_RET_ERRNO | errno.EAGAIN)]
+        else:  # threads only: clone without CLONE_THREAD refused
+            prog += [jeq(nr["clone"], 0, 4), op(0x20, 0, 0, 16), op(0x45, 1, 0, CLONE_THREAD),  # jset
+                     ret(_RET_ERRNO | errno.EPERM), ld_nr]
+    if signals_only_to:  # where no pid namespace or Landlock scope keeps signals in: only to this process
+        for name in _SIGNAL_OTHERS:
+            prog += [jeq(nr[name], 0, 1), ret(_RET_ERRNO | errno.EPERM)]
+        for name in _SIGNAL_BY_PID:  # allowed when argument 0 (its low 32 bits) is this process's pid
+            prog += [jeq(nr[name], 0, 4), op(0x20, 0, 0, 16), jeq(signals_only_to, 1, 0),
+                     ret(_RET_ERRNO | errno.EPERM), ld_nr]
     if forbid_file_maps:  # mmap of a file (not MAP_ANONYMOUS): bytes the kernel would not count as read
         prog += [jeq(nr["mmap"], 0, 4), op(0x20, 0, 0, 16 + 8 * 3), op(0x45, 1, 0, _MAP_ANONYMOUS),  # jset
                  ret(_RET_ERRNO | errno.EACCES), ld_nr]
@@ -294,6 +316,14 @@ def _seccomp(program: bytes, libc) -> None:
     buf = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.addressof(buf))
     _check(libc.syscall(_NR[platform.machine()]["seccomp"], 1, 1, ctypes.byref(fprog)), "seccomp filter")
+
+
+def seal_tasks(plan: Plan) -> None:
+    """For a read-counted problem, before the learner's code: no new task, thread or process. A
+    child reaped by the kernel itself (its parent ignoring SIGCHLD) would take its reads out of
+    every count, and the count needs no uid of the worker's own (see :func:`enter`)."""
+    if plan.level == STRICT and plan.count_reads:
+        _seccomp(_seccomp_program({}, guard_pdeathsig=False, forbid_file_maps=False, forbid_threads=True), _libc())
 
 
 def seal_reads(plan: Plan) -> None:
@@ -316,8 +346,14 @@ class _CapData(ctypes.Structure):
 
 
 def _drop_capabilities(libc) -> None:
+    """No capability now or after any exec. The bounding set needs CAP_SETPCAP to change; a
+    process without it (a normal user's, without a user namespace) keeps it, harmlessly: capset
+    empties what it holds, and no_new_privs keeps an exec from granting any."""
     for cap in range(_CAP_LAST + 1):
-        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 and ctypes.get_errno() != errno.EINVAL:
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0:
+            err = ctypes.get_errno()
+            if err in (errno.EINVAL, errno.EPERM):  # past the kernel's last capability; no CAP_SETPCAP
+                break
             _check(-1, "dropping the capability bounding set")
     header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()  # _LINUX_CAPABILITY_VERSION_3
     _check(libc.capset(ctypes.byref(header), data), "capset")
@@ -396,6 +432,8 @@ def enter(plan: Plan, close_in_launcher: tuple = ()) -> None:
         os.chdir(plan.scratch)
         return
     libc = _libc()
+    if not plan.namespaces:
+        return _enter_without_namespaces(plan, libc)
     try:
         _namespaces(plan, libc)
     except (JailError, OSError) as exc:
@@ -420,17 +458,68 @@ def enter(plan: Plan, close_in_launcher: tuple = ()) -> None:
         _limit_tasks()
         _scratch(plan, libc)
         os.chdir(plan.scratch)  # (after the mount: into the tmpfs)
-        _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-        abi = min(landlock_abi(), plan.landlock_abi or 1 << 30)
-        ruleset = _landlock(plan, libc, abi)
-        _drop_capabilities(libc)
-        _check(libc.syscall(_SYS_RESTRICT_SELF, ruleset, ctypes.c_uint32(0)), "landlock_restrict_self")
-        os.close(ruleset)
-        deny = {**_DENY, **({"truncate": errno.EPERM} if abi < 3 else {})}  # not Landlock's before ABI 3
-        _seccomp(_seccomp_program(deny, guard_pdeathsig=True, forbid_file_maps=False), libc)
+        _confine(plan, libc, own_pid_namespace=True)
     except BaseException as exc:  # noqa: BLE001 - the child must never return un-jailed
         sys.stderr.write(f"jail: {exc}\n")
         os._exit(3)
+
+
+def _confine(plan: Plan, libc, *, own_pid_namespace: bool) -> None:
+    """Landlock, no capabilities, seccomp: the part of the jail that needs no namespace."""
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    abi = min(landlock_abi(), plan.landlock_abi or 1 << 30)
+    ruleset = _landlock(plan, libc, abi)
+    _drop_capabilities(libc)
+    _check(libc.syscall(_SYS_RESTRICT_SELF, ruleset, ctypes.c_uint32(0)), "landlock_restrict_self")
+    os.close(ruleset)
+    deny = {**_DENY, **({"truncate": errno.EPERM} if abi < 3 else {})}  # not Landlock's before ABI 3
+    # Without a pid namespace of its own: no new process (each would outlive a killed worker, and
+    # count against its user's processes), and, where Landlock cannot scope signals (ABI 6), none
+    # sent but to itself.
+    _seccomp(_seccomp_program(deny, guard_pdeathsig=True, forbid_file_maps=False,
+                              forbid_processes=not own_pid_namespace,
+                              signals_only_to=0 if own_pid_namespace or abi >= 6 else os.getpid()), libc)
+
+
+def _enter_without_namespaces(plan: Plan, libc) -> None:
+    """The strict level where the machine refuses new namespaces (Docker's default seccomp
+    profile, Ubuntu 24.04's AppArmor rule for normal users): no fork, the process jails itself.
+
+    Landlock and seccomp give the same file, network and signal rules; the worker starts no
+    process (threads only), so nothing of it outlives it (it dies with its parent); its threads
+    are bounded by RLIMIT_NPROC: for a root grader, under a real uid of its own
+    (:attr:`Plan.uid`), else the tasks its user has now and :data:`MAX_TASKS` more. Its scratch
+    folder is a plain folder, whose size the grader watches from outside."""
+    try:
+        for cgroup in plan.cgroups:
+            _write(os.path.join(cgroup, "cgroup.procs"), str(os.getpid()))
+        if os.geteuid() == 0:
+            if plan.uid:  # its own real uid, which RLIMIT_NPROC counts; file access stays root's
+                os.setresuid(plan.uid, 0, 0)
+            resource.setrlimit(resource.RLIMIT_NPROC, (MAX_TASKS, MAX_TASKS))
+        else:
+            tasks = tasks_of_user(os.getuid()) + MAX_TASKS
+            resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
+        os.chdir(plan.scratch)
+        _confine(plan, libc, own_pid_namespace=False)
+    except BaseException as exc:  # noqa: BLE001 - never return un-jailed
+        sys.stderr.write(f"jail: {exc}\n")
+        os._exit(3)
+
+
+def tasks_of_user(uid: int) -> int:
+    """Tasks (threads included) whose real uid is ``uid``, as RLIMIT_NPROC counts them."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status", "rb") as f:
+                    fields = dict(line.split(b":", 1) for line in f.read().splitlines() if b":" in line)
+                if int(fields[b"Uid"].split()[0]) == uid:
+                    count += int(fields[b"Threads"])
+            except (OSError, KeyError, ValueError, IndexError):
+                continue
+    return count
 
 
 # ---------------------------------------------------------------------------------------------

@@ -69,34 +69,56 @@ class Isolation:
     @property
     def describe(self) -> str:
         if self.level == STRICT:
-            return ("strict (Landlock, seccomp, user/pid/network namespaces, process limit: learner code reads only "
+            how = "user/pid/network namespaces" if strict_namespaces() else "no namespaces (refused here)"
+            return (f"strict (Landlock, seccomp, {how}, process limit: learner code reads only "
                     "the public course files, writes only its scratch folder, has no network and cannot signal "
                     "the grader)")
         why = f"; strict is not available here: {'; '.join(self.missing)}" if self.missing else ""
         return "basic (resource limits only: learner code can read, write and signal what the grader can)" + why
 
 
-@lru_cache(maxsize=1)
 def strict_missing() -> tuple:
-    """What this machine lacks for the strict level (empty: it has it all), found by starting a
-    real strict worker once and asking it to run a one-line function."""
+    """What this machine lacks for the strict level (empty: it has it all)."""
+    return _strict_probe()[1]
+
+
+def strict_namespaces() -> bool:
+    """Whether strict workers get namespaces of their own here (else: :func:`jail.enter`'s
+    strict level without them)."""
+    return _strict_probe()[0]
+
+
+def namespaces_refused() -> str:
+    """Why this machine refuses strict workers namespaces of their own ('' where it does not)."""
+    return _strict_probe()[2]
+
+
+@lru_cache(maxsize=1)
+def _strict_probe() -> tuple[bool, tuple, str]:
+    """(namespaces, missing, why no namespaces): found by starting a real strict worker and asking
+    it to run a one-line function; with namespaces of its own first, then without."""
     if sys.platform != "linux":
-        return (f"kernel isolation needs Linux (this is {sys.platform})",)
+        return False, (f"kernel isolation needs Linux (this is {sys.platform})",), ""
     abi, why = jail.landlock_status()
     if abi < jail.STRICT_LANDLOCK_ABI:
-        return (why,)
-    try:
-        # Bare: forked as soon as the zygote runs, while it imports JAX for the workers after.
-        run = Worker("def probe():\n    return 1\n", "probe", [()], timeout=60, level=STRICT, bare=True).wait()
-    except IsolationUnavailable as exc:
-        return (str(exc),)
-    if run.status == "ok" and not run.setup and run.cases and run.cases[0].get("value") == 1:
-        return ()
-    lines = [line[len("jail: "):] for line in run.stderr_tail.splitlines() if line.startswith("jail: ")]
-    reason = lines[-1] if lines else f"a strict worker did not start ({run.status}): {run.stderr_tail[-300:]}"
-    if "unshare" in reason:
-        reason += " — " + namespace_advice()
-    return (reason,)
+        return False, (why,), ""
+    refused = ""
+    for namespaces in (True, False):
+        try:
+            # Bare: forked as soon as the zygote runs, while it imports JAX for the workers after.
+            run = Worker("def probe():\n    return 1\n", "probe", [()], timeout=60, level=STRICT, bare=True,
+                         namespaces=namespaces).wait()
+        except IsolationUnavailable as exc:
+            return False, (str(exc),), refused
+        if run.status == "ok" and not run.setup and run.cases and run.cases[0].get("value") == 1:
+            return namespaces, (), refused
+        lines = [line[len("jail: "):] for line in run.stderr_tail.splitlines() if line.startswith("jail: ")]
+        reason = lines[-1] if lines else f"a strict worker did not start ({run.status}): {run.stderr_tail[-300:]}"
+        if namespaces and "unshare" in reason:
+            refused = f"{reason} — {namespace_advice()}"
+            continue
+        return False, (reason,), refused
+    return False, (refused,), refused
 
 
 def _setting(path: str) -> str:
@@ -131,37 +153,72 @@ def guarantees() -> list[tuple[str, str, str]]:
     if missing:
         return [("every guarantee of the strict level", "none: workers run at the basic level",
                  "what 'Missing for strict' says above")]
+    namespaces = strict_namespaces()
     kinds = set()
     for cgroup in _worker_cgroups():  # the controllers a worker gets: v1, a folder each; v2, files in one
         kinds |= {k for k, f in (("pids", "pids.max"), ("memory", "memory.max"), ("cpu", "cpu.weight"))
                   if os.path.basename(os.path.dirname(cgroup)) == k or os.path.exists(os.path.join(cgroup, f))}
         _remove_cgroup(cgroup)
+    root = os.geteuid() == 0
+    autogroup = _setting("/proc/sys/kernel/sched_autogroup_enabled") == "1"
     root_hint = "a grader running as root (or a delegated cgroup) gives each worker cgroups of its own"
+    ns_hint = "namespaces of its own (" + namespaces_refused() + ")"
+    seccomp_signals = "seccomp lets it signal only itself" if abi < 6 else f"Landlock's signal scope (ABI {abi})"
+    if namespaces:
+        scratch = ("a tmpfs in its own mount namespace", "")
+        network = "seccomp refuses socket(); a network namespace"
+        signals = "a pid namespace (no process outside it can be named); seccomp refuses ptrace" + \
+            (f"; Landlock's signal scope (ABI {abi})" if abi >= 6 else "")
+        processes = ("every process it starts ends with the problem; at most 400",
+                     "pid 1 of its own pid namespace; RLIMIT_NPROC in its own user namespace"
+                     + ("; a pids cgroup" if "pids" in kinds else ""), "")
+    else:
+        scratch = (f"the grader measures the folder every {SCRATCH_POLL:g} s and stops the worker past the limit "
+                   f"(what it writes in that time may go over; one file: at most {DEFAULT_FILE_BYTES >> 20} MiB)",
+                   "a tmpfs of its own: " + ns_hint)
+        network = "seccomp refuses socket()"
+        signals = f"{seccomp_signals}; seccomp refuses ptrace"
+        per = ("under a real uid of its own" if root else
+               "counted with its user's other tasks: grade-batch grades one learner at a time, so that no "
+               "classmate shares the count")
+        processes = ("starts no process (threads only, at most 400), so nothing outlives it",
+                     f"seccomp refuses fork and clone without CLONE_THREAD; RLIMIT_NPROC {per}"
+                     + ("; a pids cgroup" if "pids" in kinds else ""),
+                     "" if root else f"a count of its own: {ns_hint}, or a grader running as root")
     rows = [
         ("reads only the interpreter, the libraries, the public course files and its cases",
          f"Landlock (ABI {abi})", ""),
         ("writes only its own scratch folder; changes no file's mode, owner, times or attributes",
          f"Landlock (ABI {abi}); seccomp refuses chmod, chown, utime, xattrs, inotify, fanotify"
          + ("; seccomp refuses truncate(2), which Landlock governs from ABI 3" if abi < 3 else ""), ""),
-        ("its scratch folder holds at most 512 MiB in 20,000 files", "a tmpfs in its own mount namespace", ""),
-        ("no network", "seccomp refuses socket(); a network namespace"
-         + (f"; Landlock TCP rules (ABI {abi})" if abi >= 4 else ""), ""),
-        ("cannot signal, stop or trace the grader or a classmate",
-         "a pid namespace (no process outside it can be named); seccomp refuses ptrace"
-         + (f"; Landlock's signal scope (ABI {abi})" if abi >= 6 else ""), ""),
-        ("every process it starts ends with the problem; at most 400",
-         "pid 1 of its own pid namespace; RLIMIT_NPROC in its own user namespace"
-         + ("; a pids cgroup" if "pids" in kinds else ""), ""),
+        ("its scratch folder holds at most 512 MiB in 20,000 files", *scratch),
+        ("no network", network + (f"; Landlock TCP rules (ABI {abi})" if abi >= 4 else ""), ""),
+        ("cannot signal, stop or trace the grader or a classmate", signals, ""),
+        processes,
         ("the memory of its whole tree is bounded (memfds and its tmpfs included)",
          "a memory cgroup (4.5 GiB); seccomp refuses memfds and SysV memory" if "memory" in kinds else
-         "4 GiB of address space per process; seccomp refuses memfds and SysV memory",
-         "" if "memory" in kinds else f"a bound for the whole tree: {root_hint}"),
+         "4 GiB of address space per process; seccomp refuses memfds and SysV memory"
+         + ("" if namespaces else "; it is its tree's only process"),
+         "" if "memory" in kinds or not namespaces else f"a bound for the whole tree: {root_hint}"),
         ("one equal share of the CPU, however many processes it runs",
-         "a cpu cgroup" if "cpu" in kinds else "the scheduler's groups per session, where autogroup is on",
-         "" if "cpu" in kinds else f"a share a worker cannot split across new sessions: {root_hint}"),
+         "a cpu cgroup" if "cpu" in kinds else "the scheduler's groups per session (autogroup)"
+         + ("" if namespaces else ": one session, its only process's"),
+         "" if "cpu" in kinds or (not namespaces and autogroup) else
+         ("a share a worker cannot split across new sessions: " if autogroup else
+          "the scheduler's autogroup is off (sysctl kernel.sched_autogroup_enabled), and: ") + root_hint),
+        ("a read-counted problem (4.4) counts every byte it reads",
+         "the kernel's count of the worker's reads (/proc/<pid>/io), read by the grader; its code runs in one "
+         "thread and starts no process; seccomp refuses file memory maps and the calls that move bytes uncounted",
+         ""),
         ("never changes a machine-wide setting", "nothing under /proc/sys is written", ""),
     ]
     return rows
+
+
+def concurrent_workers_fair() -> bool:
+    """Whether workers graded at the same time cannot take from one another what the jail
+    bounds. Not so where, without namespaces, a normal user's workers share its task count."""
+    return not strict_missing() and (strict_namespaces() or os.geteuid() == 0)
 
 
 def resolve(requested: str) -> Isolation:
@@ -276,12 +333,21 @@ def _tree(root: int) -> list[tuple[int, int]]:
 
 def tree_rchar(root: int) -> int | None:
     """Bytes read so far by ``root`` and its descendants, as the kernel counts them (rchar), or
-    None where the kernel does not say (not Linux). A process reaped during the count has its
-    bytes added to its reaper, an ancestor read after it (deepest first): a read is never missed,
-    at worst counted twice."""
+    None where the kernel does not say: not Linux, or a process whose count this grader may not
+    read (never taken as 0). A process reaped during the count has its bytes added to its reaper,
+    an ancestor read after it (deepest first): a read is never missed, at worst counted twice."""
     if not os.path.exists(f"/proc/{root}/io"):
         return None
-    return sum(_proc_number(pid, "io", b"rchar:") or 0 for _, pid in _tree(root))
+    total = 0
+    for _, pid in _tree(root):
+        try:
+            with open(f"/proc/{pid}/io", "rb") as f:
+                total += next(int(line.split()[1]) for line in f if line.startswith(b"rchar:"))
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # gone: its reaper has its count
+        except (OSError, ValueError, IndexError, StopIteration):
+            return None  # (PermissionError: another uid, and no CAP_SYS_PTRACE)
+    return total
 
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -373,7 +439,7 @@ class Worker:
 
     def __init__(self, source: str, function: str, cases: list[tuple], *, timeout: float = DEFAULT_TIMEOUT,
                  memory_bytes: int = DEFAULT_MEMORY, file_bytes: int = DEFAULT_FILE_BYTES, workdir: str | None = None,
-                 count_reads: bool = False, level: str = BASIC, bare: bool = False):
+                 count_reads: bool = False, level: str = BASIC, bare: bool = False, namespaces: bool | None = None):
         self.timeout, self.level, self.count_reads = timeout, level, count_reads
         self.workdir = workdir or new_workdir()
         self.cases = list(cases)
@@ -386,6 +452,16 @@ class Worker:
         self.plan = jail.plan_for(level, os.path.realpath(self.scratch), memory_bytes=memory_bytes,
                                   file_bytes=file_bytes, count_reads=count_reads,
                                   inputs=os.path.realpath(self.workdir), cgroups=self.cgroups)
+        if level == STRICT:
+            self.plan.namespaces = strict_namespaces() if namespaces is None else namespaces
+            # Without namespaces, a root grader's worker counts its threads under a uid of its own; not a
+            # read-counted one, which starts none (its count must stay readable by this grader, which
+            # may lack CAP_SYS_PTRACE: see jail.seal_tasks).
+            if not self.plan.namespaces and os.geteuid() == 0 and not count_reads:
+                self.plan.uid = worker_uid()
+        # A scratch folder with no tmpfs of its own (no mount namespace): its size watched from here.
+        self.watch_scratch = level == STRICT and not self.plan.namespaces
+        self.scratch_full = False
         to_r, self.to_w = os.pipe()
         self.from_r, from_w = os.pipe()
         self.log = tempfile.TemporaryFile(prefix="ckpt-worker-log-")  # unlinked: the worker cannot find it
@@ -414,6 +490,18 @@ class Worker:
         os.set_blocking(self.to_w, False)
         self.thread = threading.Thread(target=self._drive, daemon=True)
         self.thread.start()
+        if self.watch_scratch:
+            threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        """Kill the worker once its scratch folder holds more than a tmpfs of its own would: checked
+        every :data:`SCRATCH_POLL` seconds while it lives."""
+        while self.thread.is_alive():
+            if scratch_over(self.scratch, jail.SCRATCH_BYTES, jail.SCRATCH_INODES):
+                self.scratch_full = True
+                _kill(-self.proc.pid)
+                return
+            time.sleep(SCRATCH_POLL)
 
     # -- the conversation ------------------------------------------------------------------------
     def _drive(self) -> None:
@@ -430,7 +518,7 @@ class Worker:
             first = wire.recv(self.from_r, deadline)
             if first is None:
                 return
-            self.namespace = _pid_namespace(self.proc.pid) if self.level == STRICT else None
+            self.namespace = _pid_namespace(self.proc.pid) if self.level == STRICT and self.plan.namespaces else None
             if not isinstance(first, dict) or not first.get("loaded"):
                 result.setup = _clean_error(first.get("setup") if isinstance(first, dict) else None)
                 result.status = "ok"
@@ -497,7 +585,7 @@ class Worker:
     def _stop(self) -> None:
         """Kill the worker and everything it started; in the strict level, wait until its pid
         namespace is empty."""
-        namespace = self.namespace or (_pid_namespace(self.proc.pid) if self.level == STRICT else None)
+        namespace = self.namespace or (_pid_namespace(self.proc.pid) if self.level == STRICT and self.plan.namespaces else None)
         self.result.peak_bytes = tree_peak_bytes(self.proc.pid)
         if namespace:
             # Pid 1 first: the kernel kills the whole namespace and reaps it before pid 1 ends; then
@@ -520,6 +608,8 @@ class Worker:
                 pass
         for cgroup in self.cgroups:
             _remove_cgroup(cgroup)
+        if self.scratch_full:
+            self.result.status = "scratch_full"
         self.result.seconds = time.monotonic() - self.start
         # The time inside the learner's function is the worker's own word: never more than it lived.
         self.result.code_seconds = min(self.result.code_seconds, self.result.seconds)
@@ -545,6 +635,66 @@ class Worker:
         self.wait()
 
 
+SCRATCH_POLL = 0.05
+
+
+def scratch_over(top: str, max_bytes: int, max_inodes: int) -> bool:
+    """Whether the folder ``top`` holds more than ``max_bytes`` (of disk blocks) or ``max_inodes``
+    files and folders. Walked by descriptors, never following a link, so that no depth or path
+    length stops it; stops as soon as it is over."""
+    seen, used, stack = set(), 0, []
+    try:
+        stack.append(os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW))
+    except OSError:
+        return False
+    try:
+        while stack:
+            fd = stack.pop()
+            try:
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        try:
+                            st = entry.stat(follow_symlinks=False)
+                        except OSError:
+                            continue
+                        if st.st_ino in seen:
+                            continue  # a hard link: its blocks are counted once
+                        seen.add(st.st_ino)
+                        used += st.st_blocks * 512
+                        if used > max_bytes or len(seen) > max_inodes:
+                            return True
+                        if entry.is_dir(follow_symlinks=False):
+                            try:
+                                stack.append(os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                                                     dir_fd=fd))
+                            except OSError:
+                                continue
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+    finally:
+        for fd in stack:
+            os.close(fd)
+    return False
+
+
+_uids = iter(range(1 << 30))
+
+
+def worker_uid() -> int:
+    """A real uid no other worker of this grader has (for RLIMIT_NPROC's count): high in the uid
+    range this process's user namespace maps, away from the accounts a machine gives out."""
+    try:
+        ranges = [tuple(int(x) for x in line.split()) for line in open("/proc/self/uid_map").read().splitlines()]
+    except OSError:
+        ranges = []
+    start, _, count = max(ranges, key=lambda r: r[2], default=(0, 0, 1 << 32))
+    span = min(count // 4, 1_000_000)
+    base = start + count // 2 if count < (1 << 31) else 2_000_000_000
+    return base + (os.getpid() * 1000 + next(_uids)) % max(span, 1)
+
+
 def _kill(pid: int) -> None:
     """SIGKILL a process (or, for a negative pid, a process group) that may be gone already."""
     try:
@@ -558,8 +708,11 @@ def _children(parent: int) -> list[int]:
 
 
 def _pid_namespace(launcher: int) -> str | None:
+    """The pid namespace of the launcher's children, if it is not this grader's own (never one
+    whose processes are not all the worker's)."""
     try:
-        return os.readlink(f"/proc/{launcher}/ns/pid_for_children")
+        namespace = os.readlink(f"/proc/{launcher}/ns/pid_for_children")
+        return None if namespace == os.readlink("/proc/self/ns/pid") else namespace
     except OSError:
         return None
 
