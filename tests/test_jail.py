@@ -467,3 +467,29 @@ def test_a_worker_busy_on_two_cores_is_not_cut_short_before_its_limit_on_the_clo
     under a 2 s limit, finishes (a limit on CPU time alone ended it after 1 s)."""
     run = outside.Worker(_TWO_CORES, "probe", [()], timeout=2, level=outside.STRICT, bare=True).wait()
     assert run.status == "ok" and run.cases[0]["value"] == 1, (run.status, run.seconds)
+
+
+def test_cgroups_a_killed_grader_left_are_removed_by_the_next_one_but_never_a_live_workers(monkeypatch):
+    """A grader killed outright leaves its workers' empty cgroups; the next grader removes those
+    older than ten minutes, never one that holds a process. Before: they piled up (51 here)."""
+    if os.geteuid() != 0 or not os.path.isdir(os.path.join(outside.CGROUP_ROOT, "pids")):
+        pytest.skip("needs a root grader on cgroup v1")
+    stale = os.path.join(outside.CGROUP_ROOT, "pids", "ckpt-worker-stale-test")
+    busy = os.path.join(outside.CGROUP_ROOT, "pids", "ckpt-worker-busy-test")
+    os.makedirs(stale, exist_ok=True)
+    os.makedirs(busy, exist_ok=True)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        with open(os.path.join(busy, "cgroup.procs"), "w") as f:
+            f.write(str(sleeper.pid))
+        monkeypatch.setattr(outside, "STALE_CGROUP_SECONDS", 3600)
+        outside._sweep_stale_cgroups.__wrapped__()
+        assert os.path.isdir(stale)  # young: may be a live grader's, about to be joined
+        monkeypatch.setattr(outside, "STALE_CGROUP_SECONDS", -1)
+        assert outside._sweep_stale_cgroups.__wrapped__() >= 1
+        assert not os.path.exists(stale) and os.path.isdir(busy)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        for path in (stale, busy):
+            outside._remove_cgroup(path)

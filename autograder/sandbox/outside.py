@@ -247,6 +247,31 @@ def resolve(requested: str) -> Isolation:
 CGROUP_ROOT = "/sys/fs/cgroup"
 
 
+STALE_CGROUP_SECONDS = 600
+
+
+@lru_cache(maxsize=1)
+def _sweep_stale_cgroups() -> int:
+    """Remove the empty worker cgroups a grader killed outright (SIGKILL) left behind, once per
+    grader: those older than :data:`STALE_CGROUP_SECONDS` (a live grader's are younger, or hold
+    its worker, and the kernel refuses to remove a cgroup that holds a process). How many."""
+    removed = 0
+    for parent in [os.path.join(CGROUP_ROOT, c) for c in ("pids", "memory", "cpu")] + [_v2_base()]:
+        try:
+            names = [n for n in os.listdir(parent) if n.startswith("ckpt-worker-")]
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(parent, name)
+            try:
+                if time.time() - os.stat(path).st_mtime > STALE_CGROUP_SECONDS:
+                    os.rmdir(path)
+                    removed += 1
+            except OSError:
+                continue
+    return removed
+
+
 def _worker_cgroups(memory_bytes: int = DEFAULT_MEMORY) -> list[str]:
     """Cgroup folders made for one worker where the grader runs as root and may make them ([]
     if not): on cgroup v1, one per controller (pids, memory, cpu); on v2, one folder with each
@@ -254,6 +279,7 @@ def _worker_cgroups(memory_bytes: int = DEFAULT_MEMORY) -> list[str]:
     scratch tmpfs."""
     if os.geteuid() != 0:
         return []
+    _sweep_stale_cgroups()
     name = f"ckpt-worker-{uuid.uuid4().hex[:12]}"
     limits = {"pids": {"pids.max": str(jail.MAX_TASKS)},
               "memory": {"memory.limit_in_bytes": str(memory_bytes + jail.SCRATCH_BYTES)},
@@ -265,12 +291,10 @@ def _worker_cgroups(memory_bytes: int = DEFAULT_MEMORY) -> list[str]:
             made.append(path)
     if made:
         return made
-    try:  # v2: one folder below the grader's own cgroup
-        own = next(line.split(":", 2)[2] for line in open("/proc/self/cgroup").read().splitlines()
-                   if line.startswith("0::"))
-        base = CGROUP_ROOT + own.rstrip("/")
+    base = _v2_base()  # v2: one folder below the grader's own cgroup
+    try:
         delegated = open(os.path.join(base, "cgroup.subtree_control")).read().split()
-    except (OSError, StopIteration):
+    except OSError:
         return []
     v2 = {"pids": {"pids.max": str(jail.MAX_TASKS)},
           "memory": {"memory.max": str(memory_bytes + jail.SCRATCH_BYTES), "memory.swap.max": "0"},
@@ -278,6 +302,16 @@ def _worker_cgroups(memory_bytes: int = DEFAULT_MEMORY) -> list[str]:
     files = {k: v for controller, kv in v2.items() if controller in delegated for k, v in kv.items()}
     path = _make_cgroup(os.path.join(base, name), files) if delegated else ""
     return [path] if path else []
+
+
+def _v2_base() -> str:
+    """The grader's own cgroup on cgroup v2 ('' if none)."""
+    try:
+        own = next(line.split(":", 2)[2] for line in open("/proc/self/cgroup").read().splitlines()
+                   if line.startswith("0::"))
+    except (OSError, StopIteration):
+        return ""
+    return CGROUP_ROOT + own.rstrip("/")
 
 
 def _make_cgroup(path: str, files: dict) -> str:
