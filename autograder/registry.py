@@ -654,8 +654,9 @@ PROBLEMS += (
             "`f.seek(offset)` and `f.read(length)` (use problems 4.1 and 4.2). The grader counts every byte "
             "your process reads while the function runs (the kernel's count) and allows the 8 + N header "
             f"bytes, the shard's bytes and {READ_SLACK // 1024} KiB more: reading the whole tensor fails. "
-            "Memory maps (np.memmap, safetensors.safe_open) are switched off while grading, and a buffered "
-            "file fetches a whole buffer (the file's st_blksize, often 4 KiB) per small read, so open the file with `open(path, 'rb', buffering=0)`."
+            "Memory maps (np.memmap, safetensors.safe_open) are switched off while grading, and so are new "
+            "threads and processes (your function runs in one thread); a buffered file fetches a whole buffer "
+            "(the file's st_blksize, often 4 KiB) per small read, so open the file with `open(path, 'rb', buffering=0)`."
         ),
         returns=SafetensorsShard(),
         hints=(
