@@ -13,7 +13,7 @@ LAB_ARGS ?=
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 PYTEST_ARGS ?=
 
-.PHONY: help lab check progress practice drill test bench venv clean
+.PHONY: help lab check progress practice drill test bench platforms venv clean
 
 help:
 	@echo "make lab    - open the course in JupyterLab (start with course/00_start_here.ipynb)"
@@ -23,6 +23,7 @@ help:
 	@echo "make drill  - quick-fire numeric questions with worked answers"
 	@echo "make test   - run the project's test-suite"
 	@echo "make bench  - speed and memory benchmarks: grading, isolation, shard reads, nbgrader, class memory, lessons"
+	@echo "make platforms - (root) the hostile suite in a real Docker container, default seccomp, as root and a user"
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11+ or run 'make PYTHON=/path/to/python3.11'"; exit 1; }
@@ -61,6 +62,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_nbgrader.py --learners 16
 	$(BIN)/python bench/bench_batch_memory.py
 	$(BIN)/python bench/bench_lessons.py
+
+platforms: $(STAMP)
+	bash bench/platforms.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
