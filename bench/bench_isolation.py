@@ -12,6 +12,7 @@ the kernel's ABI) is timed on its own too. Run: ``make bench``.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from pathlib import Path
@@ -20,19 +21,20 @@ ROOT = Path(__file__).resolve().parents[1]
 GOAL = 0.1
 
 
-def bare(level: str) -> float:
+def bare(level: str, **kw) -> float:
     from autograder.sandbox.outside import Worker
 
     start = time.perf_counter()
-    run = Worker("def f(x):\n    return x + 1\n", "f", [(1,)], level=level).wait()
+    run = Worker("def f(x):\n    return x + 1\n", "f", [(1,)], level=level, **kw).wait()
     assert run.status == "ok" and run.cases[0]["value"] == 2, run
     return time.perf_counter() - start
 
 
 def mechanisms() -> list[str]:
     """A bare strict worker's time with each optional mechanism on and off: a root grader's
-    cgroups (processes, memory, CPU), and Landlock at the kernel's ABI or capped at ABI 1 (where
-    seccomp refuses truncate instead)."""
+    cgroups (processes, memory, CPU), Landlock at the kernel's ABI or capped at ABI 1 (where
+    seccomp refuses truncate instead), and the level without namespaces (where a machine refuses
+    them: no fork, the scratch folder watched from outside)."""
     import os
 
     from autograder.sandbox import outside
@@ -44,21 +46,53 @@ def mechanisms() -> list[str]:
                 outside._worker_cgroups = lambda *a: []
             if switch.get("abi"):
                 os.environ["CKPT_TEST_LANDLOCK_ABI"] = switch["abi"]
-            return statistics.median(bare("strict") for _ in range(7))
+            return statistics.median(bare("strict", **({"namespaces": False} if switch.get("no_namespaces") else {}))
+                                     for _ in range(7))
         finally:
             outside._worker_cgroups = saved_cgroups
             os.environ.pop("CKPT_TEST_LANDLOCK_ABI", None)
             if saved_cap is not None:
                 os.environ["CKPT_TEST_LANDLOCK_ABI"] = saved_cap
 
-    full, plain, abi1 = timed(), timed(no_cgroups=True), timed(abi="1")
+    full, plain, abi1, no_ns = timed(), timed(no_cgroups=True), timed(abi="1"), timed(no_namespaces=True)
     made = outside._worker_cgroups()
     for cgroup in made:
         outside._remove_cgroup(cgroup)
     return [f"everything this machine gives: {full:.3f} s",
             f"cgroups ({len(made)} made per worker; none here unless the grader is root): "
             f"{full - plain:+.3f} s against none",
-            f"Landlock capped at ABI 1 (seccomp refuses truncate): {abi1 - full:+.3f} s against the kernel's ABI"]
+            f"Landlock capped at ABI 1 (seccomp refuses truncate): {abi1 - full:+.3f} s against the kernel's ABI",
+            f"without namespaces (Docker's default profile): {no_ns - full:+.3f} s against with them"]
+
+
+_WRITER = """
+def f():
+    block = b"x" * 2**24
+    n = 0
+    while True:
+        with open(f"w{n}", "wb") as out:
+            for _ in range(16):  # 256 MiB a file, the most one file may hold
+                out.write(block)
+        n += 1
+"""
+
+
+def scratch_overshoot() -> str:
+    """Without namespaces the scratch folder is measured from outside: how far past 512 MiB a
+    writer as fast as this machine allows gets before it is stopped (medians of 5)."""
+    from autograder.sandbox import jail
+    from autograder.sandbox.outside import STRICT, Worker
+
+    over = []
+    for _ in range(5):
+        worker = Worker(_WRITER, "f", [()], timeout=60, level=STRICT, namespaces=False)
+        worker.thread.join()
+        used = sum(os.lstat(os.path.join(worker.scratch, n)).st_blocks * 512 for n in os.listdir(worker.scratch))
+        status = worker.wait().status
+        assert status == "scratch_full", status
+        over.append(used - jail.SCRATCH_BYTES)
+    return (f"without namespaces, a writer at full speed was stopped {statistics.median(over) / 2**20:.0f} MiB past "
+            f"the scratch folder's 512 MiB (worst {max(over) / 2**20:.0f} MiB of 5)")
 
 
 def main() -> None:
@@ -93,7 +127,7 @@ def main() -> None:
 
     med = statistics.median
     print("strict worker by mechanism (bare worker, start to kill, medians of 7):")
-    for line in mechanisms():
+    for line in mechanisms() + [scratch_overshoot()]:
         print("  " + line)
     print(f"isolation overhead, strict vs basic ({args.repeat} interleaved runs, medians):")
     print(f"  bare worker (one-line function): strict {med(workers['strict']):.3f} s, basic "
