@@ -67,15 +67,15 @@ def _bundle_makefile(text: str) -> str:
         ("@$(BIN)/python -m autograder grade problems/", "@$(BIN)/python -m autograder check problems/"),
         ("make check  - grade your work in problems/ with the hidden tests",
          "make check  - run every problem's public examples on your saved notebooks"),
-        (".PHONY: help lab check progress practice drill test bench venv clean",
+        (".PHONY: help lab check progress practice drill test bench platforms venv clean",
          ".PHONY: help lab check progress practice drill venv clean"),
     ]
     for old, new in swaps:
         assert old in text, f"the Makefile changed: update autograder.release ({old!r})"
         text = text.replace(old, new)
-    text = "\n\n".join(block for block in text.split("\n\n") if not block.startswith(("test:", "bench:")))
+    text = "\n\n".join(block for block in text.split("\n\n") if not block.startswith(("test:", "bench:", "platforms:")))
     return "\n".join(line for line in text.splitlines()
-                     if not line.startswith(("\t@echo \"make test", "\t@echo \"make bench", "PYTEST_ARGS"))) + "\n"
+                     if not line.startswith(("\t@echo \"make test", "\t@echo \"make bench", "\t@echo \"make platforms", "PYTEST_ARGS"))) + "\n"
 
 
 def build_release(root: Path, out: Path) -> list[Path]:
