@@ -173,14 +173,15 @@ def ep_chunks(rng) -> Question:
             "ep_chunks",
             f"An MoE weight of shape {shape} was saved expert-parallel over {ep} devices (each chunk holds "
             f"{experts // ep} experts, all of the other dimensions). A job shards dimension 2 over {fsdp} devices "
-            "(FSDP). How many saved chunks does one of its devices read?",
+            "(FSDP). How many saved chunks does one of its devices' slices overlap?",
             ep, "chunks",
             f"a device needs rows {emb // fsdp} of dimension 2 for every expert, and every chunk holds some experts "
             f"with all of dimension 2: it overlaps all {ep} chunks.", facts=dict(shape=shape, ep=ep, fsdp=fsdp), unit_of_study=4)
     return Question(
         "ep_chunks",
         f"An MoE weight of shape {shape} was saved expert-parallel over {ep} devices. A job shards dimension 2 "
-        f"over {fsdp} devices (FSDP). One of its devices reads how many times the bytes it needs?",
+        f"over {fsdp} devices (FSDP). One of its devices, reading alone (no sharing with other devices of its "
+        "host), reads how many times the bytes it needs?",
         fsdp, "x",
         f"it reads every chunk, so the whole tensor, and needs 1/{fsdp} of it: {fsdp}x. Pre-sharded with chunks "
         f"split over dimension 2 it would read only the chunk it needs.", facts=dict(shape=shape, ep=ep, fsdp=fsdp), unit_of_study=4)
@@ -197,7 +198,8 @@ def row_restore(rng) -> Question:
     return Question(
         "row_restore",
         f"A ({rows}, {cols}) array was saved row-sharded over {saved} devices (one chunk per shard). It is "
-        f"restored row-sharded over {restored} devices. One device reads how many times the bytes it needs?",
+        f"restored row-sharded over {restored} devices. One device, reading alone (no sharing with other "
+        "devices of its host), reads how many times the bytes it needs?",
         amp, "x", how, facts=dict(shape=(rows, cols), saved=saved, restored=restored), unit_of_study=3)
 
 

@@ -414,7 +414,8 @@ PROBLEMS += (
             "it). It is restored onto the mesh `mesh_shape` with `spec`. Return `{device_id: sorted "
             "list of chunk coordinates}` for every target device: the chunks its slice overlaps, each "
             "as a tuple of chunk-grid indices (chunk (i, j) covers rows i*c0:(i+1)*c0 and columns "
-            "j*c1:(j+1)*c1). A device reads every chunk it overlaps, whole." + _CONVENTIONS
+            "j*c1:(j+1)*c1). A chunk is stored (compressed) as one unit: to get any byte of it, a reader "
+            "reads it whole." + _CONVENTIONS
         ),
         returns=Struct(_CHUNKS),
         hints=(
@@ -438,24 +439,33 @@ PROBLEMS += (
     Problem(
         id="3.2",
         function="read_amplification",
-        signature=("global_shape", "chunk_shape", "mesh_shape", "spec"),
+        signature=("global_shape", "chunk_shape", "mesh_shape", "spec", "devices_per_host"),
         points=10,
-        title="Read amplification of a restore",
+        title="Read amplification of a restore, host by host",
         statement=(
-            "With the same inputs as problem 3.1, return as a float the bytes of whole chunks read by "
-            "all target devices together, divided by the bytes they need (their slices; a replicated "
-            "slice is needed by each device that holds it). 1.0 means no byte is read in vain." + _CONVENTIONS
+            "With the inputs of problem 3.1, the target devices run on hosts (processes) of "
+            "`devices_per_host` devices each: device d is on host d // devices_per_host. Within a host, a "
+            "restore reads each chunk its devices overlap once, whole (Orbax de-duplicates and shares reads "
+            "within a process); each host reads for itself. Return, as a float, the bytes all hosts read "
+            "divided by the bytes they need (each host needs every distinct slice its devices hold, once). "
+            "This is the least a restore can read (the lesson measures Orbax at or above it); with "
+            "devices_per_host=1 it is the most, with no sharing at all." + _CONVENTIONS
         ),
         returns=Struct("float"),
         hints=(
-            "The itemsize cancels out: count elements.",
-            "Read = (number of chunks each device reads, summed over devices) x elements per chunk.",
-            "Needed = elements of each device's slice, summed over devices. Return read / needed.",
+            "The itemsize cancels out: count elements. Group the devices of 3.1's answer by host, "
+            "`device // devices_per_host`.",
+            "Read = for each host, the number of distinct chunks its devices overlap (a set), summed over "
+            "hosts, x elements per chunk.",
+            "Needed = for each host, the elements of each distinct slice its devices hold (two devices holding "
+            "the same slice count once), summed over hosts. Return read / needed.",
         ),
         examples=(
-            Example(((64, 32), (8, 32), {"x": 16}, ("x",)), 2.0),
-            Example(((64, 32), (8, 32), {"x": 16}, (None, "x")), 16.0),
-            Example(((64, 32), (8, 32), {"x": 16}, ()), 1.0, "a replicated target needs the whole array on every device"),
+            Example(((64, 32), (8, 32), {"x": 16}, ("x",), 16), 1.0, "one host: each chunk is read once"),
+            Example(((64, 32), (8, 32), {"x": 16}, (None, "x"), 4), 4.0,
+                    "another axis, 4 hosts: each host needs a quarter of the columns but reads every chunk"),
+            Example(((64, 32), (8, 32), {"x": 16}, (None, "x"), 1), 16.0,
+                    "one device per host: the bound with no sharing, every device reads every chunk"),
         ),
         hidden="autograder.hidden.unit3:AMPLIFICATION",
         notebook=_U3,
@@ -687,29 +697,31 @@ PROBLEMS += (
     Problem(
         id="4.5",
         function="best_presharding",
-        signature=("global_shape", "itemsize", "mesh_shape", "spec", "candidates"),
+        signature=("global_shape", "itemsize", "mesh_shape", "spec", "candidates", "devices_per_host"),
         points=10,
         title="Which pre-sharded chunk shape loads fastest",
         statement=(
             "A weight of `global_shape` (`itemsize` bytes per element) will be loaded onto the mesh "
-            "`mesh_shape` with `spec`. `candidates` maps a name to the chunk shape of a checkpoint "
-            "pre-sharded that way (each divides the global shape). A device reads every chunk its slice "
-            "overlaps, whole. Return `(best, reads)`: `reads` maps each candidate's name to the bytes all "
-            "target devices read together (an int), and `best` is the name with the fewest; on a tie, the "
+            "`mesh_shape` with `spec`, by hosts of `devices_per_host` devices each (device d on host "
+            "d // devices_per_host). `candidates` maps a name to the chunk shape of a checkpoint pre-sharded "
+            "that way (each divides the global shape). As in problem 3.2, a host reads each chunk its "
+            "devices overlap once, whole. Return `(best, reads)`: `reads` maps each candidate's name to the "
+            "bytes all hosts read together (an int), and `best` is the name with the fewest; on a tie, the "
             "name that sorts first." + _CONVENTIONS
         ),
         returns=Struct(("fixed", ("str", ("dict", "str", "int")))),
         hints=(
-            "This is problem 3.1 counted in bytes: for each device's index domain, the chunks it overlaps "
-            "along a dimension are `start // c` to `ceil(stop / c) - 1`.",
-            "Chunks read by one device = the product over dimensions of those counts; sum over devices, "
-            "times `math.prod(chunk) * itemsize`.",
+            "This is problems 3.1 and 3.2 counted in bytes: for each device's index domain, the chunks it "
+            "overlaps along a dimension are `start // c` to `ceil(stop / c) - 1`.",
+            "Collect each host's chunks in a set (`device // devices_per_host`); the bytes read are the sizes "
+            "of those sets, summed over hosts, times `math.prod(chunk) * itemsize`.",
             "`best = min(sorted(reads), key=reads.get)` picks the fewest bytes and breaks ties by name.",
         ),
         examples=(
-            Example(((16, 2, 64, 16), 2, {"x": 16}, (None, None, "x"), _MOE),
-                    ("fsdp16", {"ep16": 1048576, "fsdp16": 65536}),
-                    "an FSDP target reads every expert-sharded chunk: 16x more than a pre-sharded checkpoint"),
+            Example(((16, 2, 64, 16), 2, {"x": 16}, (None, None, "x"), _MOE, 4),
+                    ("fsdp16", {"ep16": 262144, "fsdp16": 65536}),
+                    "4 hosts: on an FSDP target each host reads every expert-sharded chunk, 4x what a "
+                    "pre-sharded checkpoint costs it"),
         ),
         hidden="autograder.hidden.unit4:PRESHARD",
         notebook=_U4,

@@ -23,11 +23,16 @@ def chunks_to_read(global_shape, chunk_shape, mesh_shape, spec):
     return out
 
 
-def read_amplification(global_shape, chunk_shape, mesh_shape, spec):
+def read_amplification(global_shape, chunk_shape, mesh_shape, spec, devices_per_host):
     reads = chunks_to_read(global_shape, chunk_shape, mesh_shape, spec)
     domains = real_index_domains(global_shape, mesh_shape, spec)
-    read = sum(len(chunks) for chunks in reads.values()) * math.prod(chunk_shape)
-    needed = sum(math.prod(stop - start for start, stop in dom) for dom in domains.values())
+    read = needed = 0
+    for host in sorted({device // devices_per_host for device in domains}):
+        mine = [device for device in domains if device // devices_per_host == host]
+        read += len({chunk for device in mine for chunk in reads[device]}) * math.prod(chunk_shape)
+        # The slices of one mesh are identical or disjoint: the host needs each distinct one once.
+        slices = {tuple(tuple(bounds) for bounds in domains[device]) for device in mine}
+        needed += sum(math.prod(stop - start for start, stop in dom) for dom in slices)
     return read / needed
 
 

@@ -110,12 +110,14 @@ def read_shard(path, name, bounds):
     return np.frombuffer(out, dtype=dtype.newbyteorder("<")).astype(dtype).reshape(shape)
 
 
-def best_presharding(global_shape, itemsize, mesh_shape, spec, candidates):
+def best_presharding(global_shape, itemsize, mesh_shape, spec, candidates, devices_per_host):
     domains = real_index_domains(global_shape, mesh_shape, spec)
     reads = {}
     for name, chunk in candidates.items():
-        chunks = sum(math.prod(-(-stop // c) - start // c for (start, stop), c in zip(domain, chunk))
-                     for domain in domains.values())
-        reads[name] = chunks * math.prod(chunk) * itemsize
+        per_host = {}  # host -> the chunks its devices overlap, each read once by that host
+        for device, domain in domains.items():
+            ranges = [range(start // c, -(-stop // c)) for (start, stop), c in zip(domain, chunk)]
+            per_host.setdefault(device // devices_per_host, set()).update(itertools.product(*ranges))
+        reads[name] = sum(len(chunks) for chunks in per_host.values()) * math.prod(chunk) * itemsize
     best = min(sorted(reads), key=lambda name: reads[name])
     return best, reads

@@ -60,9 +60,10 @@ def test_restore_reads_equal_the_references_and_tensorstore(tmp_path, mesh, spec
     import tensorstore as ts
 
     shape, chunk = (64, 32), (8, 32)
-    got = ex.restore_reads(shape, chunk, mesh, spec)
+    got = ex.restore_reads(shape, chunk, mesh, spec, 4)
     assert got["chunks_read"] == unit3.chunks_to_read(shape, chunk, mesh, spec)
-    assert got["read_amplification"] == pytest.approx(unit3.read_amplification(shape, chunk, mesh, spec))
+    assert got["read_amplification"] == pytest.approx(unit3.read_amplification(shape, chunk, mesh, spec, 4))
+    assert got["no_sharing_amplification"] == pytest.approx(unit3.read_amplification(shape, chunk, mesh, spec, 1))
     # and what TensorStore really reads, one target device at a time, cache off
     meta = {"shape": list(shape), "chunks": list(chunk), "dtype": "<f4", "compressor": None}
     spec_ts = {"driver": "zarr", "kvstore": {"driver": "file", "path": str(tmp_path / "w")}}
@@ -147,8 +148,8 @@ def test_widget_changes_redraw_in_a_real_kernel(tmp_path):
         assert {int(k): v for k, v in state["saved"]["bytes_per_host"].items()} == \
             unit2.bytes_written_per_host((64, 32), 4, mesh, spec, 4)
         assert sorted(state["saved"]["chunk_files"]) == unit2.chunk_files((64, 32), tuple(state["saved"]["chunk_shape"]))
-    assert first["amplification"] == unit3.read_amplification((64, 32), (8, 32), {"x": 16}, ("x",))
-    assert columns["amplification"] == unit3.read_amplification((64, 32), (16, 16), {"x": 16}, (None, "x"))
+    assert first["amplification"] == unit3.read_amplification((64, 32), (8, 32), {"x": 16}, ("x",), 4)
+    assert columns["amplification"] == unit3.read_amplification((64, 32), (16, 16), {"x": 16}, (None, "x"), 4)
     assert "read amplification" in first["table"] and "host 1" in first["table"]
     # an impossible choice: JAX's own words instead of a figure, and no stale numbers
     assert indivisible["error"].startswith("IndivisibleError: ") and "dimension size is 63" in indivisible["error"]

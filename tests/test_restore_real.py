@@ -25,10 +25,12 @@ def _cases(pid):
     return [c for learner in LEARNERS for c in hidden_cases(registry.get(pid), learner)[1]]
 
 
-def _reads(path, shape, chunk, domains):
-    """Chunk reads and bytes read by TensorStore for each device's slice, cache disabled."""
+def _reads(path, shape, chunk, domains, cache_bytes: int = 0):
+    """Chunk reads and bytes read by TensorStore for each device's slice in turn, through one store
+    with a cache of ``cache_bytes`` (0: none, each device reads alone; large: the devices share
+    every chunk one of them read, as the devices of one host can)."""
     arr = ts.open({"driver": "zarr", "kvstore": {"driver": "file", "path": str(path)},
-                   "context": {"cache_pool": {"total_bytes_limit": 0}}}).result()
+                   "context": {"cache_pool": {"total_bytes_limit": cache_bytes}}}).result()
 
     def counters():
         got = {m["name"]: m["values"][0]["value"] for m in ts.experimental_collect_matching_metrics(
@@ -48,7 +50,7 @@ def _reads(path, shape, chunk, domains):
 def test_chunk_reads_and_amplification_match_what_tensorstore_reads(tmp_path):
     cases = _cases("3.1") + _cases("3.2")
     for i, case in enumerate(cases):
-        shape, chunk, mesh_shape, spec = case.args
+        shape, chunk, mesh_shape, spec = case.args[:4]
         if not shape:
             continue  # zarr 2 has no rank-0 chunk grid to read from
         path = tmp_path / f"a{i}"
@@ -62,7 +64,44 @@ def test_chunk_reads_and_amplification_match_what_tensorstore_reads(tmp_path):
         assert {d: n for d, (n, _) in reads.items()} == {d: len(v) for d, v in want.items()}, case
         needed = sum(math.prod(b - a for a, b in dom) for dom in domains.values()) * 4
         read_bytes = sum(b for _, b in reads.values())
-        assert math.isclose(unit3.read_amplification(shape, chunk, mesh_shape, spec), read_bytes / needed), case
+        # Every device reading alone, one after another, cache off: the bound with no sharing at all,
+        # which 3.2 gives with one device per host.
+        assert math.isclose(unit3.read_amplification(shape, chunk, mesh_shape, spec, 1), read_bytes / needed), case
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ocdbt", [True, False], ids=["ocdbt", "zarr"])
+def test_real_orbax_restores_read_between_the_two_bounds_of_3_2_on_one_and_two_hosts(tmp_path, ocdbt):
+    """What each process really reads (the kernel's count) restoring 8 MiB saved on 8 devices onto
+    16, in one process and in two joined by jax.distributed: at least 3.2's model with one host per
+    process (one read per chunk per host), at most its bound with no sharing (one device per host).
+    Aligned and replicated targets read exactly the model."""
+    from ckptlab.restorecount import restore_reads
+
+    shape, saved_chunk = (1024, 2048), (128, 2048)
+    mesh8 = jax.sharding.Mesh(np.array(jax.devices()[:8]), ("x",))
+    values = np.random.default_rng(0).standard_normal(shape).astype(np.float32)  # incompressible
+    w = jax.device_put(values, NamedSharding(mesh8, P("x")))
+    path = tmp_path / "ckpt"
+    with ocp.Checkpointer(ocp.PyTreeCheckpointHandler(use_ocdbt=ocdbt)) as ckpt:
+        ckpt.save(path, args=ocp.args.PyTreeSave({"w": w}))
+    stored = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    specs = {"rows": ("x",), "columns": (None, "x"), "replicated": ()}
+    slack = 256 * 1024  # metadata files
+    for processes in (1, 2):
+        measured = dict(zip(specs, restore_reads(path, [{"w": s} for s in specs.values()], processes=processes)))
+        for name, spec in specs.items():
+            # 3.2's models for each process (devices p*n .. p*n+n-1), as fractions of the stored chunks:
+            # one read per chunk per host, and no sharing at all (each device its own reads)
+            chunks = unit3.chunks_to_read(shape, saved_chunk, {"x": 16}, spec)
+            n = 16 // processes
+            for p, got in enumerate(measured[name]):
+                mine = [chunks[d] for d in range(p * n, (p + 1) * n)]
+                least = len({c for v in mine for c in v}) / 8 * stored
+                most = sum(len(v) for v in mine) / 8 * stored
+                assert least * 0.98 - slack <= got <= most + slack, (processes, name, got / stored, least / stored)
+                if name == "replicated":  # one restore per process, every device's slice the same: read once
+                    assert got <= least * 1.02 + slack, (processes, name, got / stored)
 
 
 @pytest.mark.slow

@@ -408,24 +408,33 @@ CHUNKS_TO_READ = [
 ]
 
 _AMP = _reads() + """
-def read_amplification(global_shape, chunk_shape, mesh_shape, spec):
+def read_amplification(global_shape, chunk_shape, mesh_shape, spec, devices_per_host):
     reads = chunks_to_read(global_shape, chunk_shape, mesh_shape, spec)
     doms = real_index_domains(global_shape, mesh_shape, spec)
-    need = sum(math.prod(e - s for s, e in dom) for dom in doms.values())
+    hosts = {}
+    for d in doms:
+        hosts.setdefault(HOST, []).append(d)
+    need = NEED
     read = READ
     return RESULT
 """
+_PER_HOST_READ = "sum(len({c for d in ds for c in reads[d]}) for ds in hosts.values()) * math.prod(chunk_shape)"
+_PER_HOST_NEED = ("sum(math.prod(e - s for s, e in dom) for ds in hosts.values() "
+                  "for dom in {tuple(tuple(b) for b in doms[d]) for d in ds})")
 
 
-def _amp(read="sum(len(v) for v in reads.values()) * math.prod(chunk_shape)", result="read / need"):
-    return _AMP.replace("READ", read).replace("RESULT", result)
+def _amp(read=_PER_HOST_READ, result="read / need", need=_PER_HOST_NEED, host="d // devices_per_host"):
+    return _AMP.replace("READ", read).replace("RESULT", result).replace("NEED", need).replace("HOST", host)
 
 
 AMPLIFICATION = [
-    ("counts_needed_bytes", _amp(read="need"), "incorrect", "whole chunks"),
+    ("counts_needed_bytes", _amp(read="need"), "incorrect", "read whole"),
     ("inverted", _amp(result="need / read"), "incorrect", "upside down"),
-    ("distinct_chunks_only", _amp(read="len({c for v in reads.values() for c in v}) * math.prod(chunk_shape)"),
-     "incorrect", "per device"),
+    ("ignores_hosts", _amp(host="d"), "incorrect", "once per host"),
+    ("one_read_in_all", _amp(read="len({c for v in reads.values() for c in v}) * math.prod(chunk_shape)"),
+     "incorrect", "reads for itself"),
+    ("needs_each_replica", _amp(need="sum(math.prod(e - s for s, e in dom) for dom in doms.values())"),
+     "incorrect", "needed once"),
     ("integer_division", _amp(result="read // need"), "incorrect", "must be a float"),
 ]
 
@@ -679,19 +688,26 @@ READ_SHARD = [
 ]
 
 _PRESHARD = """
-def best_presharding(global_shape, itemsize, mesh_shape, spec, candidates):
+import itertools
+
+
+def best_presharding(global_shape, itemsize, mesh_shape, spec, candidates, devices_per_host):
     domains = real_index_domains(global_shape, mesh_shape, spec)
     reads = {}
     for name, chunk in candidates.items():
-        chunks = sum(math.prod(-(-stop // c) - start // c for (start, stop), c in zip(dom, chunk))
-                     for dom in domains.values())
+        hosts = {}
+        for dev, dom in domains.items():
+            hosts.setdefault(HOST, set()).update(
+                itertools.product(*[range(s // c, -(-e // c)) for (s, e), c in zip(dom, chunk)]))
+        chunks = sum(len(v) for v in hosts.values())
         reads[name] = READ
     return PICK, reads
 """
 
 
-def _preshard(read="chunks * math.prod(chunk) * itemsize", pick="min(sorted(reads), key=lambda k: reads[k])"):
-    return _PRESHARD.replace("READ", read).replace("PICK", pick)
+def _preshard(read="chunks * math.prod(chunk) * itemsize", pick="min(sorted(reads), key=lambda k: reads[k])",
+              host="dev // devices_per_host"):
+    return _PRESHARD.replace("READ", read).replace("PICK", pick).replace("HOST", host)
 
 
 PRESHARD = [
@@ -701,6 +717,8 @@ PRESHARD = [
     ("picks_the_most", _preshard(pick="max(sorted(reads), key=lambda k: reads[k])"), "incorrect", "FEWEST"),
     ("ties_by_insertion_order", _preshard(pick="min(reads, key=lambda k: reads[k]) if len(set(reads.values())) > 1 "
                                                "else list(reads)[-1]"), "incorrect", "sorts first"),
+    ("ignores_hosts", _preshard(host="dev"), "incorrect", "once per host"),
+    ("one_read_in_all", _preshard(host="0"), "incorrect", "reads for itself"),
 ]
 
 WRONG.update({"4.1": HEADER, "4.2": RUNS, "4.3": COALESCE, "4.4": READ_SHARD, "4.5": PRESHARD})

@@ -95,43 +95,73 @@ CHUNKS_TO_READ = Hidden(
 )
 
 
-def _amplification(shape, chunk, mesh, spec, mode):
+def _amp_cases(rng):
+    """3.2: each layout of 3.1 read by hosts of 2, 4 or 8 devices; the two bounds (one device per
+    host, one host) on the cross-axis layout; the edges."""
+    cases = [Case(f, (shape, chunk, mesh, spec, _pick(rng, (2, 4, 8)))) for f, shape, chunk, mesh, spec in
+             _read_layouts(rng)]
+    _, shape, chunk, mesh, spec = _read_layouts(rng)[1]
+    return cases + [Case("per_device_bound", (shape, chunk, mesh, spec, 1)), Case("one_host", (shape, chunk, mesh, spec, 16))]
+
+
+_AMP_EDGES = (Case("edge", ((), (), {"x": 16}, (), 4)), Case("edge", ((16,), (16,), {"x": 16}, ("x",), 16)))
+
+
+def _amplification(shape, chunk, mesh, spec, per_host, mode=""):
+    """3.2's answer, or (``mode``) a mistake's: ``inverted``; ``off_by_one``; ``per_device`` (hosts
+    ignored); ``one_read_total`` (each chunk once in all); ``needed_per_device`` (a slice held by
+    several devices of a host needed by each)."""
     reads = _chunks(shape, chunk, mesh, spec, inclusive=(mode == "off_by_one"))
     doms = real_index_domains(shape, mesh, spec)
-    need = sum(math.prod(e - s for s, e in dom) for dom in doms.values())
+    if mode == "per_device":
+        per_host = 1
+    hosts = {}
+    for d in doms:
+        hosts.setdefault(d // per_host, []).append(d)
     per_chunk = math.prod(chunk)
-    if mode == "distinct":
-        return len({c for v in reads.values() for c in v}) * per_chunk / need
-    read = sum(len(v) for v in reads.values()) * per_chunk
+    if mode == "one_read_total":
+        read = len({c for v in reads.values() for c in v}) * per_chunk
+    else:
+        read = sum(len({c for d in ds for c in reads[d]}) for ds in hosts.values()) * per_chunk
+    if mode == "needed_per_device":
+        need = sum(math.prod(e - s for s, e in dom) for dom in doms.values())
+    else:
+        need = sum(math.prod(e - s for s, e in dom) for ds in hosts.values()
+                   for dom in {tuple(tuple(b) for b in doms[d]) for d in ds})
     return need / read if mode == "inverted" else read / need
 
 
 def _diagnose_amplification(args, actual, expected):
-    """Name a mistake only when exactly one model of a mistake explains this case (on a
-    non-replicated target, counting needed bytes and counting distinct chunks both give 1.0)."""
-    shape, chunk, mesh, spec = args
+    """Name a mistake only when exactly one model of a mistake explains this case."""
     a = float(actual)
-    matches = {mode for mode in ("inverted", "distinct", "off_by_one")
-               if math.isclose(a, _amplification(shape, chunk, mesh, spec, mode))}
+    matches = {mode for mode in ("inverted", "per_device", "one_read_total", "needed_per_device", "off_by_one")
+               if math.isclose(a, _amplification(*args, mode=mode))}
     if math.isclose(a, 1.0) and not math.isclose(expected, 1.0):
         matches.add("needed_bytes")
     return matches.pop() if len(matches) == 1 else None
 
 
 AMPLIFICATION = Hidden(
-    generate=_read_cases,
-    fixed=_EDGES,
+    generate=_amp_cases,
+    fixed=_AMP_EDGES,
     messages={
-        "needed_bytes": "A device reads whole chunks, not just the bytes it needs: count every overlapped chunk "
+        "needed_bytes": "A chunk is read whole, not just the bytes a device needs: count every overlapped chunk "
                         "in full (that is where amplification comes from).",
         "inverted": "The ratio is upside down: bytes read divided by bytes needed (at least 1.0).",
-        "distinct": "Count chunk reads per device: two devices reading the same chunk both pay for it.",
+        "per_device": "Count each chunk once per host: the devices of one host (device // devices_per_host) "
+                      "share one read of it.",
+        "one_read_total": "Each host reads for itself: a chunk that two hosts need is read by both.",
+        "needed_per_device": "Needed bytes are per host too: a slice that several devices of one host hold is "
+                             "needed once.",
         "off_by_one": "Off by one at chunk boundaries: a slice ending exactly at a boundary does not read the "
                       "next chunk.",
+        "one_host": "Wrong with every device on one host: the host reads each chunk it needs once.",
         **_READ_MESSAGES,
+        "per_device_bound": "Wrong with one device per host (devices_per_host=1): each device then reads alone "
+                            "every chunk it overlaps, the bound with no sharing at all.",
     },
     diagnose=_diagnose_amplification,
-    on_exception="Return a float: read / needed.",
+    on_exception="Return a float: read / needed, with devices grouped by host (device // devices_per_host).",
 )
 
 

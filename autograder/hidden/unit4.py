@@ -396,26 +396,35 @@ def _moe_cases(rng):
     both = (e // 4, 2, d // 4, 16)
     cands = {"ep16": ep, "fsdp16": fsdp, "ep4_fsdp4": both}
     item = _pick(rng, (2, 4))
+    hosts = lambda: _pick(rng, (2, 4, 8))  # noqa: E731 - devices per host
     return [
-        Case("fsdp_target", (shape, item, {"x": 16}, (None, None, "x"), cands)),
-        Case("ep_target", (shape, item, {"x": 16}, ("x",), cands)),
-        Case("two_d_target", (shape, item, {"x": 4, "y": 4}, ("x", None, "y"), cands)),
-        Case("finer_target", (shape, item, {"x": 8, "y": 2}, (None, None, ("x", "y")), {"ep16": ep, "fsdp8": (e, 2, d // 8, 16)})),
-        Case("replicated_target", (shape, item, {"x": 16}, (), cands)),
-        Case("unaligned", ((48, 64), item, {"x": 16}, ("x",), {"rows8": (8, 64), "rows16": (16, 64), "cols16": (48, 4)})),
+        Case("fsdp_target", (shape, item, {"x": 16}, (None, None, "x"), cands, hosts())),
+        Case("ep_target", (shape, item, {"x": 16}, ("x",), cands, hosts())),
+        Case("two_d_target", (shape, item, {"x": 4, "y": 4}, ("x", None, "y"), cands, hosts())),
+        Case("finer_target", (shape, item, {"x": 8, "y": 2}, (None, None, ("x", "y")),
+                              {"ep16": ep, "fsdp8": (e, 2, d // 8, 16)}, hosts())),
+        Case("replicated_target", (shape, item, {"x": 16}, (), cands, hosts())),
+        Case("partly_replicated", (shape, item, {"x": 8, "y": 2}, (None, None, "x"), cands, hosts())),
+        Case("unaligned", ((48, 64), item, {"x": 16}, ("x",), {"rows8": (8, 64), "rows16": (16, 64), "cols16": (48, 4)},
+                           hosts())),
+        Case("one_device_per_host", (shape, item, {"x": 16}, (None, None, "x"), cands, 1)),
+        Case("one_host", (shape, item, {"x": 16}, (None, None, "x"), cands, 16)),
     ]
 
 
 def _preshard_variant(args, mode):
-    shape, item, mesh, spec, cands = args
+    shape, item, mesh, spec, cands, per_host = args
     doms = real_index_domains(shape, mesh, spec)
+    if mode == "per_device":
+        per_host = 1
     reads = {}
     for name, chunk in cands.items():
-        if mode == "distinct":
-            chunks = len({idx for dom in doms.values()
-                          for idx in itertools.product(*[range(s // c, -(-e // c)) for (s, e), c in zip(dom, chunk)])})
-        else:
-            chunks = sum(math.prod(-(-e // c) - s // c for (s, e), c in zip(dom, chunk)) for dom in doms.values())
+        hosts = {}
+        for dev, dom in doms.items():
+            key = 0 if mode == "one_read_total" else dev // per_host
+            hosts.setdefault(key, set()).update(
+                itertools.product(*[range(s // c, -(-e // c)) for (s, e), c in zip(dom, chunk)]))
+        chunks = sum(len(v) for v in hosts.values())
         reads[name] = chunks * math.prod(chunk) * (1 if mode == "no_itemsize" else item)
         if mode == "needed":
             reads[name] = sum(math.prod(e - s for s, e in dom) for dom in doms.values()) * item
@@ -427,12 +436,15 @@ def _preshard_variant(args, mode):
 def _diagnose_preshard(args, actual, expected):
     if not (isinstance(actual, tuple) and len(actual) == 2):
         return None
-    for mode in ("needed", "no_itemsize", "distinct", "max"):
+    matches = set()  # a mistake is named only where exactly one model of a mistake explains the case
+    for mode in ("needed", "no_itemsize", "per_device", "one_read_total", "max"):
         try:
             if actual == _preshard_variant(args, mode) != expected:
-                return mode
+                matches.add(mode)
         except Exception:  # noqa: BLE001
             continue
+    if len(matches) == 1:
+        return matches.pop()
     if isinstance(actual[1], dict) and actual[1] == expected[1] and actual[0] != expected[0]:
         return "tie"
     return None
@@ -441,20 +453,26 @@ def _diagnose_preshard(args, actual, expected):
 PRESHARD = Hidden(
     generate=_moe_cases,
     messages={
-        "needed": "Count whole chunks: a device reads every saved chunk its slice overlaps, in full, not just the "
-                  "bytes it needs. That over-read is what pre-sharding removes.",
+        "needed": "Count whole chunks: a host reads every saved chunk its devices' slices overlap, in full, not "
+                  "just the bytes it needs. That over-read is what pre-sharding removes.",
         "no_itemsize": "Bytes, not elements: multiply by itemsize.",
-        "distinct": "Count reads per device: when two devices overlap the same chunk, both read it.",
+        "per_device": "Count each chunk once per host: the devices of one host (device // devices_per_host) share "
+                      "one read of it.",
+        "one_read_total": "Each host reads for itself: a chunk that two hosts need is read by both.",
+        "partly_replicated": "Wrong when the target uses only some mesh axes: devices differing only along the "
+                             "others hold the same slice and need the same chunks.",
+        "one_device_per_host": "Wrong with one device per host: each device then reads every chunk it overlaps.",
+        "one_host": "Wrong with every device on one host: the host reads each chunk it needs once.",
         "max": "The best layout is the one with the FEWEST bytes read.",
         "tie": "Right byte counts, wrong choice: on a tie, pick the name that sorts first.",
         "fsdp_target": "Wrong for a target that shards the hidden dimension (FSDP).",
         "ep_target": "Wrong for a target that shards the experts (EP).",
         "two_d_target": "Wrong on a 2-D target mesh.",
         "finer_target": "Wrong when the target shards one dimension over two mesh axes.",
-        "replicated_target": "Wrong on a replicated target: every device reads the whole tensor, whatever the chunks.",
+        "replicated_target": "Wrong on a replicated target: every host reads the whole tensor, whatever the chunks.",
         "unaligned": "Wrong when the target's slices do not line up with the chunks: a partly covered chunk is "
                      "read whole.",
     },
     diagnose=_diagnose_preshard,
-    on_exception="candidates maps a name to a chunk shape; return (best_name, {name: bytes read by all devices}).",
+    on_exception="candidates maps a name to a chunk shape; return (best_name, {name: bytes read by all hosts}).",
 )
