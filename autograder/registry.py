@@ -92,8 +92,10 @@ PROBLEMS: tuple[Problem, ...] = (
         statement=(
             "Initialise `nn.Dense(features)` with `jax.random.PRNGKey(seed)` on `x` of shape "
             "(N, in_dim). Return a 1-D array of shape (2,): `[total_params, per_shard]` with "
-            "`per_shard = total_params / num_shards` (float division). `seed`, `num_shards` and "
-            "`features` arrive as floats: cast them to int."
+            "`per_shard = total_params / num_shards` (float division): the even-split planning figure, "
+            "the average per shard. No device holds a fraction of a parameter: what each one really holds "
+            "depends on how each array is split (Lesson 1). `seed`, `num_shards` and `features` arrive as "
+            "floats: cast them to int."
         ),
         returns=ArrayOf((2,), "f"),
         hints=(
@@ -124,7 +126,8 @@ PROBLEMS: tuple[Problem, ...] = (
             "Build `nnx.Linear(x.shape[-1], features, rngs=nnx.Rngs(seed))` and count the "
             "parameters in its state (`nnx.state(model, nnx.Param)`): that is what a checkpoint "
             "of it holds. Return a 1-D array of shape (2,): `[total_params, per_shard]` with "
-            "`per_shard = total_params / num_shards`. Note the argument order: features comes "
+            "`per_shard = total_params / num_shards`, the average per shard (as in problem 1.1, a planning "
+            "figure, not what any one device holds). Note the argument order: features comes "
             "before num_shards here. Numbers arrive as floats: cast them to int."
         ),
         returns=ArrayOf((2,), "f"),
@@ -284,7 +287,8 @@ PROBLEMS += (
         statement=(
             "Return, as a tuple, the chunk shape Orbax writes for this array. A chunk is normally "
             "one shard. Replicated shards are written once in total: with `replica_parallel=True` "
-            "(the default on CPU and TPU) the R replicas of a shard split it along its first "
+            "(Orbax's default unless the JAX_PLATFORMS environment variable names gpu or cuda, so a GPU "
+            "job that leaves it unset has it on) the R replicas of a shard split it along its first "
             "dimension divisible by R, each writing one slice, so the chunk is that slice; when no "
             "dimension is divisible, or `replica_parallel=False`, one replica writes the whole "
             "shard." + _CONVENTIONS
@@ -348,8 +352,10 @@ PROBLEMS += (
             "nothing): the uncompressed bytes each device writes when Orbax saves the array. "
             "Replicated data is written once in total. With `replica_parallel=True`, each of the "
             "R replicas writes its slice of the shard (see problem 2.3); otherwise, or when no "
-            "dimension is divisible by R, only replica 0 writes, and replica 0 of a shard is the "
-            "lowest-numbered device holding it." + _CONVENTIONS
+            "dimension is divisible by R, only replica 0 writes. Replica 0 of a shard is the first device "
+            "holding it in the mesh's own device order (JAX's `replica_id`), not the lowest id: on the "
+            "course's meshes, built in id order, the two agree (Lesson 2 shows a mesh where they do not)."
+            + _CONVENTIONS
         ),
         returns=Struct(("dict", "int", "int")),
         hints=(

@@ -68,14 +68,20 @@ SHOWS = {
     "00_start_here.ipynb": ("Replace ... with your answer",),
     "02_sharded_save_layouts.ipynb": (
         "the top-level node is a byte-for-byte copy of process 0's newest root: True",
-        "of values outside it, all in ocdbt.process_0/d/: True", "bytes of data + 20 bytes of index"),
+        "of values outside it, all in ocdbt.process_0/d/: True", "bytes of data + 20 bytes of index",
+        # replica 0 by the mesh's order: the writers of a mesh listed in reverse id order
+        "mesh order: [7, 6, 5, 4, 3, 2, 1, 0]", "writers (Orbax): [1, 3, 5, 7]",
+        "replica 0 of each shard (JAX): [1, 3, 5, 7]"),
     "03_restore_resharding.ipynb": (
         # the amplifications section 2's text states, as TensorStore measured them read alone (the
         # bound with no sharing), and as real Orbax restores read them in one and two processes
         "{'same axis': 2.0, 'another axis': 16.0, '2-D mesh': 4.0, 'replicated': 1.0}",
         "every process read between its two bounds: True",
-        "same axis and replicated, within 1.3x of one read per chunk per host: True",
-        "another axis, under a quarter of the bound with no sharing: True",
+        "replicated: each process read the array once: True",
+        "another axis, well under the bound with no sharing (below 3/4 of it): True",
+        "no target                 w on 8 devices, spec P('x',)",
+        "target without shardings  w on 8 devices, spec P('x',)",
+        "partial restore: {'w': ((64, 32), P(None, 'x'))}",
         "explorer: 4x with one read per chunk per host of 4 devices, 16x with no sharing; TensorStore read alone 16x"),
     "04_shard_reads_and_presharding.ipynb": (
         "same as safetensors: True", "every device's shard equals the bytes of its runs",

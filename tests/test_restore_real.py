@@ -146,3 +146,59 @@ def test_restore_error_names_what_real_restores_raise(tmp_path):
     for i, case in enumerate(_cases("3.4")):
         got = unit3.restore_error(*case.args)
         assert got == _real_error(*case.args, tmp_path / f"c{i}"), case
+
+
+_NO_SHARDINGS_CHILD = r"""
+import json, sys
+process, port, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+from ckptlab.devices import prepare_environment
+
+prepare_environment(8)
+import jax
+import jax.numpy as jnp
+
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=process, initialization_timeout=120)
+import orbax.checkpoint as ocp
+
+try:
+    ocp.StandardCheckpointer().restore(path, {"w": jax.ShapeDtypeStruct((64, 32), jnp.float32)})
+    print(json.dumps({"process": process, "error": None}), flush=True)
+except Exception as exc:
+    print(json.dumps({"process": process, "error": type(exc).__name__ + ": " + str(exc).splitlines()[0]}), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_target_without_shardings_restores_the_saved_layout_in_one_process_and_fails_in_two(tmp_path):
+    """Lesson 3's pitfall, checked: one process silently gets the saved 8-device layout; of two
+    processes, the one holding none of the saved devices raises."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    mesh8 = jax.sharding.Mesh(np.array(jax.devices()[:8]), ("x",))
+    w = jax.device_put(jnp.arange(64 * 32, dtype=jnp.float32).reshape(64, 32), NamedSharding(mesh8, P("x")))
+    path = tmp_path / "ckpt"
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(path, {"w": w})
+    checkpointer.wait_until_finished()
+    one = checkpointer.restore(path, {"w": jax.ShapeDtypeStruct((64, 32), jnp.float32)})["w"]
+    assert one.sharding.num_devices == 8 and one.sharding.spec == P("x")
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    procs = [subprocess.Popen([sys.executable, "-c", _NO_SHARDINGS_CHILD, str(i), str(port), str(path)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for i in range(2)]
+    try:
+        out, _ = procs[1].communicate(timeout=240)  # process 1 holds devices 8-15, none of the saved ones
+    finally:
+        for p in procs:  # process 0 waits for it in a collective until a timeout: not needed
+            p.kill()
+            p.wait()
+    report = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    assert report["error"].startswith("ValueError: If the Array has no addressable shards"), report
