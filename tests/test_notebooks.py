@@ -82,6 +82,7 @@ SHOWS = {
         "no target                 w on 8 devices, spec P('x',)",
         "target without shardings  w on 8 devices, spec P('x',)",
         "partial restore: {'w': ((64, 32), P(None, 'x'))}",
+        "lost chunk: Exception - Encountered error while reading array index",
         "explorer: 4x with one read per chunk per host of 4 devices, 16x with no sharing; TensorStore read alone 16x"),
     "04_shard_reads_and_presharding.ipynb": (
         "same as safetensors: True", "every device's shard equals the bytes of its runs",
