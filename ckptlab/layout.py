@@ -81,7 +81,25 @@ def course_mesh(mesh_shape):
     from jax.sharding import Mesh
 
     ids = mesh_device_ids(mesh_shape)
-    return Mesh(np.array(jax.devices()[: ids.size]).reshape(ids.shape), tuple(mesh_shape))
+    try:
+        from jax._src import xla_bridge
+
+        started = xla_bridge.backends_are_initialized()
+    except (ImportError, AttributeError):
+        started = True
+    if not started:  # a fresh kernel that skipped the set-up cell: JAX has not started, so it still can
+        from ckptlab.devices import setup_devices
+
+        setup_devices(max(16, int(ids.size)))
+    devices = jax.devices()
+    if len(devices) < ids.size:
+        from ckptlab.devices import DeviceSetupError
+
+        raise DeviceSetupError(
+            f"this mesh needs {ids.size} devices and JAX is running with {len(devices)}: the course's 16 "
+            "simulated CPU devices can only be made before JAX starts. Restart the kernel and run the set-up "
+            "cell (`from ckptlab import setup_devices; setup_devices()`) first.")
+    return Mesh(np.array(devices[: ids.size]).reshape(ids.shape), tuple(mesh_shape))
 
 
 def real_index_domains(global_shape, mesh_shape, spec) -> dict:

@@ -156,3 +156,22 @@ def test_widget_changes_redraw_in_a_real_kernel(tmp_path):
     assert indivisible["png_len"] == 0 and indivisible["saved"] == {} and "IndivisibleError" in indivisible["table"]
     assert back["error"] is None and back["png_len"] > 0
     assert lines[-1] == "REAL true"
+
+
+def test_without_the_set_up_cell_the_explorer_sets_up_devices_or_says_how(root):
+    """A fresh kernel that skipped the set-up cell: before JAX starts, the devices are made; after,
+    the error says to restart and run the set-up cell. Before: `ValueError: cannot reshape array of
+    size 1 into shape (4,2)`."""
+    import subprocess
+    import sys
+
+    env = {**__import__("os").environ, "JAX_PLATFORMS": "cpu"}
+    env.pop("XLA_FLAGS", None)
+    fresh = subprocess.run([sys.executable, "-c", "from ckptlab.explore import placement\n"
+                            "print(len(placement((64, 32), 'float32', {'x': 4, 'y': 2}, ('x',))['bytes_per_device']))"],
+                           cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert fresh.returncode == 0 and fresh.stdout.strip() == "8", fresh.stderr[-1000:]
+    started = subprocess.run([sys.executable, "-c", "import jax; jax.devices()\nfrom ckptlab.explore import placement\n"
+                              "placement((64, 32), 'float32', {'x': 4, 'y': 2}, ('x',))"],
+                             cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert started.returncode != 0 and "run the set-up cell" in started.stderr and "reshape" not in started.stderr
