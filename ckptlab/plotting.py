@@ -402,7 +402,7 @@ def plot_presharding_reads(chunks_by_layout: Mapping[str, Mapping[int, int]], ax
                   + (f" ({totals[worst] / max(totals[best], 1):g}x fewer)" if totals[worst] != totals[best] else ""))
 
 
-_STATUS_COLOURS = {"mastered": "#1a7f37", "attempted": "#d29922", "not started": "#d0d7de"}
+_STATUS_COLOURS = {"mastered": "#1a7f37", "attempted": "#d29922", "not started": "#ffffff"}  # not started: empty
 
 
 def plot_progress(rows: Sequence[tuple[str, int, float, float, str]], ax=None, title: str = "Best score per problem"):
@@ -417,11 +417,10 @@ def plot_progress(rows: Sequence[tuple[str, int, float, float, str]], ax=None, t
             x += gap
         last_unit = unit
         share = best / points if points else 0.0
-        # The whole problem: white for one you have started, the "not started" grey for one you have not.
-        ax.bar(x, 1.0, 0.8, color=_STATUS_COLOURS["not started"] if status == "not started" else "white",
-               edgecolor="#8c959f", lw=0.5)
-        ax.bar(x, max(share, 0.02 if status != "not started" else 0), 0.8,
-               color=_STATUS_COLOURS.get(status, "#8c959f"), edgecolor="black", lw=0.4)
+        # The whole problem as an empty outline (dashed for one not started), filled up to the share earned.
+        ax.bar(x, 1.0, 0.8, color="white", edgecolor="#8c959f", lw=0.6, ls="--" if status == "not started" else "-")
+        if status != "not started":
+            ax.bar(x, max(share, 0.02), 0.8, color=_STATUS_COLOURS.get(status, "#8c959f"), edgecolor="black", lw=0.4)
         ticks.append((x, pid))
         x += 1
     ax.set_xticks([t for t, _ in ticks], [label for _, label in ticks], fontsize=8)
@@ -431,10 +430,11 @@ def plot_progress(rows: Sequence[tuple[str, int, float, float, str]], ax=None, t
     from matplotlib.patches import Patch
 
     # Swatches made from the bars' own colours (an empty bar() would take the colour cycle's blue).
-    ax.legend(handles=[Patch(facecolor=colour, edgecolor="black", lw=0.4, label=status)
-                       for status, colour in _STATUS_COLOURS.items()], fontsize=8, loc="upper right", ncol=3)
+    ax.legend(handles=[Patch(facecolor=colour, edgecolor="#8c959f" if status == "not started" else "black",
+                             ls="--" if status == "not started" else "-", lw=0.6, label=status)
+                       for status, colour in _STATUS_COLOURS.items()], fontsize=9, loc="upper right", ncol=3)
     if rows and all(status == "not started" for *_, status in rows):
-        ax.text(x / 2 - 0.5, 0.5, "Nothing graded yet: `make check` (or a practice set) records your scores here",
-                ha="center", va="center", fontsize=9, color="#57606a")
+        ax.text(x / 2 - 0.5, 0.5, "Nothing graded yet: run make check (or a practice set) to record your scores here",
+                ha="center", va="center", fontsize=10, color="#57606a")
     tally = {status: sum(1 for *_, st in rows if st == status) for status in _STATUS_COLOURS}
     return _title(ax, title, ", ".join(f"{n} {status}" for status, n in tally.items()))

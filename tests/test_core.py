@@ -262,8 +262,12 @@ def test_progress_chart_legend_matches_its_bars_and_an_empty_chart_says_why():
     assert set(legend.values()) <= bars  # each swatch is a colour the bars really have
     assert len(set(legend.values())) == 3 and "#1f77b4" not in legend.values()  # not the colour cycle's blue
     assert not [t for t in ax.texts if "Nothing graded yet" in t.get_text()]
+    # a problem not started is an empty outline, not a full bar: nothing of it is coloured
+    not_started = [p for p in ax.patches if abs(p.get_x() + p.get_width() / 2 - 2.8) < 0.01]  # 2.1, after a gap
+    assert not_started and all(to_hex(p.get_facecolor()) == "#ffffff" for p in not_started)
     fresh = plot_progress([(pid, unit, 0, 10, "not started") for pid, unit, *_ in rows])
-    assert [t for t in fresh.texts if "Nothing graded yet" in t.get_text()]
+    (empty,) = [t for t in fresh.texts if "Nothing graded yet" in t.get_text()]
+    assert "`" not in empty.get_text()  # matplotlib shows backticks as they are
 
 
 def test_grading_shortens_the_gil_slices_while_it_runs_and_restores_them_after():
