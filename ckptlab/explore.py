@@ -300,7 +300,7 @@ class Explorer:
                                             f"{target['no_sharing_amplification']:g}x unshared)")
             fig.tight_layout()
             buf = io.BytesIO()
-            fig.savefig(buf, format="png", dpi=72)
+            fig.savefig(buf, format="png", dpi=100)
             plt.close(fig)
         return buf.getvalue()
 

@@ -195,9 +195,9 @@ def plot_sharded_array(global_shape: Sequence[int], mesh_shape: Mapping[str, int
         if written:
             label = "held by " + label
         if chunk_shape is None:
-            ax.text((c0 + c1) / 2, (r0 + r1) / 2, label, ha="center", va="center", fontsize=8, fontweight="bold")
+            ax.text((c0 + c1) / 2, (r0 + r1) / 2, label, ha="center", va="center", fontsize=9, fontweight="bold")
         else:  # corner label, leaving the middle of each chunk for its file name
-            ax.text(c0 + 0.01 * cols, r0 + 0.01 * rows, label, ha="left", va="top", fontsize=7, fontweight="bold",
+            ax.text(c0 + 0.01 * cols, r0 + 0.01 * rows, label, ha="left", va="top", fontsize=9, fontweight="bold",
                     bbox={"facecolor": "white", "alpha": 0.7, "lw": 0, "pad": 1}, zorder=6)
     for d, ((r0, r1), (c0, c1)) in sorted(written.items()):
         ax.add_patch(Rectangle((c0, r0), c1 - c0, r1 - r0, facecolor=device_colour(d), edgecolor="black",
@@ -219,7 +219,7 @@ def plot_sharded_array(global_shape: Sequence[int], mesh_shape: Mapping[str, int
                 if who:
                     chunk_writer[name] = who[0]
                 text = f"{name} \u2190 d{who[0]}" if who else name
-                ax.text(c0 + chunk[1] / 2, r0 + chunk[0] / 2, text, ha="center", va="center", fontsize=8,
+                ax.text(c0 + chunk[1] / 2, r0 + chunk[0] / 2, text, ha="center", va="center", fontsize=9,
                         family="monospace", zorder=7,
                         bbox={"facecolor": "white", "edgecolor": _CHUNK_EDGE, "lw": 0.6, "pad": 1.5})
     ax.set_xlim(0, cols)
@@ -273,7 +273,7 @@ def _device_bars(values_by_device: Mapping[int, float | Mapping[str, float]], ax
                    label=f"{part}: {fmt(heights.sum())} in all")
             bottom += heights
         values = list(bottom)
-        ax.legend(fontsize=8, loc="upper right", ncol=min(3, len(parts)))
+        ax.legend(fontsize=9, loc="upper right", ncol=min(3, len(parts)))
     else:
         values = [values_by_device[d] for d in devices]
         ax.bar(labels, values, color=[device_colour(d) for d in devices], edgecolor="black", lw=0.5)
@@ -287,7 +287,7 @@ def _device_bars(values_by_device: Mapping[int, float | Mapping[str, float]], ax
     ax.set_ylim(0, top * (1.6 if parts else 1.25))
     ax.set_ylabel(ylabel)
     if len(devices) > 12:
-        ax.tick_params(axis="x", labelsize=7)
+        ax.tick_params(axis="x", labelsize=9)
     return values
 
 
@@ -387,7 +387,7 @@ def plot_presharding_reads(chunks_by_layout: Mapping[str, Mapping[int, int]], ax
         ax.bar(np.arange(len(devices)) + (i - (len(names) - 1) / 2) * width, values, width,
                color=device_colour(2 * i + 1), edgecolor="black", lw=0.4,
                label=f"{name}: {sum(values)} chunk reads")
-    ax.set_xticks(np.arange(len(devices)), [f"d{d}" for d in devices], fontsize=7 if len(devices) > 12 else 9)
+    ax.set_xticks(np.arange(len(devices)), [f"d{d}" for d in devices], fontsize=9)
     top = max(max(v.values()) for v in chunks_by_layout.values())
     if log:
         ax.set_yscale("log", base=2)
@@ -395,7 +395,7 @@ def plot_presharding_reads(chunks_by_layout: Mapping[str, Mapping[int, int]], ax
     else:
         ax.set_ylim(0, top * 1.4)
     ax.set_ylabel("chunks read" + (" (log scale)" if log else ""))
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=9, loc="upper right")
     totals = {name: sum(chunks_by_layout[name].values()) for name in names}
     worst, best = max(totals, key=totals.get), min(totals, key=totals.get)
     return _title(ax, title, f"{worst}: {totals[worst]} chunk reads; {best}: {totals[best]}"
@@ -423,7 +423,7 @@ def plot_progress(rows: Sequence[tuple[str, int, float, float, str]], ax=None, t
             ax.bar(x, max(share, 0.02), 0.8, color=_STATUS_COLOURS.get(status, "#8c959f"), edgecolor="black", lw=0.4)
         ticks.append((x, pid))
         x += 1
-    ax.set_xticks([t for t, _ in ticks], [label for _, label in ticks], fontsize=8)
+    ax.set_xticks([t for t, _ in ticks], [label for _, label in ticks], fontsize=9)
     ax.set_ylim(0, 1.25)
     ax.set_yticks([0, 0.5, 1], ["0", "half", "all"])
     ax.set_ylabel("points earned")

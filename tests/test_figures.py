@@ -3,6 +3,8 @@ counts, what lies on top of what), with the lessons' own inputs, not only that i
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -132,3 +134,54 @@ def test_row_shards_mesh_runs_and_presharding_titles_state_what_they_show():
     assert "expert-parallel: 256 chunk reads; pre-sharded FSDP: 16 (16x fewer)" in pre.get_title()
     dtypes = plotting.plot_bytes_by_dtype(100, {"float32": 4, "bfloat16": 2, "int8": 1})
     assert "4x the bytes in float32 as in int8" in dtypes.get_title()
+
+
+def _every_figure():
+    """One of each figure the lessons draw (as above), and the explorer's."""
+    return [
+        plotting.plot_param_counts({"params/bias": 256, "params/kernel": 131072}, title="nn.Dense(256)"),
+        plotting.plot_sharded_array((64, 32), {"x": 16}, (None, "x"), chunk_shape=(8, 32), title="target"),
+        plotting.plot_sharded_array((64, 32), {"x": 4, "y": 2}, ("x", "y")),
+        plotting.plot_bytes_per_device({d: {"a": 1024, "b": 512} for d in range(16)}, title="Bytes each device reads"),
+        plotting.plot_bytes_per_device({d: 1024 if d < 2 else 0 for d in range(8)}, devices_per_host=4),
+        plotting.plot_read_amplification({"embed": 1, "layers.0.mlp.wi": 1, "final_norm.scale": 16}),
+        plotting.plot_chunk_reads({d: 8 for d in range(16)}),
+        plotting.plot_row_shards((10, 3), 4, pad=True),
+        plotting.plot_mesh({"x": 4, "y": 2}),
+        plotting.plot_presharding_reads({"expert-parallel": {d: 16 for d in range(16)},
+                                         "pre-sharded FSDP": {d: 1 for d in range(16)}}),
+        plotting.plot_bytes_by_dtype(100, {"float32": 4, "bfloat16": 2, "int8": 1}),
+        plotting.plot_progress([("1.1", 1, 10, 10, "mastered"), ("1.2", 1, 5, 10, "attempted"),
+                                ("2.1", 2, 0, 10, "not started")]),
+    ]
+
+
+def test_every_label_is_at_least_9_pt_on_screen_at_100_percent_zoom():
+    """JupyterLab shows an inline figure at one image pixel per CSS pixel (96 to the inch): a text of
+    s points drawn at the figure's dpi is s * dpi / 96 points on screen. Every visible text of every
+    figure, titles, ticks, legends and labels inside the axes, is at least 9. Before: 7 and 8 point
+    labels at 100 dpi, and the explorer's whole figure at 72 dpi (5 to 6 px). Tick labels side by side
+    do not overlap."""
+    import matplotlib.pyplot as plt
+
+    from ckptlab import explore
+
+    small, overlapping = [], []
+    for ax in _every_figure():
+        fig = ax.figure
+        fig.canvas.draw()
+        for text in fig.findobj(lambda a: hasattr(a, "get_fontsize") and hasattr(a, "get_text")):
+            if text.get_visible() and text.get_text().strip():
+                on_screen = text.get_fontsize() * fig.dpi / 96
+                if on_screen < 9:
+                    small.append((ax.get_title()[:40], text.get_text()[:30], round(on_screen, 1)))
+        renderer = fig.canvas.get_renderer()
+        for axis in fig.axes:  # tick labels side by side never overlap
+            for ticks in (axis.get_xticklabels(), axis.get_yticklabels()):
+                boxes = [t.get_window_extent(renderer) for t in ticks if t.get_visible() and t.get_text()]
+                overlapping.extend((axis.get_title()[:40], i) for i, (a, b) in enumerate(zip(boxes, boxes[1:]))
+                                   if a.overlaps(b))
+        plt.close(fig)
+    assert small == []
+    assert overlapping == []
+    assert "dpi=100" in Path(explore.__file__).read_text()  # the explorer's PNG, at the figures' own dpi
