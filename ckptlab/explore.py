@@ -217,6 +217,8 @@ class Explorer:
             "target_mesh": w.Text(value=target_mesh, description="target mesh", **text),
             "target_spec": w.Text(value=target_spec, description="target spec P(...)", **text),
         }
+        self.status = w.HTML()
+        self.note = w.HTML("<small>Text boxes apply when you press Enter or leave the box.</small>")
         self.image = w.Image(format="png", layout=w.Layout(max_width="100%"))
         self.table = w.HTML()
         self.real = w.HTML()
@@ -231,7 +233,7 @@ class Explorer:
         self.box = w.VBox([
             w.HBox([v["shape"], v["dtype"], v["mesh"], v["spec"]]),
             w.HBox([v["devices_per_host"], v["replica_parallel"], v["target_mesh"], v["target_spec"]]),
-            self.image, self.table, w.HBox([self.button]), self.real,
+            w.HBox([self.note, self.status]), self.image, self.table, w.HBox([self.button]), self.real,
         ])
         self.update()
 
@@ -253,20 +255,24 @@ class Explorer:
         try:
             c = self.choice()
             saved = placement(c["shape"], c["dtype"], c["mesh"], c["spec"], c["devices_per_host"], c["replica_parallel"])
-            try:
-                target = restore_reads(c["shape"], saved["chunk_shape"], c["target_mesh"], c["target_spec"],
-                                       c["devices_per_host"])
-            except Exception as e:  # the target is wrong, not the save: say so
-                raise type(e)(f"target: {e}") from e
         except ChoiceError as e:
             self._show_error(str(e))
         except Exception as e:  # what JAX raises, word for word
             self._show_error(f"{type(e).__name__}: {e}")
         else:
-            self.error = None
+            self.status.value = "<i>drawing...</i>"  # a redraw takes seconds: say so while it runs
+            try:  # a wrong target leaves the save drawn, and says what is wrong with the target
+                target, target_error = restore_reads(c["shape"], saved["chunk_shape"], c["target_mesh"],
+                                                     c["target_spec"], c["devices_per_host"]), None
+            except ChoiceError as e:
+                target, target_error = None, f"target: {e}"
+            except Exception as e:  # noqa: BLE001 - JAX's own words
+                target, target_error = None, f"target: {type(e).__name__}: {e}"
+            self.error = target_error
             self.numbers = {"saved": saved, "target": target, "choice": c}
-            self.image.value = self._figure(c, saved, target)
-            self.table.value = self._table(c, saved, target)
+            self.image.value = self._figure(c, saved, target, target_error)
+            self.table.value = self._table(c, saved, target, target_error)
+            self.status.value = ""
         self.redraws += 1
 
     def _show_error(self, message: str):
@@ -278,7 +284,7 @@ class Explorer:
         self.table.value = ("<div style='color:#cf222e; font-family:monospace; white-space:pre-wrap'>"
                             f"{html.escape(message)}</div>")
 
-    def _figure(self, c, saved, target) -> bytes:
+    def _figure(self, c, saved, target, target_error=None) -> bytes:
         import matplotlib.pyplot as plt
 
         from ckptlab import plotting
@@ -292,19 +298,28 @@ class Explorer:
                                         title=f"saved: {spec_text(c['spec'])} on {mesh_label}")
             plotting.plot_bytes_per_device(saved["bytes_per_device"], devices_per_host=c["devices_per_host"],
                                            ax=axes[0, 1], title="Bytes each device writes")
-            plotting.plot_sharded_array(c["shape"], c["target_mesh"], c["target_spec"], chunk_shape=saved["chunk_shape"],
-                                        ax=axes[1, 0], title=f"target: {spec_text(c['target_spec'])} on {target_label}")
-            plotting.plot_chunk_reads({d: len(ch) for d, ch in target["chunks_read"].items()}, ax=axes[1, 1],
-                                      title=f"Saved chunks each target device overlaps (read amplification "
-                                            f"{target['read_amplification']:g}x by host, "
-                                            f"{target['no_sharing_amplification']:g}x unshared)")
+            if target is None:
+                import textwrap
+
+                axes[1, 0].text(0.02, 0.95, "\n".join(textwrap.wrap(target_error, 70)), va="top", fontsize=11,
+                                color="#cf222e", family="monospace", transform=axes[1, 0].transAxes)
+                for ax in axes[1]:
+                    ax.set_axis_off()
+            else:
+                plotting.plot_sharded_array(c["shape"], c["target_mesh"], c["target_spec"],
+                                            chunk_shape=saved["chunk_shape"], ax=axes[1, 0],
+                                            title=f"target: {spec_text(c['target_spec'])} on {target_label}")
+                plotting.plot_chunk_reads({d: len(ch) for d, ch in target["chunks_read"].items()}, ax=axes[1, 1],
+                                          title=f"Saved chunks each target device overlaps (read amplification "
+                                                f"{target['read_amplification']:g}x by host, "
+                                                f"{target['no_sharing_amplification']:g}x unshared)")
             fig.tight_layout()
             buf = io.BytesIO()
             fig.savefig(buf, format="png", dpi=100)
             plt.close(fig)
         return buf.getvalue()
 
-    def _table(self, c, saved, target) -> str:
+    def _table(self, c, saved, target, target_error=None) -> str:
         rows = [
             ("shard shape", f"{saved['shard_shape']}, held by {saved['replicas']} device(s) each"),
             ("chunk shape (Orbax)", f"{saved['chunk_shape']}: {len(saved['chunk_files'])} chunk files"),
@@ -312,18 +327,25 @@ class Explorer:
              + (" ..." if len(saved["chunk_files"]) > 16 else "")),
             ("bytes written", f"{saved['bytes_written']:,} = {saved['bytes_written'] / saved['array_bytes']:g}x the array"),
             ("per host", ", ".join(f"host {h}: {_human(n)}" for h, n in saved["bytes_per_host"].items())),
+        ]
+        if target is None:
+            import html
+
+            rows.append(("target", f"<span style='color:#cf222e; font-family:monospace'>{html.escape(target_error)}</span>"))
+        else:
+            rows += [
             ("target device reads", ", ".join(f"d{d}: {len(ch)}" for d, ch in target["chunks_read"].items()) + " chunks"),
             ("read amplification", f"{target['read_amplification']:g}x with one read per chunk per host of "
                                    f"{target['devices_per_host']} devices (the least); "
                                    f"{target['no_sharing_amplification']:g}x with no sharing (the most)"),
-        ]
+            ]
         body = "".join(f"<tr><td style='text-align:left'><b>{k}</b></td><td style='text-align:left'>{v}</td></tr>"
                        for k, v in rows)
         return f"<table>{body}</table>"
 
     def save_for_real(self) -> dict | None:
         """Save the current choice with Orbax and say whether the files are the predicted ones."""
-        if self.error or not self.numbers:
+        if not self.numbers:  # (a wrong target alone does not stop the save)
             return None
         c, saved = self.numbers["choice"], self.numbers["saved"]
         real = save_for_real(c["shape"], c["dtype"], c["mesh"], c["spec"], c["replica_parallel"])

@@ -175,3 +175,16 @@ def test_without_the_set_up_cell_the_explorer_sets_up_devices_or_says_how(root):
                               "placement((64, 32), 'float32', {'x': 4, 'y': 2}, ('x',))"],
                              cwd=root, env=env, capture_output=True, text=True, timeout=120)
     assert started.returncode != 0 and "run the set-up cell" in started.stderr and "reshape" not in started.stderr
+
+
+def test_a_wrong_target_leaves_the_saved_half_drawn_and_says_what_is_wrong():
+    """Lesson 2's own suggestion (P(), 63 x 32) under the default target P('x') over 16: the save is
+    drawn and its numbers given, and the target's IndivisibleError is shown in place of the
+    target's half. Before: the whole figure was hidden behind the target's error."""
+    explorer = ex.explore(shape="63, 32", mesh="x=8", spec="", target_mesh="x=16", target_spec="'x'")
+    assert explorer.error.startswith("target: IndivisibleError"), explorer.error
+    assert explorer.numbers["saved"]["chunk_shape"] and explorer.numbers["target"] is None
+    assert bytes(explorer.image.value).startswith(b"\x89PNG") and "IndivisibleError" in explorer.table.value
+    assert "shard shape" in explorer.table.value and explorer.status.value == ""
+    explorer.widgets["target_spec"].value = "None, 'x'"  # a good target again: both halves
+    assert explorer.error is None and explorer.numbers["target"]["read_amplification"] > 0
