@@ -320,12 +320,17 @@ def plot_chunk_reads(reads_by_device: Mapping[int, int], ax=None, title: str = "
     return _title(ax, f"{title} (total {sum(values)})", _spread(values, lambda n: f"{n:g} chunk(s)", "reads"))
 
 
-def plot_read_amplification(ratios: Mapping[str, float], ax=None, title: str = "Read amplification"):
-    """Bars: bytes read / bytes needed for several restore layouts (1.0 = nothing read in vain)."""
+def plot_read_amplification(ratios: Mapping[str, float], ax=None, title: str = "Read amplification",
+                            parts: Sequence[str] | None = None):
+    """Bars: bytes read / bytes needed for several restore layouts (1.0 = nothing read in vain).
+    ``parts``: the names in the order a stacked device chart beside it (:func:`plot_bytes_per_device`)
+    got them, so that each name has the same colour in both."""
     ax = _axes(ax, (1.6 * len(ratios) + 2, 3.4))
     names = list(ratios)
     values = [float(ratios[n]) for n in names]
-    bars = ax.bar(names, values, color=[device_colour(2 * i + 1) for i in range(len(names))], edgecolor="black", lw=0.5)
+    colours = ([_PART_CMAP(list(parts).index(n) % 8) for n in names] if parts is not None else
+               [device_colour(2 * i + 1) for i in range(len(names))])
+    bars = ax.bar(names, values, color=colours, edgecolor="black", lw=0.5)
     for bar, v in zip(bars, values):
         ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), f"{v:g}x", ha="center", va="bottom", fontsize=10)
     ax.axhline(1.0, color="black", lw=0.8, ls="--")

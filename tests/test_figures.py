@@ -185,3 +185,17 @@ def test_every_label_is_at_least_9_pt_on_screen_at_100_percent_zoom():
     assert small == []
     assert overlapping == []
     assert "dpi=100" in Path(explore.__file__).read_text()  # the explorer's PNG, at the figures' own dpi
+
+
+def test_a_tensor_has_the_same_colour_in_the_stacked_reads_and_in_the_amplification_beside_them():
+    """Lesson 4's two panels: a tensor's colour in the device chart's stack is its bar's colour in the
+    amplification chart. Before: the second chart coloured its bars by position."""
+    from matplotlib.colors import to_hex
+
+    per_device = {d: {"embed": 64, "final_norm.scale": 16} for d in range(4)}
+    left = plotting.plot_bytes_per_device(per_device)
+    legend = {t.get_text().split(":")[0]: to_hex(h.get_facecolor())
+              for t, h in zip(left.get_legend().texts, left.get_legend().legend_handles)}
+    right = plotting.plot_read_amplification({"final_norm.scale": 4, "embed": 1}, parts=["embed", "final_norm.scale"])
+    bars = {t.get_text(): to_hex(p.get_facecolor()) for t, p in zip(right.get_xticklabels(), right.patches)}
+    assert bars == legend
