@@ -5,7 +5,7 @@
 
 Each restore runs in fresh processes that do nothing else (one, or several joined by
 ``jax.distributed`` on localhost, as hosts of one job), on 16 CPU devices in all: the target
-mesh ``{"x": 16}`` spans every process, process ``p`` holding devices ``p * n`` to
+mesh ``{"x": 16}`` spans every process, process ``p`` holding mesh positions ``p * n`` to
 ``(p + 1) * n - 1`` (``n`` = 16 / processes). Each process counts its own reads (``rchar``, every
 thread's) around a ``StandardCheckpointer.restore``, after one restore of the same target to warm
 up (modules Python loads on first use are reads too; the warm-up's pages in the kernel's cache do
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
 import sys
+
+from ckptlab.twohost import free_port, run_hosts
 
 _CHILD = r"""
 import json, sys
@@ -58,12 +58,6 @@ if args["processes"] > 1:
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def restore_reads(ckpt_dir, spec_sets: list, processes: int = 1, timeout: float = 300) -> list[list]:
     """Bytes each process read to restore the Orbax checkpoint ``ckpt_dir`` onto 16 devices
     split over ``processes`` processes, once per spec set: each maps every saved array to its
@@ -73,27 +67,9 @@ def restore_reads(ckpt_dir, spec_sets: list, processes: int = 1, timeout: float 
         raise ValueError(f"16 devices cannot be split over {processes} processes evenly")
     plain = [{name: [list(e) if isinstance(e, tuple) else e for e in spec] for name, spec in specs.items()}
              for specs in spec_sets]
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
-    env["JAX_PLATFORMS"] = "cpu"
-    procs = [subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(
-        {"path": os.path.abspath(ckpt_dir), "spec_sets": plain, "processes": processes, "process": i, "port": port})],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(processes)]
-    outputs = []
-    try:
-        for p in procs:
-            out, err = p.communicate(timeout=timeout)
-            outputs.append((p.returncode, out, err))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    reports = []
-    for i, (code, out, err) in enumerate(outputs):
-        lines = [line for line in out.splitlines() if line.startswith("{")]
-        if code != 0 or not lines:
-            tail = "\n".join(err.strip().splitlines()[-15:])
-            raise RuntimeError(f"restoring process {i} failed (exit code {code}). Its last messages:\n{tail}")
-        reports.append(json.loads(lines[-1]))
-    reports.sort(key=lambda r: r["process"])
+    port = free_port()
+    commands = [[sys.executable, "-c", _CHILD, json.dumps({"path": os.path.abspath(ckpt_dir), "spec_sets": plain,
+                                                           "processes": processes, "process": i, "port": port})]
+                for i in range(processes)]
+    reports = sorted(run_hosts(commands, timeout, "restoring process"), key=lambda r: r["process"])
     return [[r["bytes"][k] for r in reports] for k in range(len(spec_sets))]

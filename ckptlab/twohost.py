@@ -32,7 +32,7 @@ class HostReport:
     seconds: float
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -71,18 +71,14 @@ def _host(process_id: int, num_processes: int, port: int, ckpt_dir: str, shape: 
     return report
 
 
-def run_two_hosts(ckpt_dir: str, shape: tuple = (64, 16), devices_per_host: int = 4,
-                  timeout: float = 300.0) -> list[HostReport]:
-    """Start two host processes on localhost that save ``w`` (``shape``, float32, rows sharded over
-    all their devices) to ``ckpt_dir``; return what each host reports, process 0 first."""
-    port = _free_port()
+def run_hosts(commands: list[list[str]], timeout: float, what: str = "host process") -> list[dict]:
+    """Run one fresh process per command (the hosts of one job, or a measuring child), with JAX on
+    the CPU and none of this process's device flags; return the last JSON line each printed, in
+    order. A process that fails raises, with its last messages."""
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
     env["JAX_PLATFORMS"] = "cpu"
-    procs = []
-    for i in range(2):
-        args = json.dumps([i, 2, port, os.path.abspath(ckpt_dir), list(shape), devices_per_host])
-        procs.append(subprocess.Popen([sys.executable, "-m", "ckptlab.twohost", args], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    procs = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for command in commands]
     outputs = []
     try:
         for p in procs:
@@ -97,8 +93,19 @@ def run_two_hosts(ckpt_dir: str, shape: tuple = (64, 16), devices_per_host: int 
         lines = [line for line in out.splitlines() if line.startswith("{")]
         if code != 0 or not lines:
             tail = "\n".join(err.strip().splitlines()[-15:])
-            raise RuntimeError(f"host process {i} failed (exit code {code}). Its last messages:\n{tail}")
-        reports.append(HostReport(**json.loads(lines[-1])))
+            raise RuntimeError(f"{what} {i} failed (exit code {code}). Its last messages:\n{tail}")
+        reports.append(json.loads(lines[-1]))
+    return reports
+
+
+def run_two_hosts(ckpt_dir: str, shape: tuple = (64, 16), devices_per_host: int = 4,
+                  timeout: float = 300.0) -> list[HostReport]:
+    """Start two host processes on localhost that save ``w`` (``shape``, float32, rows sharded over
+    all their devices) to ``ckpt_dir``; return what each host reports, process 0 first."""
+    port = free_port()
+    commands = [[sys.executable, "-m", "ckptlab.twohost",
+                 json.dumps([i, 2, port, os.path.abspath(ckpt_dir), list(shape), devices_per_host])] for i in range(2)]
+    reports = [HostReport(**r) for r in run_hosts(commands, timeout)]
     return sorted(reports, key=lambda r: r.process_index)
 
 
