@@ -219,7 +219,8 @@ def plot_sharded_array(global_shape: Sequence[int], mesh_shape: Mapping[str, int
                 if who:
                     chunk_writer[name] = who[0]
                 text = f"{name} \u2190 d{who[0]}" if who else name
-                ax.text(c0 + chunk[1] / 2, r0 + chunk[0] / 2, text, ha="center", va="center", fontsize=9,
+                # below the middle: the device labels sit in the top corners of their slices
+                ax.text(c0 + chunk[1] / 2, r0 + chunk[0] * 0.62, text, ha="center", va="center", fontsize=9,
                         family="monospace", zorder=7,
                         bbox={"facecolor": "white", "edgecolor": _CHUNK_EDGE, "lw": 0.6, "pad": 1.5})
     ax.set_xlim(0, cols)

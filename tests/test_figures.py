@@ -199,3 +199,23 @@ def test_a_tensor_has_the_same_colour_in_the_stacked_reads_and_in_the_amplificat
     right = plotting.plot_read_amplification({"final_norm.scale": 4, "embed": 1}, parts=["embed", "final_norm.scale"])
     bars = {t.get_text(): to_hex(p.get_facecolor()) for t, p in zip(right.get_xticklabels(), right.patches)}
     assert bars == legend
+
+
+@pytest.mark.parametrize("figsize,panels", [
+    ((17, 4.5), [({"x": 8}, ("x",)), ({"x": 16}, ("x",)), ({"x": 16}, (None, "x"))]),  # lesson 3's three panels
+    ((12, 4.5), [({"x": 4, "y": 2}, ("x", "y")), ({"x": 4, "y": 4}, ("x", "y"))]),
+])
+def test_labels_inside_a_sharded_array_do_not_overlap(figsize, panels):
+    """Device labels and chunk labels drawn on one array never cover each other. Before: lesson 3's
+    'another axis' panel put chunk 0.0's label over d7 and d8."""
+    fig, axes = plt.subplots(1, len(panels), figsize=figsize)
+    for ax, (mesh, spec) in zip(axes, panels):
+        plotting.plot_sharded_array((64, 32), mesh, spec, chunk_shape=(8, 32), ax=ax)
+    fig.tight_layout()
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in axes:
+        boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in ax.texts if t.get_text().strip()]
+        clashes = [(a, b) for i, (a, box_a) in enumerate(boxes) for b, box_b in boxes[i + 1:] if box_a.overlaps(box_b)]
+        assert clashes == [], (ax.get_title(), clashes)
+    plt.close(fig)
