@@ -83,6 +83,8 @@ SHOWS = {
         "target without shardings  w on 8 devices, spec P('x',)",
         "partial restore: {'w': ((64, 32), P(None, 'x'))}",
         "lost chunk: Exception - Encountered error while reading array index",
+        "OCDBT, 8 KiB w without process 0's data files: restored, same values: True",
+        "OCDBT, 4 MiB array without process 0's data files: Exception",
         "explorer: 4x with one read per chunk per host of 4 devices, 16x with no sharing; TensorStore read alone 16x"),
     "04_shard_reads_and_presharding.ipynb": (
         "same as safetensors: True", "every device's shard equals the bytes of its runs",
