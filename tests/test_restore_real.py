@@ -202,3 +202,33 @@ def test_a_target_without_shardings_restores_the_saved_layout_in_one_process_and
             p.wait()
     report = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
     assert report["error"].startswith("ValueError: If the Array has no addressable shards"), report
+
+
+@pytest.mark.slow
+def test_4_5s_model_ranks_presharded_checkpoints_as_real_two_host_restores_read_them(tmp_path):
+    """4.5's model against real Orbax restores by two processes (two hosts of 8 devices): for an
+    FSDP target, an expert-parallel checkpoint and a pre-sharded one, each saved for real, read at
+    least the model's per-host bytes and at most its no-sharing bytes, and the model's best layout
+    is the one that really reads the least."""
+    from ckptlab.restorecount import restore_reads
+    from solutions import unit4
+
+    shape, target = (16, 2, 256, 128), (None, None, "x")
+    values = np.random.default_rng(0).standard_normal(shape).astype(np.float32)  # incompressible
+    mesh16 = jax.sharding.Mesh(np.array(jax.devices()), ("x",))
+    layouts = {"ep16": P("x"), "fsdp16": P(None, None, "x")}
+    chunks = {name: (1, 2, 256, 128) if name == "ep16" else (16, 2, 16, 128) for name in layouts}
+    best, model = unit4.best_presharding(shape, 4, {"x": 16}, target, chunks, 8)
+    _, no_sharing = unit4.best_presharding(shape, 4, {"x": 16}, target, chunks, 1)
+    measured = {}
+    for name, spec in layouts.items():
+        path = tmp_path / name
+        checkpointer = ocp.StandardCheckpointer()
+        checkpointer.save(path, {"w": jax.device_put(values, NamedSharding(mesh16, spec))})
+        checkpointer.wait_until_finished()
+        (per_process,) = restore_reads(path, [{"w": target}], processes=2)
+        measured[name] = sum(per_process)
+        stored = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+        scale = stored / values.nbytes  # the stored bytes per byte of the array (headers, metadata)
+        assert model[name] * 0.98 - 2**18 <= measured[name] / scale <= no_sharing[name] + 2**18, (name, measured)
+    assert min(measured, key=measured.get) == best == "fsdp16"
