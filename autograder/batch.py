@@ -72,12 +72,13 @@ def _atomic_write(path: Path, data: str | bytes) -> None:
 
 
 def _grade_one(learner: Learner, results: Path, timeout: float | None, isolation, jobs: int = 1,
-               slots: threading.Semaphore | None = None) -> dict:
+               slots: threading.Semaphore | None = None, selected: tuple = registry.PROBLEMS) -> dict:
     from autograder.grade import grade
 
     start = time.monotonic()
     try:
-        graded = grade([learner.path], learner.id, timeout=timeout, jobs=jobs, isolation=isolation, slots=slots)
+        graded = grade([learner.path], learner.id, problems=[p.id for p in selected], timeout=timeout, jobs=jobs,
+                       isolation=isolation, slots=slots)
         report = graded.to_json()
         report["learner"] = text.printable(learner.id)
         for p, result in zip(report["problems"], graded.problems):
@@ -85,11 +86,11 @@ def _grade_one(learner: Learner, results: Path, timeout: float | None, isolation
             # For the instructor (and bench/bench_nbgrader.py): where grading time went.
             p["seconds"], p["code_seconds"] = round(result.seconds, 3), round(result.code_seconds, 3)
     except Exception as exc:  # noqa: BLE001 - the grader never stops a batch
-        report = {"learner": text.printable(learner.id), "score": 0.0, "max_score": float(sum(p.points for p in registry.PROBLEMS)),
+        report = {"learner": text.printable(learner.id), "score": 0.0, "max_score": float(sum(p.points for p in selected)),
                   "isolation": isolation.level, "problems": [{"id": p.id, "function": p.function, "status": "error", "score": 0.0,
                                 "max_score": float(p.points), "category": "grader",
                                 "message": f"The grader failed on this submission ({type(exc).__name__}); "
-                                           "please report it."} for p in registry.PROBLEMS]}
+                                           "please report it."} for p in selected]}
     report["seconds"] = round(time.monotonic() - start, 2)
     _atomic_write(results / "learners" / f"{learner.key}.json", json.dumps(report, indent=1))
     return report
@@ -113,18 +114,42 @@ class _Progress:
             self.stream.write("\n")
 
 
+def selection(units=(), only=()) -> tuple:
+    """The problems an assignment covers: those of ``units`` and the problem ids or functions in
+    ``only``, in the course's order (every problem when both are empty)."""
+    if not units and not only:
+        return registry.PROBLEMS
+    known = set(registry.units())
+    for unit in units:
+        if unit not in known:
+            raise ValueError(f"no unit {unit}: the course has units {', '.join(map(str, sorted(known)))}")
+    wanted = {p.id for p in registry.PROBLEMS if p.unit in set(units)} | {registry.get(x).id for x in only}
+    return tuple(p for p in registry.PROBLEMS if p.id in wanted)
+
+
+def _graded_for(path: Path, selected: tuple) -> bool:
+    """Whether a saved result covers exactly these problems (else the learner is graded again)."""
+    try:
+        return [p["id"] for p in json.loads(path.read_text())["problems"]] == [p.id for p in selected]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
 def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool = False,
-                timeout: float | None = None, progress: bool = True, isolation: str = "strict") -> dict:
+                timeout: float | None = None, progress: bool = True, isolation: str = "strict",
+                problems: tuple | None = None) -> dict:
     """Grade every learner not yet graded; then write the gradebook, feedback and summary.
 
-    ``isolation`` ``strict`` (the default) raises
+    ``problems`` (from :func:`selection`): what was assigned, every problem by default; scores,
+    feedback and the summary cover those only. ``isolation`` ``strict`` (the default) raises
     :class:`~autograder.sandbox.outside.IsolationUnavailable` before grading anyone where this
     machine cannot give it."""
     from autograder.sandbox.outside import concurrent_workers_fair, resolve, start_zygote
 
     submissions, results = Path(submissions), Path(results)
+    selected = tuple(problems) if problems else registry.PROBLEMS
     learners = find_learners(submissions)
-    todo = [lr for lr in learners if force or not (results / "learners" / f"{lr.key}.json").exists()]
+    todo = [lr for lr in learners if force or not _graded_for(results / "learners" / f"{lr.key}.json", selected)]
     if todo and isolation != "basic":
         start_zygote()  # its imports and the check of the level overlap
     level = resolve(isolation)
@@ -143,7 +168,8 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
         # `jobs` learners at a time, and `jobs` workers in all: each learner may run several, so the
         # last learners graded use every core while the others are done.
         slots = threading.BoundedSemaphore(max(1, jobs))
-        futures = {pool.submit(_grade_one, lr, results, timeout, level, max(1, jobs), slots): lr for lr in todo}
+        futures = {pool.submit(_grade_one, lr, results, timeout, level, max(1, jobs), slots, selected): lr
+                   for lr in todo}
         for done, future in enumerate(as_completed(futures), 1):
             if done == max(1, len(todo) - max(1, jobs)):
                 # The last learners are being graded, on fewer cores as each ends: the summary's
@@ -161,7 +187,7 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
         if bar:
             bar.close()
     reports = load_results(results, [lr.key for lr in learners])
-    write_outputs(reports, results)
+    write_outputs(reports, results, selected)
     return {"learners": len(learners), "graded": len(todo), "skipped": len(learners) - len(todo),
             "interrupted": interrupted, "results": len(reports), "isolation": level.level,
             "isolation_detail": level.describe}
@@ -180,10 +206,10 @@ def load_results(results: Path, keys: list[str]) -> list[dict]:
 # ---------------------------------------------------------------------------------------------
 # Outputs
 
-def gradebook_csv(reports: list[dict]) -> str:
+def gradebook_csv(reports: list[dict], selected: tuple = registry.PROBLEMS) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    ids = [p.id for p in registry.PROBLEMS]
+    ids = [p.id for p in selected]
     writer.writerow(["learner", *ids, "total", "max_total"])
     for r in reports:
         scores = {p["id"]: p["score"] for p in r["problems"]}
@@ -233,9 +259,9 @@ def feedback_html(report: dict) -> str:
             f"<th>Status</th><th>Points</th></tr>{rows}</table>{details}</body></html>\n")
 
 
-def class_summary(reports: list[dict]) -> list[dict]:
+def class_summary(reports: list[dict], selected: tuple = registry.PROBLEMS) -> list[dict]:
     rows = []
-    for problem in registry.PROBLEMS:
+    for problem in selected:
         results = [p for r in reports for p in r["problems"] if p["id"] == problem.id]
         passed = sum(p["status"] == "correct" for p in results)
         failures = Counter(p.get("category") or p["status"] for p in results if p["status"] != "correct")
@@ -307,13 +333,13 @@ def summary_chart(rows: list[dict], path: Path) -> None:
     _atomic_write(path, buf.getvalue())
 
 
-def write_outputs(reports: list[dict], results: Path) -> None:
-    _atomic_write(results / "gradebook.csv", gradebook_csv(reports))
+def write_outputs(reports: list[dict], results: Path, selected: tuple = registry.PROBLEMS) -> None:
+    _atomic_write(results / "gradebook.csv", gradebook_csv(reports, selected))
     for r in reports:
         key = r.get("key") or text.file_key(r["learner"])
         _atomic_write(results / "feedback" / f"{key}.md", feedback_markdown(r))
         _atomic_write(results / "feedback" / f"{key}.html", feedback_html(r))
-    rows = class_summary(reports)
+    rows = class_summary(reports, selected)
     _atomic_write(results / "summary.md", summary_markdown(rows, reports))
     _atomic_write(results / "summary.json", json.dumps(rows, indent=1))
     summary_chart(rows, results / "summary.png")

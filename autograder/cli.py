@@ -118,9 +118,13 @@ def cmd_grade_batch(args) -> int:
     from autograder.sandbox.outside import IsolationUnavailable
 
     try:
+        from autograder.batch import selection
+
+        chosen = selection(args.unit, args.only)
         summary = grade_batch(Path(args.submissions), Path(args.out), jobs=args.jobs, force=args.force,
-                              timeout=args.timeout, progress=not args.quiet, isolation=args.isolation)
-    except (ValueError, IsolationUnavailable) as e:
+                              timeout=args.timeout, progress=not args.quiet, isolation=args.isolation,
+                              problems=chosen)
+    except (ValueError, KeyError, IsolationUnavailable) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"{summary['learners']} learners: {summary['graded']} graded now, {summary['skipped']} already graded "
@@ -308,6 +312,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--force", action="store_true", help="regrade learners that already have a result")
     b.add_argument("--timeout", type=float, help="seconds per problem (default: each problem's own limit)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
+    b.add_argument("--unit", type=int, nargs="+", default=[], metavar="N",
+                   help="grade only these units' problems (what was assigned): scores, feedback and summary cover them")
+    b.add_argument("--only", nargs="+", default=[], metavar="PROBLEM",
+                   help="grade only these problem ids or function names (with --unit: both)")
     isolation_arg(b, "strict")
     b.set_defaults(func=cmd_grade_batch)
     gs = sub.add_parser("gradescope", help="(instructors) write the Gradescope autograder zip")
