@@ -493,3 +493,29 @@ def test_cgroups_a_killed_grader_left_are_removed_by_the_next_one_but_never_a_li
         sleeper.wait()
         for path in (stale, busy):
             outside._remove_cgroup(path)
+
+
+_MEASURE_WITH_FEW_DESCRIPTORS = """
+import resource, sys
+from autograder.sandbox import outside
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+print(outside.scratch_over(sys.argv[1], int(sys.argv[2]), 10**6))
+"""
+
+
+def test_a_scratch_folder_spread_over_many_folders_or_nested_deep_is_measured_all_the_same(tmp_path, root):
+    """A worker's bytes spread over 1,000 folders, measured by a grader with 64 descriptors, and
+    folders nested 100 deep: both over. Before, the walk held a descriptor for every folder still to
+    visit: past the grader's limit the rest went unopened and uncounted (the bytes hid from it), and
+    the grader's other work was left without descriptors."""
+    spread = tmp_path / "spread"
+    for i in range(1000):
+        (spread / f"d{i}").mkdir(parents=True)
+        (spread / f"d{i}" / "f").write_bytes(b"x" * 8192)
+    run = lambda top, limit: subprocess.run([sys.executable, "-c", _MEASURE_WITH_FEW_DESCRIPTORS, str(top), str(limit)],  # noqa: E731
+                                            cwd=root, capture_output=True, text=True, timeout=60)
+    assert run(spread, 2**20).stdout.strip() == "True", run(spread, 2**20).stderr[-500:]  # 8 MiB in all
+    assert run(spread, 64 * 2**20).stdout.strip() == "False"
+    deep = tmp_path / "deep"
+    os.makedirs(deep / os.path.join(*["d"] * 100))
+    assert outside.scratch_over(str(deep), 2**30, 10**6)

@@ -672,43 +672,59 @@ class Worker:
 SCRATCH_POLL = 0.05
 
 
+SCRATCH_DEPTH = 64  # folders nested deeper than this in a scratch folder count as over its limits
+
+
 def scratch_over(top: str, max_bytes: int, max_inodes: int) -> bool:
     """Whether the folder ``top`` holds more than ``max_bytes`` (of disk blocks) or ``max_inodes``
-    files and folders. Walked by descriptors, never following a link, so that no depth or path
-    length stops it; stops as soon as it is over."""
-    seen, used, stack = set(), 0, []
+    files and folders, or folders nested deeper than :data:`SCRATCH_DEPTH`. Walked depth first by
+    descriptors, never following a link: at most two descriptors per level are open, however many
+    folders the worker makes (its folders cannot exhaust this grader's descriptors, nor hide bytes
+    in folders the walk could not open). Stops as soon as it is over."""
+    seen, used = set(), 0
     try:
-        stack.append(os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW))
+        root = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return False
+    stack = []  # (folder descriptor, its scandir iterator), one per level
     try:
+        stack.append((root, os.scandir(root)))
         while stack:
-            fd = stack.pop()
-            try:
-                with os.scandir(fd) as entries:
-                    for entry in entries:
-                        try:
-                            st = entry.stat(follow_symlinks=False)
-                        except OSError:
-                            continue
-                        if st.st_ino in seen:
-                            continue  # a hard link: its blocks are counted once
-                        seen.add(st.st_ino)
-                        used += st.st_blocks * 512
-                        if used > max_bytes or len(seen) > max_inodes:
-                            return True
-                        if entry.is_dir(follow_symlinks=False):
-                            try:
-                                stack.append(os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
-                                                     dir_fd=fd))
-                            except OSError:
-                                continue
-            except OSError:
-                pass
-            finally:
+            fd, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                entries.close()
                 os.close(fd)
+                stack.pop()
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if st.st_ino not in seen:  # a hard link's blocks count once
+                seen.add(st.st_ino)
+                used += st.st_blocks * 512
+                if used > max_bytes or len(seen) > max_inodes:
+                    return True
+            if entry.is_dir(follow_symlinks=False):
+                if len(stack) >= SCRATCH_DEPTH:
+                    return True
+                try:
+                    child = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                except FileNotFoundError:
+                    continue  # removed since it was listed
+                except OSError:
+                    return True  # a folder the grader cannot measure is not given the benefit of the doubt
+                try:
+                    stack.append((child, os.scandir(child)))
+                except OSError:
+                    os.close(child)
+                    return True
+    except OSError:
+        return True
     finally:
-        for fd in stack:
+        for fd, entries in stack:
+            entries.close()
             os.close(fd)
     return False
 
