@@ -12,8 +12,9 @@ counted around a second ``ocp.v1.load``.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
+
+from ckptlab.twohost import run_hosts
 
 _CHILD = r"""
 import json, sys
@@ -58,8 +59,5 @@ def orbax_load_reads(path, *spec_sets: dict, timeout: float = 300) -> list:
     ``{"x": 16}``, ``()`` for replicated). None where the kernel does not count (not Linux)."""
     plain = [{name: [list(e) if isinstance(e, tuple) else e for e in spec] for name, spec in specs.items()}
              for specs in spec_sets]
-    run = subprocess.run([sys.executable, "-c", _CHILD, str(path), json.dumps(plain)], capture_output=True, text=True,
-                         timeout=timeout)
-    if run.returncode != 0:
-        raise RuntimeError(f"the measuring process failed: {run.stderr[-2000:]}")
-    return json.loads(run.stdout.strip().splitlines()[-1])["bytes"]
+    (report,) = run_hosts([[sys.executable, "-c", _CHILD, str(path), json.dumps(plain)]], timeout, "the measuring process")
+    return report["bytes"]

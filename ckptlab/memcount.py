@@ -14,8 +14,9 @@ at its worst. Linux only.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
+
+from ckptlab.twohost import run_hosts
 
 _CHILD = r"""
 import json, sys
@@ -70,9 +71,6 @@ def reshard_peak(src_dir, dst_dir, specs: dict, timeout: float = 600) -> dict:
 
     plain = {name: [list(e) if isinstance(e, tuple) else e for e in spec] for name, spec in specs.items()}
     with tempfile.TemporaryDirectory(prefix="memcount-") as warm:
-        run = subprocess.run([sys.executable, "-c", _CHILD, os.path.abspath(src_dir), os.path.abspath(dst_dir),
-                              json.dumps(plain), os.path.join(warm, "w")], capture_output=True, text=True,
-                             timeout=timeout)
-    if run.returncode != 0:
-        raise RuntimeError(f"the measuring process failed: {run.stderr[-2000:]}")
-    return json.loads(run.stdout.strip().splitlines()[-1])
+        (report,) = run_hosts([[sys.executable, "-c", _CHILD, os.path.abspath(src_dir), os.path.abspath(dst_dir),
+                                json.dumps(plain), os.path.join(warm, "w")]], timeout, "the measuring process")
+    return report
