@@ -28,9 +28,7 @@ help:
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11+ or run 'make PYTHON=/path/to/python3.11'"; exit 1; }
 	@$(PYTHON) -c 'import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] < (3, 14) else "error: Python 3.11 to 3.13 is needed, found " + sys.version.split()[0])'
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	@$(PYTHON) tools/setup_env.py $(VENV) -e ".[test]"
 	@touch $(STAMP)
 
 venv: $(STAMP)

@@ -1,0 +1,113 @@
+"""Build the course's environment for ``make``: say what is being installed and how long it takes.
+
+    python3 tools/setup_env.py .venv -e ".[test]"
+
+pip's own output is a few hundred lines (and, for an editable install, a setuptools warning box
+that is not about the learner's machine): this prints one progress line per package instead, and
+pip's whole output only when it fails. Standard library only: it runs before anything is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import venv
+from pathlib import Path
+
+# "Collecting jax==0.10.2", "Processing /x/jax-0.10.2-py3-none-any.whl (from flax==0.12.8)"
+_PACKAGE = re.compile(r"^(?:Collecting (?P<spec>[A-Za-z0-9_.\-\[\]]+)(?:==(?P<pin>\S+))?"
+                      r"|Processing \S*?/(?P<wheel>[A-Za-z0-9_.]+?)-(?P<version>\d[^-/\s]*)-\S*\.whl)")
+_DOWNLOAD = re.compile(r"^\s*Downloading \S+ \((?P<size>[\d.]+) (?P<unit>[kMG]B)\)")
+_INSTALLING = re.compile(r"^Installing collected packages: (?P<names>.*)")
+_UNITS = {"kB": 1e3, "MB": 1e6, "GB": 1e9}
+
+
+class Progress:
+    """One status line: rewritten in place on a terminal, a line per step elsewhere (a log, CI)."""
+
+    def __init__(self, stream=None):
+        stream = stream or sys.stdout
+        self.stream, self.start, self.tty = stream, time.monotonic(), stream.isatty()
+        self.packages, self.installed, self.downloaded, self.width, self.last = 0, 0, 0.0, 0, -1e9
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def show(self, text: str, often: bool = False) -> None:
+        """A status line; ``often`` lines go to a log at most every few seconds."""
+        if often and not self.tty and self.elapsed() - self.last < 3:
+            return
+        self.last = self.elapsed()
+        line = f"  [{self.elapsed():4.0f} s] {text}"
+        if self.tty:
+            pad = max(0, self.width - len(line))
+            self.stream.write("\r" + line + " " * pad)
+            self.width = len(line)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def done(self, text: str) -> None:
+        if self.tty and self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def feed(self, line: str) -> None:
+        if m := _PACKAGE.match(line):
+            self.packages += 1
+            name = f"{m['spec'] or m['wheel']} {m['pin'] or m['version'] or ''}".strip()
+            self.show(f"{self.packages:3d} packages found; {name}"
+                      + (f" ({self.downloaded / 1e6:,.0f} MB downloaded)" if self.downloaded else ""), often=True)
+        elif m := _DOWNLOAD.match(line):
+            self.downloaded += float(m["size"]) * _UNITS[m["unit"]]
+        elif m := _INSTALLING.match(line):
+            self.installed = len(m["names"].split(","))
+            self.show(f"installing {self.installed} packages into the environment (the longest step: unpacking JAX and jaxlib)")
+
+
+def pip(python: Path, args: list[str], progress: Progress | None) -> tuple[int, str]:
+    """Run pip, feeding its output to ``progress``; return its exit status and whole output."""
+    env = {**os.environ, "PIP_PROGRESS_BAR": "off", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([str(python), "-m", "pip", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if progress is not None:
+            progress.feed(line)
+    return proc.wait(), "".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    target, spec = Path(argv[0]), argv[1:]
+    python = target / "bin" / "python"
+    progress = Progress()
+    print(f"Setting up the course's environment in {target}/ (first run only: JAX, Flax, Orbax, JupyterLab "
+          "and nbgrader, about 1 GB; one to ten minutes, most of it downloading).", flush=True)
+    if not python.exists():
+        progress.show("creating the virtual environment")
+        venv.EnvBuilder(with_pip=True).create(target)
+    progress.show("updating pip")
+    status, output = pip(python, ["install", "--upgrade", "pip"], None)
+    if status == 0:
+        status, output = pip(python, ["install", *spec], progress)
+    if status != 0:
+        progress.done("")
+        sys.stdout.write(output[-20000:])
+        print(f"\nerror: installing the course's environment failed (pip's output is above). Fix what it says, "
+              f"then run make again; `rm -rf {target}` starts from scratch.", file=sys.stderr)
+        return status
+    progress.done(f"Environment ready in {progress.elapsed():.0f} s: {progress.installed} packages installed"
+                  + (f", {progress.downloaded / 1e6:,.0f} MB downloaded." if progress.downloaded else "."))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
