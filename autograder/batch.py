@@ -231,7 +231,7 @@ def feedback_markdown(report: dict) -> str:
             continue
         problem = registry.get(p["id"])
         lines += ["", f"## {p['id']} {problem.title}", "", _message_markdown(p["message"]), "",
-                  f"*Hint:* {problem.hints[0]}"]
+                  f"*Hint:* {problem.hint_for(p['message'])}"]
     return "\n".join(lines) + "\n"
 
 
@@ -248,12 +248,15 @@ def feedback_html(report: dict) -> str:
         f"<td style='color:{colour[p['status']]}'>{_STATUS[p['status']]}</td>"
         f"<td>{p['score']:g}/{p['max_score']:g}</td></tr>" for p in report["problems"])
     details = "".join(
-        f"<h2>{p['id']} {html.escape(registry.get(p['id']).title)}</h2><p>{text.html_text(p['message'])}</p>"
-        f"<p><em>Hint:</em> {html.escape(registry.get(p['id']).hints[0])}</p>"
+        f"<h2>{p['id']} {html.escape(registry.get(p['id']).title)}</h2>"
+        f"<div class='message'>{text.message_html(p['message'])}</div>"
+        f"<p><em>Hint:</em> {text.message_html(registry.get(p['id']).hint_for(p['message']))}</p>"
         for p in report["problems"] if p["status"] != "correct")
     name = text.html_text(report["learner"])
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Feedback for {name}</title></head>"
-            f"<body style='font-family:sans-serif;max-width:50em'><h1>Feedback for {name}</h1>"
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Feedback for {name}</title>"
+            f"<style>body{{font-family:sans-serif;max-width:50em;margin:1em auto;padding:0 1em}} "
+            f".message{{{text.MESSAGE_STYLE}}} code{{background:#f3f3f3;padding:0 2px}}</style></head>"
+            f"<body><h1>Feedback for {name}</h1>"
             f"<p><b>Total: {report['score']:g} / {report['max_score']:g}</b></p>"
             f"<table border='1' cellpadding='4' style='border-collapse:collapse'><tr><th>Problem</th><th>Function</th>"
             f"<th>Status</th><th>Points</th></tr>{rows}</table>{details}</body></html>\n")

@@ -7,6 +7,7 @@ hidden part of an entry (case generators and failure messages) lives in the modu
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,10 @@ from autograder.files import CheckpointArg, SafetensorsArg
 from autograder.reads import READ_SLACK
 from autograder.returns import ArrayOf, Raises, RestoredTree, SafetensorsShard, Struct
 from autograder.sandbox.outside import DEFAULT_TIMEOUT
+
+
+# A Markdown code span: hints and messages name code this way.
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,12 @@ class Problem:
     @property
     def call(self) -> str:
         return f"{self.function}({', '.join(self.signature)})"
+
+    def hint_for(self, message: str) -> str:
+        """The hint to show beside a grader's message: the first hint that names code the message
+        names (a `//` in both, say), else the first hint."""
+        spans = set(_CODE_SPAN.findall(message))
+        return next((h for h in self.hints if spans & set(_CODE_SPAN.findall(h))), self.hints[0])
 
 
 _U1 = "unit1_parameter_accounting.ipynb"

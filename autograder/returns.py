@@ -49,8 +49,15 @@ class ArrayOf:
             return f"must return an array of shape {self.shape}, but returned " + (
                 f"shape {v.shape}" if detail else "another shape")
         if v.dtype.kind != self.kind and not (self.kind == "f" and v.dtype.name.startswith(("bfloat16", "float8"))):
-            return f"must return an array with a {_KIND_NAMES[self.kind]} dtype, but its dtype is " + (
-                str(v.dtype) if detail else "not")
+            got = _KIND_NAMES.get(v.dtype.kind, "another")
+            text = (f"must return an array with a {_KIND_NAMES[self.kind]} dtype, but it returned an {got} array"
+                    if got[0] in "aeiou" else
+                    f"must return an array with a {_KIND_NAMES[self.kind]} dtype, but it returned a {got} array")
+            text += f" ({v.dtype})" if detail else ""
+            if self.kind == "f" and v.dtype.kind in "iub":
+                text += ("; `//`, integer inputs or an integer dtype give integers: divide with `/` and build the "
+                         "array with a float dtype")
+            return text
         return None
 
     def has_nan(self, v) -> bool:

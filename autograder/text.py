@@ -59,3 +59,19 @@ def markdown(text: str) -> str:
 
 def html_text(text: str) -> str:
     return html.escape(printable(text))
+
+
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+# A grader's message as a block: its lines kept, long lines wrapped (anywhere, for long names).
+MESSAGE_STYLE = "white-space:pre-wrap;overflow-wrap:anywhere;margin:0.4em 0"
+
+
+def message_html(text: str, limit: int = 4000) -> str:
+    """A grader's message or hint (Markdown code spans in it) as HTML: everything escaped first,
+    then each `code span` shown as code; line breaks kept. Safe for text a learner controls."""
+    return _CODE_SPAN.sub(r"<code>\1</code>", html.escape(printable_lines(text, limit), quote=False))
+
+
+def printable_lines(text: str, limit: int = 4000) -> str:
+    """:func:`printable`, keeping line breaks and tabs."""
+    return "\n".join(printable(line.replace("\t", "    "), limit) for line in text.splitlines())[:limit]

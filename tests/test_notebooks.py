@@ -66,6 +66,8 @@ LESSONS = sorted(p.name for p in (Path(__file__).resolve().parents[1] / "course"
 # What a lesson must show when run: its real results, not just that it ran.
 SHOWS = {
     "00_start_here.ipynb": ("Replace ... with your answer",),
+    # JAX's uneven-sharding error printed whole (it was cut off mid-word), wrapped to fit
+    "01_parameter_accounting.ipynb": ("per-dimension tiling factors: [4, 1] should evenly divide the shape)",),
     "02_sharded_save_layouts.ipynb": (
         "the top-level node is a byte-for-byte copy of process 0's newest root: True",
         "of values outside it, all in ocdbt.process_0/d/: True", "bytes of data + 20 bytes of index",
