@@ -117,10 +117,10 @@ def cmd_grade_batch(args) -> int:
         return 2
     from autograder.sandbox.outside import IsolationUnavailable
 
+    chosen = _chosen(args)
+    if chosen is None:
+        return 2
     try:
-        from autograder.batch import selection
-
-        chosen = selection(args.unit, args.only)
         summary = grade_batch(Path(args.submissions), Path(args.out), jobs=args.jobs, force=args.force,
                               timeout=args.timeout, progress=not args.quiet, isolation=args.isolation,
                               problems=chosen)
@@ -139,12 +139,50 @@ def cmd_grade_batch(args) -> int:
     return 0
 
 
+def _chosen(args):
+    """The problems ``--unit`` / ``--only`` choose, or None (an error already printed)."""
+    from autograder.batch import selection
+
+    try:
+        return selection(args.unit, args.only)
+    except (ValueError, KeyError) as e:
+        print(f"error: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
+        return None
+
+
+def _covers(chosen) -> str:
+    return f"{len(chosen)} problems, {sum(p.points for p in chosen)} points ({', '.join(p.id for p in chosen)})"
+
+
 def cmd_gradescope(args) -> int:
     from autograder.gradescope import build_zip
 
-    names = build_zip(Path(args.root), Path(args.out))
-    print(f"wrote {args.out} ({len(names)} files): upload it as the assignment's autograder on Gradescope "
-          "(setup.sh installs the course; run_autograder grades each submission)")
+    chosen = _chosen(args)
+    if chosen is None:
+        return 2
+    names = build_zip(Path(args.root), Path(args.out), chosen)
+    print(f"wrote {args.out} ({len(names)} files), grading {_covers(chosen)}: upload it as the assignment's "
+          "autograder on Gradescope (setup.sh installs the course; run_autograder grades each submission). "
+          f"Try it here first: python -m autograder gradescope-try {args.out} YOUR_NOTEBOOK.ipynb")
+    return 0
+
+
+def cmd_gradescope_try(args) -> int:
+    import tempfile
+    import zipfile
+
+    from autograder.gradescope import try_locally
+
+    tree = Path(args.tree) if args.tree else Path(tempfile.mkdtemp(prefix="gradescope-tree-"))
+    try:
+        results = try_locally(Path(args.zip), [Path(p) for p in args.submissions], tree, args.learner)
+    except (OSError, RuntimeError, zipfile.BadZipFile) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"Gradescope tree: {tree} (results/results.json is what Gradescope would show)")
+    for t in results.get("tests", []):
+        print(f"  {t['name']}: {t['status']}, {t['score']:g}/{t['max_score']:g}")
+    print(results.get("output", ""))
     return 0
 
 
@@ -159,14 +197,25 @@ def cmd_gradescope_run(args) -> int:
 def cmd_nbgrader(args) -> int:
     from autograder.nbgrader_course import write_course
 
+    from autograder.nbgrader_course import assignments
+
+    chosen = _chosen(args)
+    if chosen is None:
+        return 2
     course = Path(args.course_dir)
     kept = (course / "nbgrader_config.py").exists()
-    written = write_course(course)
+    try:
+        written = write_course(course, chosen, args.assignment)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     for path in written:
         print(f"wrote {path}")
     if kept:
         print(f"kept your {course / 'nbgrader_config.py'}")
-    print(f"next: cd {course} && nbgrader generate_assignment unit1   (see {course / 'README.md'})")
+    names = list(assignments(chosen, args.assignment))
+    print(f"assignments: {', '.join(names)} ({_covers(chosen)})")
+    print(f"next: cd {course} && nbgrader generate_assignment {names[0]}   (see {course / 'README.md'})")
     return 0
 
 
@@ -274,6 +323,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"how learner code is isolated (default: {default}; see SECURITY.md and "
                             "`python -m autograder isolation`)")
 
+    def assignment_args(p: argparse.ArgumentParser, verb: str) -> None:
+        p.add_argument("--unit", type=int, nargs="+", default=[], metavar="N",
+                       help=f"{verb} only these units' problems (what was assigned): scores, feedback and summary "
+                            "cover them")
+        p.add_argument("--only", nargs="+", default=[], metavar="PROBLEM",
+                       help=f"{verb} only these problem ids or function names (with --unit: both)")
+
     def submission_args(p: argparse.ArgumentParser, verb: str) -> None:
         p.add_argument("paths", nargs="+", metavar="PATH", help="a notebook, a .py file, or a folder of them")
         p.add_argument("--only", nargs="+", metavar="PROBLEM", help=f"{verb} only these problem ids or function names")
@@ -312,16 +368,20 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--force", action="store_true", help="regrade learners that already have a result")
     b.add_argument("--timeout", type=float, help="seconds per problem (default: each problem's own limit)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
-    b.add_argument("--unit", type=int, nargs="+", default=[], metavar="N",
-                   help="grade only these units' problems (what was assigned): scores, feedback and summary cover them")
-    b.add_argument("--only", nargs="+", default=[], metavar="PROBLEM",
-                   help="grade only these problem ids or function names (with --unit: both)")
+    assignment_args(b, "grade")
     isolation_arg(b, "strict")
     b.set_defaults(func=cmd_grade_batch)
     gs = sub.add_parser("gradescope", help="(instructors) write the Gradescope autograder zip")
     gs.add_argument("out", metavar="OUT.zip")
     gs.add_argument("--root", default=".", help="the course repository (default: here)")
+    assignment_args(gs, "grade")
     gs.set_defaults(func=cmd_gradescope)
+    gt = sub.add_parser("gradescope-try", help="(instructors) run an autograder zip here as Gradescope would")
+    gt.add_argument("zip", metavar="AUTOGRADER.zip")
+    gt.add_argument("submissions", nargs="+", metavar="FILE", help="what a learner uploads (notebooks, .py files)")
+    gt.add_argument("--tree", metavar="DIR", help="where to build the fake /autograder tree (default: a new temporary folder)")
+    gt.add_argument("--learner", default="local-test", help="the learner id Gradescope's metadata would give")
+    gt.set_defaults(func=cmd_gradescope_try)
     gr = sub.add_parser("gradescope-run", help="(inside Gradescope) grade /autograder/submission")
     gr.add_argument("--root", default="/autograder", help="the Gradescope tree (default: /autograder)")
     isolation_arg(gr, "strict")  # run_autograder passes CKPT_ISOLATION, if the instructor set it
@@ -336,6 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_release)
     ng = sub.add_parser("nbgrader", help="(instructors) write an nbgrader course: source notebooks and config")
     ng.add_argument("course_dir", metavar="COURSE_DIR", help="the nbgrader course folder (created if missing)")
+    assignment_args(ng, "assign")
+    ng.add_argument("--assignment", metavar="NAME", help="one assignment of this name holding the chosen problems "
+                                                         "(default: one per unit, unit1 ...)")
     ng.set_defaults(func=cmd_nbgrader)
     iso = sub.add_parser("isolation", help="what isolation this machine gives learner code (exit 1 if not strict)")
     iso.set_defaults(func=cmd_isolation)

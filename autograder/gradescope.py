@@ -51,9 +51,14 @@ _PACKAGES = ("ckptlab", "autograder", "solutions")
 VISIBILITY = ("hidden", "after_due_date", "after_published", "visible")
 
 
-def build_zip(root: Path, out: Path) -> list[str]:
-    """Write the Gradescope autograder zip; return the names inside it."""
+ASSIGNMENT = "assignment.json"  # in the zip: the problems this assignment grades
+
+
+def build_zip(root: Path, out: Path, problems=None) -> list[str]:
+    """Write the Gradescope autograder zip for ``problems`` (default: every problem); return the
+    names inside it."""
     root, out = Path(root), Path(out)
+    chosen = [p.id for p in (problems or registry.PROBLEMS)]
     out.parent.mkdir(parents=True, exist_ok=True)
     names = []
     tmp = out.with_name(out.name + ".tmp")
@@ -66,6 +71,8 @@ def build_zip(root: Path, out: Path) -> list[str]:
         for name in _FILES:
             z.write(root / name, name)
             names.append(name)
+        z.writestr(ASSIGNMENT, json.dumps({"problems": chosen}, indent=1) + "\n")
+        names.append(ASSIGNMENT)
         for package in _PACKAGES:
             for path in sorted((root / package).rglob("*.py")):
                 if "__pycache__" in path.parts:
@@ -90,13 +97,53 @@ def _learner_id(root: Path) -> str:
         return "gradescope"
 
 
+def assigned(source: Path) -> list[str] | None:
+    """The problem ids the zip's ``assignment.json`` names (None, every problem, where it has none)."""
+    try:
+        return [registry.get(pid).id for pid in json.loads((source / ASSIGNMENT).read_text())["problems"]]
+    except FileNotFoundError:
+        return None
+
+
+def try_locally(zip_path: Path, submissions: list[Path], tree: Path, learner: str = "local-test",
+                isolation: str | None = None) -> dict:
+    """Run the zip as Gradescope would, on this machine: build the ``/autograder`` tree Gradescope
+    makes in ``tree`` (``source/`` the unzipped autograder, ``submission/`` the files,
+    ``submission_metadata.json``), run its ``run_autograder`` with this Python, and return
+    ``results/results.json``."""
+    import shutil
+    import subprocess
+    import sys
+
+    tree = Path(tree)
+    if tree.exists() and any(tree.iterdir()):
+        raise FileExistsError(f"{tree} is not empty: give a new folder for the fake /autograder tree")
+    with zipfile.ZipFile(zip_path) as z:
+        z.extractall(tree / "source")
+    (tree / "submission").mkdir()
+    for path in map(Path, submissions):
+        if path.is_dir():
+            shutil.copytree(path, tree / "submission" / path.name)
+        else:
+            shutil.copy2(path, tree / "submission" / path.name)
+    (tree / "submission_metadata.json").write_text(json.dumps({"id": 1, "users": [{"id": learner}]}))
+    env = {**os.environ, "AUTOGRADER_ROOT": str(tree), "PYTHON": sys.executable}
+    if isolation:
+        env["CKPT_ISOLATION"] = isolation
+    run = subprocess.run(["bash", str(tree / "source" / "run_autograder")], env=env, capture_output=True, text=True)
+    out = tree / "results" / "results.json"
+    if not out.exists():
+        raise RuntimeError(f"run_autograder wrote no results.json (exit status {run.returncode}):\n{run.stderr[-3000:]}")
+    return json.loads(out.read_text())
+
+
 def results_json(report: dict, seconds: float) -> dict:
     tests = []
     for p in report["problems"]:
         problem = registry.get(p["id"])
         output = text.printable(p["message"], 4000) if p["status"] != "correct" else "All cases passed."
         if p["status"] not in ("correct", "not_attempted"):
-            output += f"\nHint: {problem.hints[0]}"
+            output += f"\nHint: {problem.hint_for(p['message'])}"
         tests.append({"name": f"{p['id']} {p['function']}: {problem.title}", "number": p["id"],
                       "score": p["score"], "max_score": p["max_score"], "status":
                       "passed" if p["status"] == "correct" else "failed",
@@ -118,7 +165,8 @@ def run(root: Path, isolation: str = "strict") -> dict:
 
         submission = root / "submission"
         try:
-            report = grade([submission], _learner_id(root), isolation=isolation).to_json()
+            report = grade([submission], _learner_id(root), problems=assigned(root / "source"),
+                           isolation=isolation).to_json()
             results = results_json(report, time.monotonic() - start)
         except IsolationUnavailable as exc:
             print(f"error: {exc}")  # the instructor's debugging output (stdout is hidden from learners)

@@ -27,6 +27,7 @@ examples where they are not.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -37,16 +38,24 @@ from nbformat.v4 import new_code_cell, new_notebook
 from autograder import registry
 
 COURSE_ID = "sharded-checkpointing"
+_ASSIGNMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 CELL_TIMEOUT = 180  # seconds nbgrader waits for one cell; a test cell takes a few seconds
 
 CONFIG = f'''\
 # nbgrader configuration written by `python -m autograder nbgrader`. Edit freely: the command
 # never overwrites this file once it exists.
-from autograder.nbgrader_course import AUTOGRADE_PREPROCESSORS, SANITIZE_PREPROCESSORS
+import os
+
+from autograder.nbgrader_course import AUTOGRADE_PREPROCESSORS, SANITIZE_PREPROCESSORS, quiet_known_warnings
 
 c = get_config()  # noqa: F821 - provided by nbgrader
 
 c.CourseDirectory.course_id = "{COURSE_ID}"
+# release_assignment, fetch, submit and collect go through this folder, beside this file.
+c.Exchange.root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "exchange")
+# nbgrader 0.9.6 with SQLAlchemy 2 warns "Object of type <SubmittedAssignment> not in session"
+# for every new submission; the gradebook is right (a known nbgrader issue). Only that is hidden.
+quiet_known_warnings()
 # Autograding runs no learner kernel: the course's grader grades each collected notebook file,
 # with learner code only in isolated workers, and writes each test cell's outcome.
 c.Autograde.autograde_preprocessors = AUTOGRADE_PREPROCESSORS
@@ -101,7 +110,7 @@ class NotFullMarks(Exception):
         self.message = message
 
     def _render_traceback_(self) -> list[str]:
-        return self.message.splitlines()
+        return wrapped_lines(self.message)
 
 
 def _learner_id() -> str:
@@ -154,7 +163,7 @@ def grade_cell(problem_id: str, timeout: float = CELL_TIMEOUT - 20) -> None:
         nb_path = Path(tmp) / p.notebook
         nbformat.write(new_notebook(cells=[new_code_cell(c) for c in _kernel_cells()]), str(nb_path))
         try:
-            data, status = run_json(["grade", str(nb_path), "--only", p.id, "--learner", _learner_id(), "--no-record"],
+            data, status, _ = run_json(["grade", str(nb_path), "--only", p.id, "--learner", _learner_id(), "--no-record"],
                                     timeout)
         except subprocess.TimeoutExpired:
             raise NotFullMarks(f"Problem {p.id}: grading took longer than {timeout:.0f} s and was stopped.") from None
@@ -171,9 +180,12 @@ def grade_cell(problem_id: str, timeout: float = CELL_TIMEOUT - 20) -> None:
 
 
 def _public_check(p: registry.Problem) -> None:
-    from autograder.notebook import problem
+    from autograder.notebook import CheckFailed, problem
 
-    result = problem(p.id).check()
+    try:
+        result = problem(p.id).check()
+    except CheckFailed as failed:  # raised while nbgrader validates: this cell says more
+        result = failed.result
     if not result.passed:
         raise NotFullMarks(f"{result!r}\n(Public examples only: the hidden tests run when your instructor autogrades.)")
     print(f"{result!r}\n(Public examples only: the hidden tests run when your instructor autogrades.)")
@@ -205,47 +217,129 @@ class GradeInSandbox(Preprocessor):
         from autograder.sandbox.outside import resolve
 
         level = resolve(self.isolation)  # strict: refuse here, before any learner code runs
-        student = resources["nbgrader"]["student"]
-        tests = {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells
-                 if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")}
-        ids = {gid: gid[1:-len("-tests")].replace("_", ".") for gid in tests if gid.endswith("-tests")}
+        info = resources["nbgrader"]
+        student, where = info["student"], f"{info['student']}'s {info['notebook']}.ipynb"
+        tests = _test_cells(nb)
+        # Graded by function name, whatever cells the notebook has: a learner who submits the
+        # problems/ notebook (no test cells) gets the test cells the assignment declares.
+        added = _add_missing_test_cells(nb, _declared_tests(info), tests)
+        if added:
+            self.log.warning("autograder: %s has no test cell for %s (not the released notebook?): its functions "
+                             "are graded by name, and the test cells are added", where,
+                             ", ".join(problem_of(gid) or gid for gid in added))
+        ids = {gid: pid for gid in tests if (pid := problem_of(gid))}
         results, why = {}, ""
-        with tempfile.TemporaryDirectory(prefix="nbgrader-autograde-") as tmp:
-            name = resources["nbgrader"]["notebook"] + ".ipynb"  # messages say "<notebook> code cell N"
-            path = Path(tmp) / name
-            clean = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c.source) for c in nb.cells
-                                                    if c.cell_type == "code"])
-            nbformat.write(clean, str(path))
-            try:
-                data, status = run_json(["grade", str(path), "--only", *ids.values(), "--learner", student,
-                                         "--no-record", "--isolation", level.level], self.timeout)
-            except subprocess.TimeoutExpired:
-                data, status = None, f"timeout after {self.timeout:.0f} s"
-        if data is None:
-            why = f"the grader stopped without a result ({status}); grade it with `python -m autograder grade`"
-            self.log.error("autograder: %s for %s", why, student)
-        else:
-            results = {p["id"]: p for p in data["problems"]}
+        if ids:
+            with tempfile.TemporaryDirectory(prefix="nbgrader-autograde-") as tmp:
+                path = Path(tmp) / (info["notebook"] + ".ipynb")  # messages say "<notebook> code cell N"
+                clean = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c.source) for c in nb.cells
+                                                        if c.cell_type == "code"])
+                nbformat.write(clean, str(path))
+                try:
+                    data, status, last = run_json(["grade", str(path), "--only", *dict.fromkeys(ids.values()),
+                                                   "--learner", student, "--no-record", "--isolation", level.level],
+                                                  self.timeout)
+                except subprocess.TimeoutExpired:
+                    data, status, last = None, f"it took longer than {self.timeout:.0f} s", ""
+            if data is None:
+                why = ("the grader stopped without a result; your instructor has been told and will grade this "
+                       "notebook by hand")
+                self.log.error("autograder: %s not graded: the grader stopped without a result (exit status %s%s); "
+                               "`python -m autograder grade %s --learner %s` shows why", where, status,
+                               f": {last}" if last else "", info["notebook"] + ".ipynb", student)
+            else:
+                results = {p["id"]: p for p in data["problems"]}
         for gid, cell in tests.items():
             result = results.get(ids.get(gid, ""))
             cell.execution_count = None
             if result is None:
-                cell.outputs = [_error_output(f"Not graded: {why or 'not a problem of this course'}.")]
+                cell.outputs = [_error_output(f"Not graded: {why or 'this test cell is not one of the course problems'}.")]
             elif result["status"] == "correct":
                 text = (f"Problem {result['id']} {result['function']}: correct, {result['score']:g}/"
                         f"{result['max_score']:g} points. (isolation: {level.level})\n")
                 cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
             else:
-                cell.outputs = [_error_output(
+                cell.outputs = _failed_outputs(
                     f"Problem {result['id']} {result['function']}: {result['status'].replace('_', ' ')}, "
-                    f"{result['score']:g}/{result['max_score']:g} points.\n{result['message']}\n"
-                    f"(isolation: {level.level})")]
+                    f"{result['score']:g}/{result['max_score']:g} points.",
+                    f"{result['message']}\n(isolation: {level.level})")
+        if results:
+            got = sum(r["score"] for r in results.values())
+            self.log.info("autograder: %s: %g/%g (%s)", where, got, sum(r["max_score"] for r in results.values()),
+                          ", ".join(f"{r['id']} {r['status'].replace('_', ' ')}" for r in results.values()))
         return nb, resources
 
 
+def problem_of(grade_id: str) -> str | None:
+    """The problem id a test cell's grade id names ("p1_2-tests" -> "1.2"), if it is a course problem."""
+    if not (grade_id.startswith("p") and grade_id.endswith("-tests")):
+        return None
+    pid = grade_id[1:-len("-tests")].replace("_", ".")
+    try:
+        return registry.get(pid).id
+    except KeyError:
+        return None
+
+
+def _test_cells(nb) -> dict:
+    return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells
+            if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")}
+
+
+def _declared_tests(info: dict) -> dict[str, float]:
+    """The autograded test cells (grade id: points) the assignment's source notebook declares, from
+    nbgrader's gradebook."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(info["db_url"]) as gb:
+        try:
+            notebook = gb.find_notebook(info["notebook"], info["assignment"])
+        except MissingEntry:
+            return {}
+        return {cell.name: cell.max_score for cell in notebook.grade_cells if cell.cell_type == "code"}
+
+
+def _add_missing_test_cells(nb, declared: dict[str, float], tests: dict) -> list[str]:
+    """Add each declared test cell of a course problem that ``nb`` lacks, after the cell that
+    defines the problem's function (else at the end); return their grade ids. ``tests`` gains them."""
+    added = []
+    for gid, points in declared.items():
+        pid = problem_of(gid)
+        if gid in tests or pid is None:
+            continue
+        p = registry.get(pid)
+        cell = new_code_cell(grading_cell_source(p))
+        cell.metadata["nbgrader"] = _nbgrader_meta(gid, grade=True, locked=True, points=points)
+        defines = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and f"def {p.function}(" in c.source]
+        nb.cells.insert(defines[-1] + 1 if defines else len(nb.cells), cell)
+        tests[gid] = cell
+        added.append(gid)
+    return added
+
+
+def wrapped_lines(message: str, width: int = 100) -> list[str]:
+    """The message's lines, each wrapped at ``width``: nbgrader's feedback and formgrader show an
+    error output as preformatted text, where a long line runs off the page."""
+    import textwrap
+
+    return [piece for line in message.splitlines()
+            for piece in (textwrap.wrap(line, width, subsequent_indent="    ", break_on_hyphens=False) or [""])]
+
+
+def _failed_outputs(headline: str, message: str) -> list:
+    """A test cell that did not earn its points: the grader's message shown as HTML (its code spans
+    as code, long lines wrapped), then an error (so nbgrader scores the cell 0) that says the score."""
+    from autograder import text
+
+    shown = nbformat.v4.new_output("display_data", data={
+        "text/html": f"<div style='{text.MESSAGE_STYLE}'>{text.message_html(message)}</div>",
+        "text/plain": "\n".join(wrapped_lines(message))})
+    return [shown, _error_output(headline)]
+
+
 def _error_output(message: str):
-    return nbformat.v4.new_output("error", ename="NotFullMarks", evalue=message.splitlines()[0],
-                                  traceback=message.splitlines())
+    lines = wrapped_lines(message)
+    return nbformat.v4.new_output("error", ename="NotFullMarks", evalue=lines[0], traceback=lines)
 
 
 def _autograde_preprocessors() -> list:
@@ -287,6 +381,14 @@ def _sanitize_preprocessors() -> list:
     return [DropBrokenCellMetadata if pp is DeduplicateIds else pp for pp in Autograde.sanitize_preprocessors.default()]
 
 
+def quiet_known_warnings() -> None:
+    """Hide nbgrader's harmless SQLAlchemy 2 autoflush warnings ("Object of type <Submitted...> not
+    in session"), which it prints three times for every new submission. Nothing else."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r"Object of type <Submitted\w+> not in session")
+
+
 def __getattr__(name: str):
     # Imported by nbgrader_config.py only: a learner's kernel running grade_cell never loads nbgrader.
     if name == "AUTOGRADE_PREPROCESSORS":
@@ -318,13 +420,14 @@ def assignment_id(unit: int) -> str:
     return f"unit{unit}"
 
 
-def source_notebook(unit: int) -> nbformat.NotebookNode:
-    """The unit's problem notebook with solutions inside nbgrader's markers, nbgrader cell
-    metadata, and a test cell after each problem's check cell."""
+def source_notebook(unit: int, problems=None) -> nbformat.NotebookNode:
+    """The unit's problem notebook (``problems`` of it, default all) with solutions inside
+    nbgrader's markers, nbgrader cell metadata, and a test cell after each problem's check cell."""
     from autograder.notebooks import problem_notebook
 
-    nb = problem_notebook(unit, with_solutions=True)
-    problems = {f"def {p.call}:": p for p in registry.PROBLEMS if p.unit == unit}
+    chosen = [p for p in (problems or registry.PROBLEMS) if p.unit == unit]
+    nb = problem_notebook(unit, with_solutions=True, problems=chosen, audience="nbgrader")
+    problems = {f"def {p.call}:": p for p in chosen}
     cells, current = [], None
     for cell in nb.cells:
         src = cell.source
@@ -344,15 +447,31 @@ def source_notebook(unit: int) -> nbformat.NotebookNode:
             cells.append(test)
             current = None
     graded = [c for c in cells if c.metadata.get("nbgrader", {}).get("grade")]
-    assert len(graded) == sum(p.unit == unit for p in registry.PROBLEMS), "every problem needs its test cell"
+    assert len(graded) == len(chosen), "every problem needs its test cell"
     nb.cells = cells
     return nb
 
 
-def write_course(course_dir: Path) -> list[Path]:
-    """Write (or refresh) the nbgrader course; an existing ``nbgrader_config.py`` and gradebook
-    are kept."""
+def assignments(problems=None, name: str | None = None) -> dict[str, dict[int, list]]:
+    """The assignments to write: ``name`` holding every chosen problem (a notebook per unit), or
+    else one ``unitN`` per unit with its chosen problems."""
+    chosen = list(problems or registry.PROBLEMS)
+    by_unit: dict[int, list] = {}
+    for p in chosen:
+        by_unit.setdefault(p.unit, []).append(p)
+    if name:
+        return {name: by_unit}
+    return {assignment_id(unit): {unit: ps} for unit, ps in by_unit.items()}
+
+
+def write_course(course_dir: Path, problems=None, name: str | None = None) -> list[Path]:
+    """Write (or refresh) the nbgrader course: its config and README, an ``exchange/`` folder, and
+    the assignments holding ``problems`` (default: one per unit, every problem; ``name`` puts them
+    in one assignment). An existing ``nbgrader_config.py`` and gradebook are kept."""
+    if name is not None and not _ASSIGNMENT_NAME.fullmatch(name):
+        raise ValueError(f"assignment name {name!r}: use letters, digits, '_' and '-' only (nbgrader makes it a folder)")
     course_dir.mkdir(parents=True, exist_ok=True)
+    (course_dir / "exchange").mkdir(exist_ok=True)
     written = []
     config = course_dir / "nbgrader_config.py"
     if not config.exists():
@@ -361,10 +480,10 @@ def write_course(course_dir: Path) -> list[Path]:
     readme = course_dir / "README.md"
     readme.write_text(COURSE_README.format(last=max(registry.units())))
     written.append(readme)
-    for unit in registry.units():
-        name = next(p.notebook for p in registry.PROBLEMS if p.unit == unit)
-        path = course_dir / "source" / assignment_id(unit) / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(source_notebook(unit), str(path))
-        written.append(path)
+    for assignment, units in assignments(problems, name).items():
+        for unit, chosen in units.items():
+            path = course_dir / "source" / assignment / chosen[0].notebook
+            path.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(source_notebook(unit, chosen), str(path))
+            written.append(path)
     return written

@@ -16,6 +16,7 @@ import html
 import inspect
 import os
 import sys
+import textwrap
 import traceback
 
 import numpy as np
@@ -45,15 +46,30 @@ class CheckResult:
 
     def _repr_html_(self) -> str:
         colour = _COLOURS[self.status]
+        from autograder.text import message_html
+
         detail = f"<pre style='margin:4px 0 0 0'>{html.escape(self.detail)}</pre>" if self.detail else ""
         return (f"<div style='border-left:4px solid {colour};padding:4px 10px'>"
                 f"<b style='color:{colour}'>{_LABELS[self.status]}</b> &nbsp;"
-                f"<code>{self.problem.function}</code>: {html.escape(self.message)}{detail}</div>")
+                f"<code>{self.problem.function}</code>: {message_html(self.message)}{detail}</div>")
 
 
-def _fmt(v) -> str:
+class CheckFailed(Exception):
+    """A check that did not pass, raised while nbgrader validates: its message, not a traceback."""
+
+    def __init__(self, result: CheckResult):
+        super().__init__(repr(result))
+        self.result = result
+
+    def _render_traceback_(self) -> list[str]:
+        # nbgrader validate cuts each line at 87 characters: wrap them first.
+        return [piece for line in repr(self.result).splitlines()
+                for piece in (textwrap.wrap(line, 80, subsequent_indent="    ", break_on_hyphens=False) or [""])]
+
+
+def _fmt(v, dtype: bool = True) -> str:
     if isinstance(v, np.ndarray):
-        return np.array2string(v, separator=", ") + f" (dtype {v.dtype})"
+        return np.array2string(v, separator=", ") + (f" (dtype {v.dtype})" if dtype else "")
     if isinstance(v, dict) and len(v) > 3:
         return "{" + ", ".join(f"{k!r}: {x!r}" for k, x in v.items()) + "}"
     return repr(v)
@@ -97,7 +113,16 @@ class ProblemHandle:
         return ns.get(self.problem.function)
 
     def check(self, fn=None) -> CheckResult:
-        """Run the public examples against your function and say how it went."""
+        """Run the public examples against your function and say how it went.
+
+        While ``nbgrader validate`` runs the notebook, a check that does not pass raises
+        :class:`CheckFailed`, so Validate lists the cell instead of reporting success."""
+        result = self._check(fn)
+        if os.environ.get("NBGRADER_EXECUTION") == "validate" and not result.passed:
+            raise CheckFailed(result)
+        return result
+
+    def _check(self, fn=None) -> CheckResult:
         p = self.problem
         if os.environ.get("NBGRADER_EXECUTION") == "autograde":
             # nbgrader is autograding: the test cell below grades with the hidden tests, in a
@@ -148,8 +173,10 @@ class ProblemHandle:
                 return CheckResult(p, "incorrect", f"example {i}: {p.function} {bad}.")
             if p.returns.has_nan(got) or not p.returns.equal(got, ex.expected):
                 note = f" ({ex.note})" if ex.note else ""
+                # The dtype passed the type check: showing it would send the learner after it.
                 return CheckResult(p, "incorrect", f"example {i} is wrong{note}.",
-                                   f"{p.function}({_args(ex.args)})\n  expected {_fmt(ex.expected)}\n  got      {_fmt(got)}")
+                                   f"{p.function}({_args(ex.args)})\n  expected {_fmt(ex.expected, False)}\n"
+                                   f"  got      {_fmt(got, False)}")
         n = len(p.examples)
         return CheckResult(p, "correct", f"public examples {n}/{n} passed. Hidden tests run when graded (make check, or your instructor).")
 

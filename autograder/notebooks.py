@@ -91,9 +91,30 @@ def solution_body(p: registry.Problem) -> str:
     return (textwrap.indent("\n\n".join(helpers), "    ") + "\n\n" if helpers else "") + body
 
 
-def problem_notebook(unit: int, with_solutions: bool = False) -> nbformat.NotebookNode:
+_GRADED_BY = {
+    "repo": "Hidden tests run when you grade: `make check` in a terminal at the top of the repository (in a "
+            "class, your instructor runs them).",
+    "nbgrader": "Hidden tests run when your instructor autogrades the notebook you submit; the test cell "
+                "under each problem runs them on what your kernel has run so far, where your course has "
+                "installed them (else the public examples).",
+}
+_DONE = {
+    "repo": "Run `make check` in a terminal to grade this notebook with the hidden tests (in a class bundle, "
+            "`make check` runs the public examples of every problem and your instructor grades). Save the "
+            "notebook first: the grader reads the file, not the kernel.",
+    "nbgrader": "Save the notebook and submit it as your instructor says: the grader reads the saved file, not "
+                "your kernel, and finds each function by its name.",
+}
+
+
+def problem_notebook(unit: int, with_solutions: bool = False, problems=None,
+                     audience: str = "repo") -> nbformat.NotebookNode:
+    """Unit ``unit``'s problem notebook: its ``problems`` (default: all of the unit's), each as a
+    stub (or the reference, ``with_solutions``). ``audience`` "repo" says to grade with ``make
+    check``; "nbgrader" says that the instructor autogrades the submitted notebook."""
     title, intro = registry.UNITS[unit]
-    problems = [p for p in registry.PROBLEMS if p.unit == unit]
+    chosen = {p.id for p in problems} if problems is not None else None
+    problems = [p for p in registry.PROBLEMS if p.unit == unit and (chosen is None or p.id in chosen)]
     total = sum(p.points for p in problems)
     cells = [
         new_markdown_cell(
@@ -102,9 +123,8 @@ def problem_notebook(unit: int, with_solutions: bool = False) -> nbformat.Notebo
             "under it. A check runs the public examples here, in your kernel, and says *not "
             "attempted*, *incorrect* (with what to look at) or *correct*. `.hint()` gives hints one "
             "step at a time.\n\n"
-            "**How you are graded.** Hidden tests run when you grade: `make check` in a terminal "
-            "at the top of the repository (in a class, your instructor runs them). They call your functions with other inputs (fresh for "
-            "each learner), in a separate process with a time and a memory limit, and compare "
+            f"**How you are graded.** {_GRADED_BY[audience]} They call your functions with other "
+            "inputs (fresh for each learner), in a separate process with a time and a memory limit, and compare "
             "with the reference solutions. Keep the function names and argument orders as given; "
             f"this notebook is worth {total} points."
         ),
@@ -120,11 +140,7 @@ def problem_notebook(unit: int, with_solutions: bool = False) -> nbformat.Notebo
             new_markdown_cell(f"Stuck? `{v}.hint()` shows the next hint ({len(p.hints)} in all)."),
             new_code_cell(f"# {v}.hint()"),
         ]
-    cells.append(new_markdown_cell(
-        "## Done?\n\nRun `make check` in a terminal to grade this notebook with the hidden tests (in a class "
-        "bundle, `make check` runs the public examples of every problem and your instructor grades). "
-        "Save the notebook first: the grader reads the file, not the kernel."
-    ))
+    cells.append(new_markdown_cell(f"## Done?\n\n{_DONE[audience]}"))
     nb = new_notebook(cells=cells, metadata=METADATA)
     for i, cell in enumerate(nb.cells):
         cell["id"] = f"u{unit}-{i:02d}"

@@ -88,7 +88,7 @@ def public_checks(path: Path, problems: list[registry.Problem]) -> dict[str, tup
 
     ids = [p.id for p in problems]
     try:
-        data, _ = run_json(["check", str(path.resolve()), "--only", *ids, "--worker-limits"], CHECK_TIMEOUT)
+        data, _, _ = run_json(["check", str(path.resolve()), "--only", *ids, "--worker-limits"], CHECK_TIMEOUT)
     except subprocess.TimeoutExpired:
         data = {"problems": [{"id": i, "status": "timeout", "message": f"the public examples did not finish in "
                               f"{CHECK_TIMEOUT:.0f} s: look for an endless loop."} for i in ids]}

@@ -92,3 +92,29 @@ def test_no_submission_is_graded_where_strict_isolation_is_missing(tmp_path, mon
     basic = run(tmp_path, isolation="basic")  # the instructor's override (CKPT_ISOLATION=basic)
     assert basic["score"] > 0 and "Isolation: basic" in basic["output"]
     assert '--isolation "${CKPT_ISOLATION:-strict}"' in RUN_AUTOGRADER
+
+
+@pytest.mark.slow
+def test_a_unit_assignment_tried_locally_as_the_readme_says(tmp_path, capsys):
+    """`gradescope OUT.zip --unit 1`, then `gradescope-try OUT.zip NOTEBOOK` (the README's local
+    test): Gradescope's tree is built, the zip's own code grades Unit 1 only, out of 40."""
+    from autograder.cli import main
+
+    zip_path = tmp_path / "unit1.zip"
+    assert main(["gradescope", str(zip_path), "--unit", "1"]) == 0
+    assert "4 problems, 40 points" in capsys.readouterr().out
+    with zipfile.ZipFile(zip_path) as z:
+        assert json.loads(z.read("assignment.json")) == {"problems": ["1.1", "1.2", "1.3", "1.4"]}
+    notebook = tmp_path / "unit1_parameter_accounting.ipynb"
+    shutil.copy(ROOT / "problems" / notebook.name, notebook)
+    tree = tmp_path / "tree"
+    assert main(["gradescope-try", str(zip_path), str(notebook), "--tree", str(tree)]) == 0
+    out = capsys.readouterr().out
+    results = json.loads((tree / "results" / "results.json").read_text())
+    _validate(results)
+    assert [t["number"] for t in results["tests"]] == ["1.1", "1.2", "1.3", "1.4"]
+    assert "Total: 0 / 40" in results["output"] and "Total: 0 / 40" in out
+    assert (tree / "source" / "run_autograder").is_file() and (tree / "submission" / notebook.name).is_file()
+    # The tree must be new: a second run does not mix its files into the first.
+    assert main(["gradescope-try", str(zip_path), str(notebook), "--tree", str(tree)]) == 2
+    assert "not empty" in capsys.readouterr().err

@@ -24,11 +24,12 @@ from tests.nbgrader_work import reference_answers, submit, wrong_answer
 
 TAMPER = ("import autograder.nbgrader_course as _course\n"
           "_course.grade_cell = lambda problem_id, *args, **kwargs: print('full marks')")
-STUDENTS = ("ada", "bob", "cy", "dan", "eve")
+STUDENTS = ("ada", "bob", "cy", "dan", "eve", "fay")
 UNIT = 1
 NOTEBOOK = next(p.notebook for p in registry.PROBLEMS if p.unit == UNIT)
 PROBLEMS = [p for p in registry.PROBLEMS if p.unit == UNIT]
 BIN = Path(sys.executable).parent
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
@@ -74,7 +75,17 @@ def course(tmp_path_factory):
     copy.id = "copied-test-cell"
     dan.cells.insert(first_test + 1, copy)
     nbformat.write(dan, str(course / "submitted" / "dan" / f"unit{UNIT}" / NOTEBOOK))
-    nbgrader(course, "autograde", f"unit{UNIT}")
+    # fay submits the notebook the README points learners to (problems/, no nbgrader cells at all):
+    # one right answer, one curated wrong answer, two stubs.
+    repo_nb = nbformat.read(str(ROOT / "problems" / NOTEBOOK), as_version=4)
+    for cell in repo_nb.cells:
+        for pid, answer in (("1.1", ref["1.1"]), ("1.2", wrong_answer("1.2"))):
+            if cell.cell_type == "code" and cell.source.startswith(f"def {registry.get(pid).function}("):
+                cell.source = answer
+    (course / "submitted" / "fay" / f"unit{UNIT}").mkdir(parents=True)
+    nbformat.write(repo_nb, str(course / "submitted" / "fay" / f"unit{UNIT}" / NOTEBOOK))
+    out = nbgrader(course, "autograde", f"unit{UNIT}")
+    (course / "autograde.log").write_text(out.stdout + out.stderr)
     nbgrader(course, "generate_feedback", f"unit{UNIT}")
     nbgrader(course, "export")
     return course
@@ -125,6 +136,8 @@ def _gradebook(course: Path) -> dict[str, dict[str, float]]:
         for student in STUDENTS:
             nb = gb.find_submission_notebook(NOTEBOOK[:-len(".ipynb")], f"unit{UNIT}", student)
             scores[student] = {g.name: g.score for g in nb.grades}
+            # Every test cell got a score: formgrader asks for no manual grading.
+            assert not any(g.needs_manual_grade for g in nb.grades), (student, [g.name for g in nb.grades])
     return scores
 
 
@@ -133,7 +146,7 @@ def test_gradebook_scores_equal_the_autograder(course):
     book = _gradebook(course)
     with open(course / "grades.csv", newline="") as f:
         totals = {row["student_id"]: float(row["score"]) for row in csv.DictReader(f) if row["assignment"] == f"unit{UNIT}"}
-    expected_totals = {"ada": 40.0, "bob": 20.0, "cy": 10.0, "dan": 40.0, "eve": 0.0}
+    expected_totals = {"ada": 40.0, "bob": 20.0, "cy": 10.0, "dan": 40.0, "eve": 0.0, "fay": 10.0}
     assert totals == expected_totals
     for student in STUDENTS:
         report = grade([course / "submitted" / student / f"unit{UNIT}" / NOTEBOOK], student,
@@ -179,10 +192,31 @@ def test_autograding_runs_no_learner_kernel_and_says_its_isolation(course):
         assert all(c.outputs == [] and c.execution_count is None for c in code if c not in tests)
         assert len(tests) == len(PROBLEMS)
         for cell in tests:
-            (out,) = cell.outputs
-            assert "(isolation: strict)" in (out.get("text") or "\n".join(out.get("traceback", [])))
+            *shown, last = cell.outputs
+            if last.output_type == "error":  # the grader's message as HTML, then the error that scores 0
+                (shown,) = shown
+                assert shown.output_type == "display_data" and "(isolation: strict)" in shown.data["text/plain"]
+                assert "(isolation: strict)" in shown.data["text/html"] and "<script" not in shown.data["text/html"]
+                assert all(len(line) <= 100 for line in shown.data["text/plain"].splitlines())
+            else:
+                assert not shown and "(isolation: strict)" in last.text
         if student == "eve":  # the tampering cell never ran: every test cell says what the grader found
-            assert all(c.outputs[0].output_type == "error" and "not attempted" in c.outputs[0].evalue for c in tests)
+            assert all(c.outputs[-1].output_type == "error" and "not attempted" in c.outputs[-1].evalue for c in tests)
+
+
+@pytest.mark.slow
+def test_a_notebook_without_test_cells_is_graded_by_function_name(course):
+    """fay's notebook is the problems/ one: its test cells are added, each after the function it
+    grades, and the console says so."""
+    nb = nbformat.read(str(course / "autograded" / "fay" / f"unit{UNIT}" / NOTEBOOK), as_version=4)
+    sources = [c.source for c in nb.cells]
+    for p in PROBLEMS:
+        test = sources.index(grading_cell_source(p))
+        assert f"def {p.function}(" in sources[test - 1], (p.id, sources[test - 1][:200])
+    log = (course / "autograde.log").read_text()
+    assert "fay's unit1_parameter_accounting.ipynb has no test cell for 1.1, 1.2, 1.3, 1.4" in log
+    assert "fay's unit1_parameter_accounting.ipynb: 10/40 (1.1 correct, 1.2 incorrect" in log
+    assert "SAWarning" not in log  # nbgrader's known, harmless SQLAlchemy warnings are hidden
 
 
 def test_autograding_refuses_without_the_strict_level(monkeypatch):
@@ -230,3 +264,89 @@ def test_public_checks_step_aside_while_nbgrader_autogrades(monkeypatch):
 
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     assert problem("1.3").check(lambda params, dtype: 0).status == "skipped"
+
+
+def test_an_assignment_of_chosen_problems(tmp_path):
+    from autograder.batch import selection
+
+    write_course(tmp_path, selection(only=["1.3", "2.1"]), "hw1")
+    notebooks = sorted((tmp_path / "source" / "hw1").glob("*.ipynb"))
+    assert [n.name for n in notebooks] == [registry.get("1.3").notebook, registry.get("2.1").notebook]
+    for path, pid in zip(notebooks, ("1.3", "2.1")):
+        nb = nbformat.read(str(path), as_version=4)
+        tests = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+        assert [c.source for c in tests] == [grading_cell_source(registry.get(pid))]
+        text = "\n".join(c.source for c in nb.cells)
+        others = [p for p in registry.PROBLEMS if p.unit == registry.get(pid).unit and p.id != pid]
+        assert not any(f"def {p.function}(" in text for p in others)
+        assert "make check" not in text and "worth 10 points" in text  # nbgrader learners submit; nothing to run
+    assert not (tmp_path / "source" / "unit1").exists()
+    assert (tmp_path / "exchange").is_dir()
+    with pytest.raises(ValueError, match="letters, digits"):
+        write_course(tmp_path, selection(units=[1]), "../escape")
+
+
+def test_the_cli_writes_a_unit_and_names_it(tmp_path, capsys):
+    from autograder.cli import main
+
+    assert main(["nbgrader", str(tmp_path / "c"), "--unit", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "assignments: unit2 (6 problems, 60 points" in out and "generate_assignment unit2" in out
+    assert [p.name for p in (tmp_path / "c" / "source").iterdir()] == ["unit2"]
+    assert main(["nbgrader", str(tmp_path / "d"), "--unit", "9"]) == 2
+    assert "no unit 9" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_notebook_the_grader_cannot_grade_says_why(tmp_path):
+    """The grader gives no result (here: a time limit it cannot meet): each test cell says so in
+    the gradebook's notebook and the feedback, the console names the student, and formgrader shows a
+    score (0), not "needs manual grading"."""
+    from autograder.batch import selection
+    from nbgrader.api import Gradebook
+
+    course = tmp_path / "course"
+    write_course(course, selection(only=["1.3"]), "hw")
+    with open(course / "nbgrader_config.py", "a") as f:
+        f.write("c.GradeInSandbox.timeout = 0.01\n")
+    nbgrader(course, "generate_assignment", "hw")
+    ref = reference_answers(course / "source" / "hw" / NOTEBOOK)
+    submit(course / "release" / "hw" / NOTEBOOK, ref, course / "submitted" / "gus" / "hw" / NOTEBOOK)
+    out = nbgrader(course, "autograde", "hw")
+    assert "gus's unit1_parameter_accounting.ipynb not graded: the grader stopped without a result" in out.stderr
+    nb = nbformat.read(str(course / "autograded" / "gus" / "hw" / NOTEBOOK), as_version=4)
+    (test,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert test.outputs[-1].output_type == "error" and "Not graded: the grader stopped" in test.outputs[-1].evalue
+    nbgrader(course, "generate_feedback", "hw")
+    assert "Not graded: the grader stopped" in next((course / "feedback" / "gus").rglob("*.html")).read_text()
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        (grade_,) = gb.find_submission_notebook(NOTEBOOK[:-len(".ipynb")], "hw", "gus").grades
+        assert grade_.score == 0 and not grade_.needs_manual_grade
+
+
+@pytest.mark.slow
+def test_validate_reports_what_the_checks_say(tmp_path):
+    """`nbgrader validate` on a problems/ notebook, in a learner's terminal inside `make lab`
+    (jupyter_config/ on JUPYTER_CONFIG_PATH): it lists the failing checks, and passes a solved one.
+    nbgrader's default said "Success!" of any notebook without its test cells."""
+    from autograder.notebooks import problem_notebook
+
+    nb = nbformat.read(str(ROOT / "problems" / NOTEBOOK), as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.source.startswith("def dense_checkpoint_accounting("):
+            cell.source = wrong_answer("1.1")
+    nbformat.write(nb, str(tmp_path / "wrong.ipynb"))
+    nbformat.write(problem_notebook(UNIT, with_solutions=True), str(tmp_path / "solved.ipynb"))
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+           "JUPYTER_CONFIG_PATH": str(ROOT / "jupyter_config")}
+
+    def validate(name: str) -> str:
+        out = subprocess.run([str(BIN / "nbgrader"), "validate", name], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=600)
+        return out.stdout
+
+    wrong = validate("wrong.ipynb")
+    assert "VALIDATION FAILED ON 4 CELL(S)" in wrong, wrong[-3000:]
+    assert "[Incorrect] 1.1 dense_checkpoint_accounting" in wrong and wrong.count("[Not attempted]") == 3
+    assert "Success" not in wrong
+    assert "Success! Your notebook passes all the tests." in validate("solved.ipynb")
