@@ -33,8 +33,14 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# jupyter_config/ (first on JUPYTER_CONFIG_PATH) opens course/00_start_here.ipynb, keeps nbgrader's
+# instructor tools off and the log to warnings; `env -u` keeps make's own variables out of the
+# terminals a learner opens in JupyterLab.
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(ROOT_ARGS) $(LAB_ARGS) course/00_start_here.ipynb
+	@echo "Starting JupyterLab on course/00_start_here.ipynb (stop it with Ctrl-C, twice)."
+	@env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS -u MAKEOVERRIDES \
+	  JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter_config$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+	  $(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(ROOT_ARGS) $(LAB_ARGS)
 
 check: $(STAMP)
 	@$(BIN)/python -m autograder grade problems/

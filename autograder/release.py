@@ -54,6 +54,10 @@ def _is_hidden(path: Path) -> bool:
 
 def _bundle_pyproject(text: str) -> str:
     text = text.replace('include = ["ckptlab*", "autograder*", "solutions*"]', 'include = ["ckptlab*", "autograder*"]')
+    # Learners need no nbgrader: without it their JupyterLab has no instructor tools (formgrader,
+    # Create Assignment, a Validate that cannot see the hidden tests).
+    assert '    "nbgrader==' in text, "the pyproject changed: update autograder.release"
+    text = "\n".join(line for line in text.splitlines() if not line.startswith('    "nbgrader==')) + "\n"
     assert "solutions" not in text.split("[tool.setuptools.packages.find]")[1].split("[")[0]
     # The bundle has no test-suite: drop the pytest configuration.
     return text.split("[tool.pytest.ini_options]")[0].rstrip() + "\n"
@@ -89,6 +93,8 @@ def build_release(root: Path, out: Path) -> list[Path]:
     _copy_tree(root / "course", out / "course")
     _copy_tree(root / "ckptlab", out / "ckptlab")
     _copy_tree(root / "autograder", out / "autograder", skip_file=_is_hidden)
+    _copy_tree(root / "jupyter_config", out / "jupyter_config")  # make lab's settings
+    _copy_tree(root / "tools", out / "tools")  # make's environment set-up
     from autograder.notebooks import write_problem_notebooks  # nbformat: a second to import, only here
 
     write_problem_notebooks(out)

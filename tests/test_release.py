@@ -59,6 +59,11 @@ def test_bundle_problem_notebooks_are_untouched_stubs(bundle):
 def test_bundle_installs_only_public_packages(bundle):
     text = (bundle / "pyproject.toml").read_text()
     assert 'include = ["ckptlab*", "autograder*"]' in text and "solutions" not in text.split("packages.find")[1]
+    # No nbgrader: a learner's JupyterLab has none of its instructor tools.
+    assert "nbgrader" not in text and "nbgrader" in (ROOT / "pyproject.toml").read_text()
+    # make lab's settings and make's set-up come along.
+    assert (bundle / "jupyter_config" / "jupyter_server_config.json").is_file()
+    assert (bundle / "tools" / "setup_env.py").is_file()
 
 
 def _in_bundle(bundle, *args, timeout=600):
