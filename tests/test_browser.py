@@ -201,6 +201,7 @@ def test_the_same_check_finds_nbgrader_where_it_is_on(browser, clone):
         url = server.url()
         _open(page, url.replace("/lab?", "/lab/tree/problems/unit1_parameter_accounting.ipynb?"))
         page.wait_for_selector(".lm-MenuBar-itemLabel:has-text('Nbgrader')", timeout=60_000)
+        page.locator(".jp-NotebookPanel:visible .jp-Toolbar").get_by_text("Validate").wait_for(timeout=60_000)
         assert _nbgrader_ui(page) == {"menu": 1, "validate": 1}
     finally:
         page.close()

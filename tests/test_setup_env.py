@@ -60,7 +60,7 @@ def test_a_working_install_ends_with_its_time(tmp_path, capsys):
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     assert setup_env.main([str(tmp_path / "venv"), "-e", "."]) == 0
     out = capsys.readouterr().out
-    assert "Setting up the course's environment" in out
+    assert "Updating the course's environment" in out  # its python exists: an update, not a first run
     assert "Environment ready in" in out and "4 packages installed, 88 MB downloaded" in out
 
 

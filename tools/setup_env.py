@@ -89,8 +89,11 @@ def main(argv: list[str]) -> int:
     target, spec = Path(argv[0]), argv[1:]
     python = target / "bin" / "python"
     progress = Progress()
-    print(f"Setting up the course's environment in {target}/ (first run only: JAX, Flax, Orbax, JupyterLab "
-          "and nbgrader, about 1 GB; one to ten minutes, most of it downloading).", flush=True)
+    if python.exists():
+        print(f"Updating the course's environment in {target}/ to pyproject.toml.", flush=True)
+    else:
+        print(f"Setting up the course's environment in {target}/ (first run only: JAX, Flax, Orbax, JupyterLab "
+              "and nbgrader, about 1 GB; one to ten minutes, most of it downloading).", flush=True)
     if not python.exists():
         progress.show("creating the virtual environment")
         venv.EnvBuilder(with_pip=True).create(target)
@@ -104,7 +107,8 @@ def main(argv: list[str]) -> int:
         print(f"\nerror: installing the course's environment failed (pip's output is above). Fix what it says, "
               f"then run make again; `rm -rf {target}` starts from scratch.", file=sys.stderr)
         return status
-    progress.done(f"Environment ready in {progress.elapsed():.0f} s: {progress.installed} packages installed"
+    plural = "" if progress.installed == 1 else "s"
+    progress.done(f"Environment ready in {progress.elapsed():.0f} s: {progress.installed} package{plural} installed"
                   + (f", {progress.downloaded / 1e6:,.0f} MB downloaded." if progress.downloaded else "."))
     return 0
 
