@@ -65,7 +65,6 @@ def cmd_grade(args) -> int:
 
 def cmd_check(args) -> int:
     """Public examples only, in this process: what each notebook check cell says, for every problem."""
-    from autograder import registry
     from autograder.public import check_paths
 
     if _missing(args.paths):
@@ -195,9 +194,7 @@ def cmd_gradescope_run(args) -> int:
 
 
 def cmd_nbgrader(args) -> int:
-    from autograder.nbgrader_course import write_course
-
-    from autograder.nbgrader_course import assignments
+    from autograder.nbgrader_course import assignments, write_course
 
     chosen = _chosen(args)
     if chosen is None:
@@ -279,9 +276,7 @@ def cmd_progress(args) -> int:
 
 def cmd_isolation(args) -> int:
     from autograder.sandbox import jail
-    from autograder.sandbox.outside import resolve
-
-    from autograder.sandbox.outside import guarantees
+    from autograder.sandbox.outside import guarantees, resolve
 
     level = resolve("auto")
     abi, why = jail.landlock_status()

@@ -281,7 +281,7 @@ def load_submission(path: str | Path) -> Submission:
         try:
             nb = json.loads(text)
             cells = [c for c in nb.get("cells", []) if c.get("cell_type") == "code"]
-        except (ValueError, AttributeError) as e:
+        except (ValueError, AttributeError):
             sub.unreadable = f"{shown_name(path.name)} is not a valid notebook; open it in Jupyter and save it again"
             return sub
         for i, cell in enumerate(cells, 1):

@@ -14,7 +14,6 @@ from functools import cached_property
 
 import numpy as np
 
-
 # Orbax is not safe to run from two threads of one process at once: its saves share barrier keys
 # and temporary folder steps process-wide (two learners' 3.3 references graded at once by
 # grade-batch -j 2 failed with FileExistsError on '...orbax-checkpoint-tmp' and TimeoutError on

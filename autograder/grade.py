@@ -22,11 +22,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from autograder import codec, extract, files, registry
-from autograder.sandbox import outside as sandbox
 from autograder.hidden import Case, Hidden, load
 from autograder.returns import Raises
+from autograder.sandbox import outside as sandbox
 
-STATUSES = ("correct", "incorrect", "not_attempted", "error", "timeout")
 DEFAULT_SALT = "sharded-ckpt-course/2026"
 
 

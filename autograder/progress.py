@@ -34,7 +34,7 @@ def store() -> Path:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def append(record: dict) -> Path | None:

@@ -19,7 +19,6 @@ from autograder.reads import READ_SLACK
 from autograder.returns import ArrayOf, Raises, RestoredTree, SafetensorsShard, Struct
 from autograder.sandbox.outside import DEFAULT_TIMEOUT
 
-
 # A Markdown code span: hints and messages name code this way.
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 

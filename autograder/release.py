@@ -14,7 +14,6 @@ import re
 import shutil
 from pathlib import Path
 
-
 # Never copied: references, hidden tests, the project's own tests and tooling.
 _SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
 _HIDDEN = re.compile(r"^unit\d+\.py$")
@@ -59,8 +58,9 @@ def _bundle_pyproject(text: str) -> str:
     assert '    "nbgrader==' in text, "the pyproject changed: update autograder.release"
     text = "\n".join(line for line in text.splitlines() if not line.startswith('    "nbgrader==')) + "\n"
     assert "solutions" not in text.split("[tool.setuptools.packages.find]")[1].split("[")[0]
-    # The bundle has no test-suite: drop the pytest configuration.
-    return text.split("[tool.pytest.ini_options]")[0].rstrip() + "\n"
+    # The bundle has no test-suite and no linting: drop their configuration (from [tool.ruff] on).
+    assert text.index("[tool.ruff]") < text.index("[tool.pytest.ini_options]"), "update autograder.release"
+    return text.split("[tool.ruff]")[0].rstrip() + "\n"
 
 
 def _bundle_makefile(text: str) -> str:

@@ -22,7 +22,6 @@ nbgrader is ``bench/bench_nbgrader.py``. Run: ``make bench``.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import statistics

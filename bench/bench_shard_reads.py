@@ -54,7 +54,7 @@ def main() -> None:
     print(f"  {'safetensors load_file (whole)':40} {'(memory map)':>22} {'':>7} {whole_t:7.3f}s")
     for label, axis in (("16 row shards, one run each", 0), ("16 column shards, strided runs", 1)):
         domains = per_device(axis)
-        t, b = timed(lambda: [read_shard(str(path), "w", d) for d in domains])
+        t, b = timed(lambda domains=domains: [read_shard(str(path), "w", d) for d in domains])
         print(f"  {label:40} {b:22,} {b / size:7.3f} {t:7.3f}s   ({len(domains)} read_shard calls)")
     # Orbax's trade-off for strided shards: coalesce runs across small gaps, read fewer, bigger blocks.
     header, data_start = parse_safetensors_header(str(path))

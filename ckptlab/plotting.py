@@ -130,14 +130,6 @@ def plot_row_shards(global_shape: Sequence[int], num_shards: int, ax=None, pad: 
     return ax
 
 
-def shard_table(global_shape: Sequence[int], num_shards: int) -> np.ndarray:
-    """Which shard owns each row of a row-sharded tensor (-1 for none), for quick printing."""
-    owner = np.full(int(global_shape[0]), -1)
-    for i, (a, b) in enumerate(layout.split_bounds(int(global_shape[0]), num_shards)):
-        owner[a:b] = i
-    return owner
-
-
 def plot_mesh(mesh_shape: Mapping[str, int], ax=None, title: str | None = None):
     """The devices of a mesh as a grid of coloured cells labelled with their ids (row-major)."""
     ids = layout.mesh_device_ids(mesh_shape)

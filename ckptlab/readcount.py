@@ -24,6 +24,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+
 def rchar(whole_process: bool = False) -> int | None:
     """Bytes this thread (or process) has read so far, or None where the kernel does not say."""
     try:

@@ -11,8 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import linen as nn
-from flax import nnx
+from flax import linen as nn, nnx
 
 from ckptlab.models import MLP
 

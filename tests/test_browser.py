@@ -15,7 +15,6 @@ import threading
 import time
 from pathlib import Path
 
-import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,8 +209,9 @@ def test_the_same_check_finds_nbgrader_where_it_is_on(browser, clone):
 
 def test_a_class_feedback_page_renders_its_markdown_and_wraps(browser, tmp_path):
     """grade-batch's feedback HTML for a learner with a long message, opened in the browser."""
-    from solutions import unit1
     import inspect
+
+    from solutions import unit1
 
     subs = tmp_path / "subs"
     subs.mkdir()

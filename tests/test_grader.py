@@ -4,18 +4,16 @@ wrong answers rejected with their intended messages, and bad submissions cost on
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
+import re
 import subprocess
 import sys
-import inspect
-import re
 
 import numpy as np
 import pytest
 
-from autograder import files
-from autograder import grade as grading
-from autograder import registry
+from autograder import files, grade as grading, registry
 from autograder.hidden import load
 from autograder.returns import Raises
 from tests.conftest import best_isolation

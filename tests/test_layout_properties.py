@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ckptlab.layout import course_mesh
@@ -47,7 +46,7 @@ def test_shard_shape_and_domains_agree_with_jax(layout):
             unit2.shard_shape(shape, mesh_shape, spec)
         except ValueError:
             return
-        raise AssertionError("the reference accepted a layout JAX rejects")
+        raise AssertionError("the reference accepted a layout JAX rejects") from None
     assert unit2.shard_shape(shape, mesh_shape, spec) == tuple(want)
     real = sharding.devices_indices_map(shape)
     assert unit2.device_index_domains(shape, mesh_shape, spec) == {

@@ -107,7 +107,7 @@ def test_chunks_files_and_bytes_match_real_orbax_saves(tmp_path, zarr3):
                 rp = case.args[-1]
             groups[(tuple(mesh_shape.items()), rp)].append((pid, case, shape, itemsize, mesh_shape, spec))
     checked = set()
-    for g, ((mesh_items, rp), items) in enumerate(groups.items()):
+    for g, ((_, rp), items) in enumerate(groups.items()):
         tree = {}
         for i, (_, _, shape, itemsize, mesh_shape, spec) in enumerate(items):
             values = jnp.arange(1, math.prod(shape) + 1, dtype=jnp.float32).reshape(shape).astype(DTYPES[itemsize])

@@ -302,8 +302,9 @@ def test_a_notebook_the_grader_cannot_grade_says_why(tmp_path):
     """The grader gives no result (here: a time limit it cannot meet): each test cell says so in
     the gradebook's notebook and the feedback, the console names the student, and formgrader shows a
     score (0), not "needs manual grading"."""
-    from autograder.batch import selection
     from nbgrader.api import Gradebook
+
+    from autograder.batch import selection
 
     course = tmp_path / "course"
     write_course(course, selection(only=["1.3"]), "hw")

@@ -17,8 +17,8 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from autograder import drills, practice, progress, registry
-from ckptlab.layout import course_mesh, real_index_domains
 from autograder.notebooks import stub_source
+from ckptlab.layout import course_mesh, real_index_domains
 from solutions import unit1
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import copy
 
-import numpy as np
-import pytest
-
 import jax
 import jax.numpy as jnp
+import numpy as np
 import orbax.checkpoint as ocp
-from flax import linen as nn
-from flax import nnx
+import pytest
+from flax import linen as nn, nnx
 
 from autograder import codec, files, registry
 from autograder.grade import expected_outcome, hidden_cases, reference

@@ -10,8 +10,7 @@ import math
 import jax
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from jax.sharding import NamedSharding, PartitionSpec as P
 from orbax.checkpoint.experimental.v1._src.layout.safetensors_layout import (
     _partition_runs,

@@ -654,7 +654,10 @@ _EXACT = """strides = [dtype.itemsize] * len(shape)
     return np.frombuffer(b"".join(out), dtype).reshape(tuple(b - a for a, b in bounds))"""
 
 
-def _read(start="8 + n", body=_EXACT.replace("BUFFERING", "0")):
+_UNBUFFERED = _EXACT.replace("BUFFERING", "0")
+
+
+def _read(start="8 + n", body=_UNBUFFERED):
     return _READ_SHARD.replace("START", start).replace("BODY", body)
 
 

@@ -247,7 +247,7 @@ def _chunk_shape_cases(rng):
     cases = []
     for f, mesh, spec, shape in _layout_cases(rng, tuple(LAYOUTS)):
         cases.append(Case(f, (shape, mesh, spec, True)))
-    for f, mesh, spec, shape in _layout_cases(rng, ("replicated", "partly_replicated"), per=1):
+    for _, mesh, spec, shape in _layout_cases(rng, ("replicated", "partly_replicated"), per=1):
         cases.append(Case("replica_parallel_off", (shape, mesh, spec, False)))
     return cases
 
@@ -359,7 +359,7 @@ def _bytes_cases(rng, host=False):
         if host:
             args.append(int(_pick(rng, (1, 2, 4))))
         cases.append(Case(f, (*args, True)))
-    for f, mesh, spec, shape in _layout_cases(rng, ("replicated", "partly_replicated"), per=1):
+    for _, mesh, spec, shape in _layout_cases(rng, ("replicated", "partly_replicated"), per=1):
         args = [shape, int(_pick(rng, ITEMSIZES)), mesh, spec] + ([int(_pick(rng, (2, 4)))] if host else [])
         cases.append(Case("replica_parallel_off", (*args, False)))
     return cases

@@ -34,7 +34,6 @@ import sys
 from dataclasses import dataclass, field
 
 STRICT, BASIC = "strict", "basic"
-LEVELS = (STRICT, BASIC)
 MAX_TASKS = 400  # processes and threads of one worker (JAX on 16 devices runs about 45 threads)
 # The real uid a root grader's worker takes before its namespaces: the kernel never applies
 # RLIMIT_NPROC to a process whose real uid is the machine's root, even inside a user namespace.
