@@ -299,6 +299,11 @@ def cmd_list(args) -> int:
 
     for p in registry.PROBLEMS:
         print(f"{p.id:5} {p.points:>3} pts  {p.call}\n       {p.title}")
+    print()
+    for unit in registry.units():  # the counts the README's unit table gives (a test holds them equal)
+        ps = [p for p in registry.PROBLEMS if p.unit == unit]
+        print(f"Unit {unit}: {len(ps)} problems, {sum(p.points for p in ps)} points")
+    print(f"In all: {len(registry.PROBLEMS)} problems, {sum(p.points for p in registry.PROBLEMS)} points")
     return 0
 
 

@@ -1,0 +1,142 @@
+"""What each problem and each unit needs, and which parts are missing.
+
+A problem is complete with: its declaration in the registry (statement, at least two hints, a
+public example), hidden cases, a reference solution, at least four curated wrong answers (and
+their imports), its stub in the unit's problem notebook. A unit is complete with: its record
+(title and introduction), its notebook's import cell, a lesson in ``course/`` and a figure count
+for it in the notebook test, at least one drill, and its row in the README's unit table with the
+registry's problem and point counts.
+
+``missing(parts)`` names each gap ("2.7 reference: no orbax_thing in solutions/unit2.py");
+``parts`` holds where each kind of part is looked up, so a test can take one away and watch the
+check fail.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder import registry
+
+ROOT = Path(__file__).resolve().parents[1]
+MIN_WRONG = 4
+MIN_HINTS = 2
+
+
+def _hidden(p: registry.Problem):
+    from autograder.hidden import load
+
+    try:
+        return load(p.hidden)
+    except (ImportError, AttributeError):
+        return None
+
+
+def _reference(p: registry.Problem):
+    try:
+        return getattr(importlib.import_module(f"solutions.unit{p.unit}"), p.function, None)
+    except ImportError:
+        return None
+
+
+def _wrong() -> dict:
+    from tests.wrong_answers import WRONG
+
+    return WRONG
+
+
+def _headers() -> dict:
+    from tests.wrong_answers import HEADERS
+
+    return HEADERS
+
+
+def _imports() -> dict:
+    from autograder.notebooks import IMPORTS
+
+    return IMPORTS
+
+
+def _figures() -> dict:
+    from tests.test_notebooks import FIGURES
+
+    return FIGURES
+
+
+def _drill_units() -> set[int]:
+    import numpy as np
+
+    from autograder.drills import KINDS
+
+    rng = np.random.default_rng(0)
+    return {make(rng).unit_of_study for make in KINDS.values()}
+
+
+@dataclass
+class Parts:
+    """Where each kind of part is found (the repository's own, unless a test swaps one)."""
+
+    problems: tuple = registry.PROBLEMS
+    units: dict = field(default_factory=lambda: dict(registry.UNITS))
+    hidden: object = _hidden
+    reference: object = _reference
+    wrong: dict = field(default_factory=_wrong)
+    headers: dict = field(default_factory=_headers)
+    imports: dict = field(default_factory=_imports)
+    figures: dict = field(default_factory=_figures)
+    drill_units: set = field(default_factory=_drill_units)
+    root: Path = ROOT
+
+
+def _readme_rows(readme: str) -> dict[int, tuple[int, int]]:
+    """Unit -> (problems, points) from the README's unit table."""
+    rows = {}
+    for m in re.finditer(r"^\| (\d+) \|.*?\((\d+) problems, (\d+) points\)", readme, re.M):
+        rows[int(m.group(1))] = (int(m.group(2)), int(m.group(3)))
+    return rows
+
+
+def missing(parts: Parts | None = None) -> list[str]:
+    parts = parts or Parts()
+    gaps = []
+    notebooks: dict[str, str] = {}
+    for p in parts.problems:
+        where = f"{p.id} {p.function}"
+        if not p.statement or len(p.hints) < MIN_HINTS or not p.examples:
+            gaps.append(f"{where} declaration: needs a statement, {MIN_HINTS}+ hints and a public example")
+        if parts.hidden(p) is None:
+            gaps.append(f"{where} hidden cases: {p.hidden} not found")
+        if parts.reference(p) is None:
+            gaps.append(f"{where} reference: no {p.function} in solutions/unit{p.unit}.py")
+        wrong = parts.wrong.get(p.id, [])
+        if len(wrong) < MIN_WRONG:
+            gaps.append(f"{where} wrong answers: {len(wrong)} in tests/wrong_answers.py, {MIN_WRONG} needed")
+        if wrong and p.id not in parts.headers:
+            gaps.append(f"{where} wrong answers: no imports for them (wrong_answers.HEADERS)")
+        path = parts.root / "problems" / p.notebook
+        if p.notebook not in notebooks:
+            notebooks[p.notebook] = path.read_text() if path.exists() else ""
+        if f"def {p.function}(" not in notebooks[p.notebook]:
+            gaps.append(f"{where} notebook: no stub in problems/{p.notebook} (python -m autograder notebooks)")
+    readme = (parts.root / "README.md").read_text()
+    rows = _readme_rows(readme)
+    for unit in sorted({p.unit for p in parts.problems}):
+        ps = [p for p in parts.problems if p.unit == unit]
+        if unit not in parts.units:
+            gaps.append(f"unit {unit} record: no title and introduction in registry.UNITS")
+        if unit not in parts.imports:
+            gaps.append(f"unit {unit} notebook imports: none in notebooks.IMPORTS")
+        lessons = sorted((parts.root / "course").glob(f"0{unit}_*.ipynb"))
+        if not lessons:
+            gaps.append(f"unit {unit} lesson: no course/0{unit}_*.ipynb")
+        elif lessons[0].name not in parts.figures:
+            gaps.append(f"unit {unit} lesson: no figure count for {lessons[0].name} in tests/test_notebooks.FIGURES")
+        if unit not in parts.drill_units:
+            gaps.append(f"unit {unit} drill: no drill kind with unit_of_study={unit} in autograder/drills.py")
+        counts = (len(ps), sum(p.points for p in ps))
+        if rows.get(unit) != counts:
+            gaps.append(f"unit {unit} README: its table row should say ({counts[0]} problems, {counts[1]} points)")
+    return gaps

@@ -1,0 +1,81 @@
+"""Every problem and unit has all its parts (tests/completeness.py says which are missing), and
+the check fails when any one part is taken away."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import pytest
+
+from autograder import registry
+from tests.completeness import Parts, _hidden, _reference, missing
+
+P = registry.get("2.3")
+
+
+def test_every_problem_and_unit_is_complete():
+    assert missing() == []
+
+
+def _root_without(tmp_path, change):
+    """A copy of what the check reads from disk (README, course/, problems/), changed by ``change``."""
+    from tests.completeness import ROOT
+
+    for name in ("course", "problems"):
+        shutil.copytree(ROOT / name, tmp_path / name)
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    change(tmp_path)
+    return tmp_path
+
+
+def _drop_stub(root):
+    path = root / "problems" / P.notebook
+    path.write_text(path.read_text().replace(f"def {P.function}(", f"def renamed_{P.function}("))
+
+
+def _drop_lesson(root):
+    next((root / "course").glob("02_*.ipynb")).unlink()
+
+
+def _wrong_count(root):
+    path = root / "README.md"
+    path.write_text(path.read_text().replace("(6 problems, 60 points)", "(5 problems, 50 points)"))
+
+
+def _without(d, key):
+    return {k: v for k, v in d.items() if k != key}
+
+
+KINDS = {
+    "declaration": (lambda parts, tmp: dataclasses.replace(parts, problems=tuple(
+        dataclasses.replace(p, hints=p.hints[:1]) if p is P else p for p in parts.problems)), "2.3 orbax_chunk_shape declaration"),
+    "hidden cases": (lambda parts, tmp: dataclasses.replace(
+        parts, hidden=lambda p: None if p is P else _hidden(p)), "2.3 orbax_chunk_shape hidden cases"),
+    "reference": (lambda parts, tmp: dataclasses.replace(
+        parts, reference=lambda p: None if p is P else _reference(p)), "2.3 orbax_chunk_shape reference"),
+    "wrong answers": (lambda parts, tmp: dataclasses.replace(
+        parts, wrong={**parts.wrong, "2.3": parts.wrong["2.3"][:3]}), "2.3 orbax_chunk_shape wrong answers: 3"),
+    "wrong answers' imports": (lambda parts, tmp: dataclasses.replace(
+        parts, headers=_without(parts.headers, "2.3")), "2.3 orbax_chunk_shape wrong answers: no imports"),
+    "notebook": (lambda parts, tmp: dataclasses.replace(
+        parts, root=_root_without(tmp, _drop_stub)), "2.3 orbax_chunk_shape notebook"),
+    "unit record": (lambda parts, tmp: dataclasses.replace(parts, units=_without(parts.units, 2)), "unit 2 record"),
+    "notebook imports": (lambda parts, tmp: dataclasses.replace(
+        parts, imports=_without(parts.imports, 2)), "unit 2 notebook imports"),
+    "lesson": (lambda parts, tmp: dataclasses.replace(
+        parts, root=_root_without(tmp, _drop_lesson)), "unit 2 lesson: no course/02_"),
+    "lesson figures": (lambda parts, tmp: dataclasses.replace(
+        parts, figures=_without(parts.figures, "02_sharded_save_layouts.ipynb")), "unit 2 lesson: no figure count"),
+    "drill": (lambda parts, tmp: dataclasses.replace(
+        parts, drill_units=parts.drill_units - {2}), "unit 2 drill"),
+    "README counts": (lambda parts, tmp: dataclasses.replace(
+        parts, root=_root_without(tmp, _wrong_count)), "unit 2 README: its table row should say (6 problems, 60 points)"),
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_check_names_a_missing_part(kind, tmp_path):
+    take_away, named = KINDS[kind]
+    gaps = missing(take_away(Parts(), tmp_path))
+    assert len(gaps) == 1 and gaps[0].startswith(named), gaps
