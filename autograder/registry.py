@@ -15,9 +15,9 @@ import numpy as np
 
 from autograder.codec import MeshArg, SpecArg
 from autograder.files import CheckpointArg, SafetensorsArg
+from autograder.limits import DEFAULT_TIMEOUT
 from autograder.reads import READ_SLACK
 from autograder.returns import ArrayOf, Raises, RestoredTree, SafetensorsShard, Struct
-from autograder.sandbox.outside import DEFAULT_TIMEOUT
 
 # A Markdown code span: hints and messages name code this way.
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")

@@ -322,3 +322,20 @@ def test_submissions_are_parsed_safely_from_several_threads_at_once(root):
         sys.setswitchinterval(interval)
         gc.set_threshold(*thresholds)
     assert not errors, errors[:3]
+
+
+def test_a_learner_kernel_loads_no_sandbox_code():
+    """The notebook-side modules (checks, hints, drills, progress) import the registry; none of
+    them loads the jail, the zygote or the worker (0.3 s of a kernel's start, for one constant)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import autograder.registry, autograder.notebook, autograder.drills, autograder.progress; "
+            "print(sorted(m for m in sys.modules if m.startswith('autograder.sandbox')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+    # ...which the check would see: the grader does load it.
+    code = code.replace("autograder.progress;", "autograder.progress, autograder.grade;")
+    assert "autograder.sandbox.jail" in subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                                       text=True, timeout=120).stdout

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from autograder import codec
+from autograder.limits import DEFAULT_TIMEOUT
 from autograder.sandbox import inside, jail, wire, zygote
 
-DEFAULT_TIMEOUT = 60.0  # seconds for a problem's worker tree, on the clock and of CPU time
 WALL_FACTOR = 2.0  # a tree that used less CPU time than that may go on this many times as long
 DEFAULT_MEMORY = 4 * 2**30
 DEFAULT_FILE_BYTES = 256 * 2**20
