@@ -1,0 +1,100 @@
+"""The judge on its own: a pure function from a worker's plain-data outputs to (status, category,
+message). Each branch here, with no worker and no sandbox: what a learner is told for each way a
+run can end, and that no hidden input appears in any of it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autograder import registry
+from autograder.grade import expected_outcome, hidden_cases, judge
+from autograder.sandbox.outside import RunResult
+
+P = registry.get("1.1")
+# The module a worker runs: each block headed by where it came from.
+SOURCE = ("# unit1.ipynb code cell 1, line 1\nimport numpy as np\n"
+          "# unit1.ipynb code cell 2, line 1\ndef dense_checkpoint_accounting(seed, x, num_shards, features):\n"
+          "    return 1 / 0\n")
+
+
+@pytest.fixture(scope="module")
+def setup():
+    hidden, cases = hidden_cases(P, "ada")
+    expected = [expected_outcome(P, c.args) for c in cases]
+    return hidden, cases, expected
+
+
+def _judge(setup, run: RunResult):
+    hidden, cases, expected = setup
+    return judge(P, hidden, cases, expected, run, SOURCE, timeout=60.0)
+
+
+def _values(expected, change=lambda i, e: e):
+    return [{"value": np.asarray(change(i, e), dtype=np.float64)} for i, e in enumerate(expected)]
+
+
+def _shows_no_hidden_input(message: str, setup) -> None:
+    """No hidden case's expected total (a number of three digits or more) is in the message."""
+    _, cases, expected = setup
+    totals = {f"{e[0]:g}" for c, e in zip(cases, expected) if c.category != "public" and e[0] >= 100}
+    assert totals and not [t for t in totals if t in message]
+
+
+def test_all_right(setup):
+    status, category, message = _judge(setup, RunResult("ok", cases=_values(setup[2])))
+    assert (status, category) == ("correct", "") and message == f"All {len(setup[1])} cases passed."
+
+
+def test_floor_division_is_named(setup):
+    run = RunResult("ok", cases=_values(setup[2], lambda i, e: [e[0], e[0] // (e[0] / e[1])]))
+    status, category, message = _judge(setup, run)
+    assert status == "incorrect" and "//" in message and message.startswith("Wrong on ")
+    _shows_no_hidden_input(message, setup)
+
+
+def test_an_integer_array_is_told_about_floor_division(setup):
+    run = RunResult("ok", cases=[{"value": np.asarray(e, dtype=np.int64)} for e in setup[2]])
+    status, category, message = _judge(setup, run)
+    assert (status, category) == ("incorrect", "wrong_type") and "`//`" in message and "int64" not in message
+
+
+def test_nan(setup):
+    run = RunResult("ok", cases=_values(setup[2], lambda i, e: [np.nan, e[1]] if i == len(setup[2]) - 1 else e))
+    status, category, message = _judge(setup, run)
+    assert (status, category) == ("incorrect", "nan") and "a hidden case" in message
+
+
+def test_stub(setup):
+    run = RunResult("ok", cases=[{"error": {"kind": "not_implemented"}} for _ in setup[1]])
+    assert _judge(setup, run)[:2] == ("not_attempted", "not_attempted")
+
+
+def test_an_exception_shows_its_line_on_a_public_example_only(setup):
+    hidden, cases, expected = setup
+    err = {"error": {"kind": "exception", "type": "ZeroDivisionError", "mro": ["ZeroDivisionError"], "line": 5}}
+    public = [i for i, c in enumerate(cases) if c.category == "public"]
+    outs = _values(expected)
+    outs[public[0]] = err
+    status, _, message = _judge(setup, RunResult("ok", cases=outs))
+    assert status == "error" and "at unit1.ipynb code cell 2, line 2 on a public example" in message
+    outs = _values(expected)
+    outs[-1] = err  # a hidden case: its line could encode its input
+    status, _, message = _judge(setup, RunResult("ok", cases=outs))
+    assert status == "error" and "a hidden case" in message and "code cell" not in message
+
+
+@pytest.mark.parametrize("run, status, category, says", [
+    (RunResult("timeout"), "timeout", "timeout", "endless loop"),
+    (RunResult("crashed", returncode=-9), "error", "crashed", "killed by signal 9"),
+    (RunResult("crashed", returncode=3), "error", "crashed", "exit code 3"),
+    (RunResult("malformed"), "error", "malformed", "not a result"),
+    (RunResult("scratch_full"), "error", "scratch_full", "scratch folder"),
+    (RunResult("ok", setup={"kind": "memory", "line": 2}), "error", "memory", "while loading your code"),
+    (RunResult("ok", setup={"kind": "exception", "type": "ImportError", "line": 2}), "error", "load_error",
+     "ImportError while loading"),
+    (RunResult("ok", cases=[{"value": 1.0}]), "error", "incomplete", "incomplete result"),
+])
+def test_every_way_a_run_can_end(setup, run, status, category, says):
+    got = _judge(setup, run)
+    assert got[:2] == (status, category) and says in got[2], got
