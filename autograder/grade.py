@@ -84,7 +84,7 @@ def case_seed(learner: str, problem_id: str, salt: str | None = None) -> int:
 
 
 def hidden_cases(problem: registry.Problem, learner: str, salt: str | None = None) -> tuple[Hidden, list[Case]]:
-    hidden = load(problem.hidden)
+    hidden = load(problem)
     public = [Case("public", tuple(ex.args)) for ex in problem.examples]
     return hidden, public + hidden.cases(np.random.default_rng(case_seed(learner, problem.id, salt)))
 
@@ -96,7 +96,7 @@ def reference(problem: registry.Problem):
 def expected_outcome(problem: registry.Problem, args: tuple):
     """The reference's return value, or a :class:`Raises` where raising is the right answer
     (from the hidden tests' own ``expected``, held equal to the reference, where they have one)."""
-    compute = load(problem.hidden).expected or reference(problem)
+    compute = load(problem).expected or reference(problem)
     try:
         value = compute(*codec.materialize(copy.deepcopy(args)))
         # Through the codec, as the worker's answer comes: both sides compare as the same plain data.

@@ -23,42 +23,6 @@ SETUP_CELL = (
     'print(f"{len(devices)} {devices[0].platform.upper()} devices ready")'
 )
 
-IMPORTS = {
-    1: ("import jax\n"
-        "import jax.numpy as jnp\n"
-        "import numpy as np\n"
-        "from flax import linen as nn\n"
-        "from flax import nnx\n"
-        "\n"
-        "from ckptlab.models import MLP\n"
-        "from autograder.notebook import problem"),
-    2: ("import itertools\n"
-        "import math\n"
-        "\n"
-        "import jax\n"
-        "import numpy as np\n"
-        "from jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
-        "\n"
-        "from autograder.notebook import problem"),
-    3: ("import itertools\n"
-        "import math\n"
-        "\n"
-        "import jax\n"
-        "import numpy as np\n"
-        "import orbax.checkpoint as ocp\n"
-        "from jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
-        "\n"
-        "from autograder.notebook import problem"),
-    4: ("import itertools\n"
-        "import json\n"
-        "import math\n"
-        "import os\n"
-        "\n"
-        "import numpy as np\n"
-        "\n"
-        "from autograder.notebook import problem"),
-}
-
 METADATA = {
     "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
     "language_info": {"name": "python"},
@@ -112,7 +76,8 @@ def problem_notebook(unit: int, with_solutions: bool = False, problems=None,
     """Unit ``unit``'s problem notebook: its ``problems`` (default: all of the unit's), each as a
     stub (or the reference, ``with_solutions``). ``audience`` "repo" says to grade with ``make
     check``; "nbgrader" says that the instructor autogrades the submitted notebook."""
-    title, intro = registry.UNITS[unit]
+    record = registry.UNITS[unit]
+    title, intro = record.title, record.intro
     chosen = {p.id for p in problems} if problems is not None else None
     problems = [p for p in registry.PROBLEMS if p.unit == unit and (chosen is None or p.id in chosen)]
     total = sum(p.points for p in problems)
@@ -129,7 +94,7 @@ def problem_notebook(unit: int, with_solutions: bool = False, problems=None,
             f"this notebook is worth {total} points."
         ),
         new_code_cell(SETUP_CELL),
-        new_code_cell(IMPORTS[unit]),
+        new_code_cell(record.imports),
     ]
     for p in problems:
         v = _var(p)
@@ -148,7 +113,7 @@ def problem_notebook(unit: int, with_solutions: bool = False, problems=None,
 
 
 def notebook_path(unit: int, root: Path) -> Path:
-    return root / "problems" / next(p.notebook for p in registry.PROBLEMS if p.unit == unit)
+    return root / "problems" / registry.UNITS[unit].notebook
 
 
 def write_problem_notebooks(root: Path) -> list[Path]:

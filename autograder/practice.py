@@ -67,11 +67,11 @@ def choose(records: list[dict], minutes: float, unit: int | None = None, count: 
 
 
 def workspace_source(problems: list[registry.Problem], minutes: float) -> str:
-    from autograder.notebooks import IMPORTS, stub_source
+    from autograder.notebooks import stub_source
 
     imports = []
     for unit in sorted({p.unit for p in problems}):
-        for line in IMPORTS[unit].splitlines():
+        for line in registry.UNITS[unit].imports.splitlines():
             if line.strip() and "autograder.notebook" not in line and line not in imports:
                 imports.append(line)
     head = (f'"""Practice set: {len(problems)} problem(s), {minutes:g} minutes.\n\n'
@@ -238,8 +238,7 @@ def _grade(path: Path, learner: str, ids: list[str]) -> dict:
 
 
 def _lesson(unit: int) -> str:
-    found = sorted((ROOT / "course").glob(f"0{unit}_*.ipynb"))
-    return f"course/{found[0].name}" if found else f"the Unit {unit} lesson"
+    return f"course/{registry.UNITS[unit].lesson}"
 
 
 def _drills_for(unit: int) -> list[str]:

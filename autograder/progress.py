@@ -147,7 +147,7 @@ def table(learner: str, records: list[dict]) -> str:
     lines = [f"Progress of {learner!r}: {len(gradings)} grading run(s), last {max(r['time'] for r in gradings)[:16].replace('T', ' ')} UTC"
              if gradings else f"Progress of {learner!r}: no grading run yet"]
     for unit in registry.units():
-        title, _ = registry.UNITS[unit]
+        title = registry.UNITS[unit].title
         unit_rows = [r for r in rows if r.problem.unit == unit]
         got = sum(r.best for r in unit_rows)
         total = sum(r.problem.points for r in unit_rows)

@@ -3,7 +3,7 @@
 A problem is complete with: its declaration in the registry (statement, at least two hints, a
 public example), hidden cases, a reference solution, at least four curated wrong answers (and
 their imports), its stub in the unit's problem notebook. A unit is complete with: its record
-(title and introduction), its notebook's import cell, a lesson in ``course/`` and a figure count
+(title, introduction, its notebook's import cell), a lesson in ``course/`` and a figure count
 for it in the notebook test, at least one drill, and its row in the README's unit table with the
 registry's problem and point counts.
 
@@ -30,8 +30,8 @@ def _hidden(p: registry.Problem):
     from autograder.hidden import load
 
     try:
-        return load(p.hidden)
-    except (ImportError, AttributeError):
+        return load(p)
+    except (ImportError, AttributeError, KeyError):
         return None
 
 
@@ -52,12 +52,6 @@ def _headers() -> dict:
     from tests.wrong_answers import HEADERS
 
     return HEADERS
-
-
-def _imports() -> dict:
-    from autograder.notebooks import IMPORTS
-
-    return IMPORTS
 
 
 def _figures() -> dict:
@@ -85,7 +79,6 @@ class Parts:
     reference: object = _reference
     wrong: dict = field(default_factory=_wrong)
     headers: dict = field(default_factory=_headers)
-    imports: dict = field(default_factory=_imports)
     figures: dict = field(default_factory=_figures)
     drill_units: set = field(default_factory=_drill_units)
     root: Path = ROOT
@@ -108,14 +101,14 @@ def missing(parts: Parts | None = None) -> list[str]:
         if not p.statement or len(p.hints) < MIN_HINTS or not p.examples:
             gaps.append(f"{where} declaration: needs a statement, {MIN_HINTS}+ hints and a public example")
         if parts.hidden(p) is None:
-            gaps.append(f"{where} hidden cases: {p.hidden} not found")
+            gaps.append(f"{where} hidden cases: no CASES[{p.function!r}] in autograder/hidden/unit{p.unit}.py")
         if parts.reference(p) is None:
             gaps.append(f"{where} reference: no {p.function} in solutions/unit{p.unit}.py")
         wrong = parts.wrong.get(p.id, [])
         if len(wrong) < MIN_WRONG:
-            gaps.append(f"{where} wrong answers: {len(wrong)} in tests/wrong_answers.py, {MIN_WRONG} needed")
+            gaps.append(f"{where} wrong answers: {len(wrong)} in tests/wrong_answers/unit{p.unit}.py, {MIN_WRONG} needed")
         if wrong and p.id not in parts.headers:
-            gaps.append(f"{where} wrong answers: no imports for them (wrong_answers.HEADERS)")
+            gaps.append(f"{where} wrong answers: no IMPORTS for them in tests/wrong_answers/unit{p.unit}.py")
         path = parts.root / "problems" / p.notebook
         if p.notebook not in notebooks:
             notebooks[p.notebook] = path.read_text() if path.exists() else ""
@@ -125,15 +118,16 @@ def missing(parts: Parts | None = None) -> list[str]:
     rows = _readme_rows(readme)
     for unit in sorted({p.unit for p in parts.problems}):
         ps = [p for p in parts.problems if p.unit == unit]
-        if unit not in parts.units:
-            gaps.append(f"unit {unit} record: no title and introduction in registry.UNITS")
-        if unit not in parts.imports:
-            gaps.append(f"unit {unit} notebook imports: none in notebooks.IMPORTS")
-        lessons = sorted((parts.root / "course").glob(f"0{unit}_*.ipynb"))
-        if not lessons:
-            gaps.append(f"unit {unit} lesson: no course/0{unit}_*.ipynb")
-        elif lessons[0].name not in parts.figures:
-            gaps.append(f"unit {unit} lesson: no figure count for {lessons[0].name} in tests/test_notebooks.FIGURES")
+        record = parts.units.get(unit)
+        if record is None:
+            gaps.append(f"unit {unit} record: no autograder/units/unit{unit}.py with its UNIT")
+            continue
+        if not (record.title and record.intro and record.imports):
+            gaps.append(f"unit {unit} record: needs a title, an introduction and the notebook's imports")
+        if not (parts.root / "course" / record.lesson).exists():
+            gaps.append(f"unit {unit} lesson: no course/{record.lesson}")
+        elif record.lesson not in parts.figures:
+            gaps.append(f"unit {unit} lesson: no figure count for {record.lesson} in tests/test_notebooks.FIGURES")
         if unit not in parts.drill_units:
             gaps.append(f"unit {unit} drill: no drill kind with unit_of_study={unit} in autograder/drills.py")
         counts = (len(ps), sum(p.points for p in ps))

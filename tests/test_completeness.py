@@ -57,12 +57,12 @@ KINDS = {
     "wrong answers": (lambda parts, tmp: dataclasses.replace(
         parts, wrong={**parts.wrong, "2.3": parts.wrong["2.3"][:3]}), "2.3 orbax_chunk_shape wrong answers: 3"),
     "wrong answers' imports": (lambda parts, tmp: dataclasses.replace(
-        parts, headers=_without(parts.headers, "2.3")), "2.3 orbax_chunk_shape wrong answers: no imports"),
+        parts, headers=_without(parts.headers, "2.3")), "2.3 orbax_chunk_shape wrong answers: no IMPORTS"),
     "notebook": (lambda parts, tmp: dataclasses.replace(
         parts, root=_root_without(tmp, _drop_stub)), "2.3 orbax_chunk_shape notebook"),
     "unit record": (lambda parts, tmp: dataclasses.replace(parts, units=_without(parts.units, 2)), "unit 2 record"),
-    "notebook imports": (lambda parts, tmp: dataclasses.replace(
-        parts, imports=_without(parts.imports, 2)), "unit 2 notebook imports"),
+    "notebook imports": (lambda parts, tmp: dataclasses.replace(parts, units={
+        **parts.units, 2: dataclasses.replace(parts.units[2], imports="")}), "unit 2 record: needs"),
     "lesson": (lambda parts, tmp: dataclasses.replace(
         parts, root=_root_without(tmp, _drop_lesson)), "unit 2 lesson: no course/02_"),
     "lesson figures": (lambda parts, tmp: dataclasses.replace(

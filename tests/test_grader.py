@@ -246,7 +246,7 @@ def _numbers(value, out):
 def _scrub(text: str) -> str:
     """Remove the fixed texts a message may be built from; what is left must hold no hidden data."""
     for p in registry.PROBLEMS:
-        hidden = load(p.hidden)
+        hidden = load(p)
         for fixed in [*hidden.messages.values(), hidden.on_exception]:
             text = text.replace(fixed, "")
     # counts of cases, and line numbers in the learner's own file, are not hidden data
@@ -273,7 +273,7 @@ def test_messages_never_show_hidden_inputs_or_expected_values(grade_code, tmp_pa
             assert not re.search(rf"(?<![\d.]){re.escape(secret)}(?![\d.])", text), (p.id, secret, text)
     everything = "\n".join(messages.values())
     for p in registry.PROBLEMS:  # and no hidden-test source either
-        for line in inspect.getsource(load(p.hidden).generate).splitlines()[1:]:
+        for line in inspect.getsource(load(p).generate).splitlines()[1:]:
             if len(line.strip()) > 30:
                 assert line.strip() not in everything
 

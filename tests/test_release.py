@@ -113,5 +113,5 @@ def test_release_refuses_a_folder_that_is_not_empty(tmp_path):
 def test_hidden_modules_are_what_the_scan_reads():
     # Every problem's hidden cases live in a module the scan covers.
     for p in registry.PROBLEMS:
-        module = inspect.getmodule(load(p.hidden).generate)
+        module = inspect.getmodule(load(p).generate)
         assert Path(module.__file__).parent == ROOT / "autograder" / "hidden" and module.__name__.split(".")[-1].startswith("unit")

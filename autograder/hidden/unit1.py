@@ -269,3 +269,12 @@ NNX_TABLE = Hidden(
     on_exception="Build the model exactly as ckptlab.models.MLP(layer_sizes, rngs=nnx.Rngs(seed)).",
     expected=_table,
 )
+
+
+# Each problem's hidden cases, by its function name (the one key a problem's parts share).
+CASES = {
+    "dense_checkpoint_accounting": DENSE,
+    "orbax_save_count": NNX_LINEAR,
+    "param_bytes": PARAM_BYTES,
+    "nnx_param_table": NNX_TABLE,
+}

@@ -437,3 +437,14 @@ BYTES_PER_HOST = Hidden(
     },
     diagnose=_diagnose_hosts,
 )
+
+
+# Each problem's hidden cases, by its function name (the one key a problem's parts share).
+CASES = {
+    "shard_shape": SHARD_SHAPE,
+    "device_index_domains": DOMAINS,
+    "orbax_chunk_shape": CHUNK_SHAPE,
+    "chunk_files": CHUNK_FILES,
+    "bytes_written_per_device": BYTES_PER_DEVICE,
+    "bytes_written_per_host": BYTES_PER_HOST,
+}

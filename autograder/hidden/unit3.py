@@ -265,3 +265,12 @@ ERRORS = Hidden(
     },
     on_exception="Return one of the strings 'ok', 'unknown_axis', 'shape_mismatch', 'indivisible'.",
 )
+
+
+# Each problem's hidden cases, by its function name (the one key a problem's parts share).
+CASES = {
+    "chunks_to_read": CHUNKS_TO_READ,
+    "read_amplification": AMPLIFICATION,
+    "restore_resharded": RESTORE,
+    "restore_error": ERRORS,
+}

@@ -476,3 +476,13 @@ PRESHARD = Hidden(
     diagnose=_diagnose_preshard,
     on_exception="candidates maps a name to a chunk shape; return (best_name, {name: bytes read by all hosts}).",
 )
+
+
+# Each problem's hidden cases, by its function name (the one key a problem's parts share).
+CASES = {
+    "parse_safetensors_header": HEADER,
+    "index_domain_to_byte_runs": RUNS,
+    "coalesce_runs": COALESCE,
+    "read_shard": READ,
+    "best_presharding": PRESHARD,
+}

@@ -1,0 +1,90 @@
+"""What a course declares: a unit and its problems, and a problem's public examples.
+
+Everything here is public (the learner bundle holds it). Each unit is one file in
+``autograder/units/``; a problem's other parts are keyed by its function name, in files mirrored by
+unit: its hidden cases (``autograder/hidden/unitN.py``, ``CASES``), its reference
+(``solutions/unitN.py``) and its curated wrong answers (``tests/wrong_answers/unitN.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from autograder.limits import DEFAULT_TIMEOUT
+
+# How the layout problems (Units 2 to 4) name meshes and specs: appended to their statements.
+CONVENTIONS = (
+    " Conventions: `mesh_shape` is an ordered dict `{axis_name: size}`; devices are numbered "
+    "row-major over the mesh (`np.arange(n).reshape(sizes)`); `spec` is a tuple whose entries are "
+    "None, an axis name, or a tuple of axis names (the first one most significant), and may be "
+    "shorter than the array's rank (missing entries are None)."
+)
+
+# A Markdown code span: hints and messages name code this way.
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A unit: its facts, in one place (the lesson, the problem notebook and its imports)."""
+
+    number: int
+    title: str
+    intro: str  # the problem notebook's introduction (Markdown)
+    notebook: str  # the problem notebook, relative to problems/
+    lesson: str  # the lesson notebook, relative to course/
+    imports: str  # the problem notebook's import cell (curated wrong answers run with it too)
+
+
+@dataclass(frozen=True)
+class Example:
+    """A public example: arguments and the expected return value."""
+
+    args: tuple
+    expected: Any
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Problem:
+    id: str  # "1.1": unit 1, problem 1
+    function: str
+    signature: tuple[str, ...]  # as the learner writes it, defaults included ("zarr_format=2")
+    points: int
+    title: str
+    statement: str
+    returns: Any
+    hints: tuple[str, ...]
+    examples: tuple[Example, ...]
+    timeout: float = DEFAULT_TIMEOUT  # seconds for all of this problem's cases, worker start-up included
+    raises: tuple[str, ...] = ()  # exceptions that are a correct outcome on some inputs
+    count_reads: bool = False  # the grader counts the bytes the function reads from files
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def unit(self) -> int:
+        return int(self.id.split(".")[0])
+
+    @property
+    def notebook(self) -> str:
+        """Where the learner writes it, relative to ``problems/``: its unit's notebook."""
+        from autograder import registry
+
+        return registry.UNITS[self.unit].notebook
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """Parameter names, without the defaults the signature may show."""
+        return tuple(s.split("=")[0] for s in self.signature)
+
+    @property
+    def call(self) -> str:
+        return f"{self.function}({', '.join(self.signature)})"
+
+    def hint_for(self, message: str) -> str:
+        """The hint to show beside a grader's message: the first hint that names code the message
+        names (a `//` in both, say), else the first hint."""
+        spans = set(_CODE_SPAN.findall(message))
+        return next((h for h in self.hints if spans & set(_CODE_SPAN.findall(h))), self.hints[0])

@@ -1,0 +1,1 @@
+"""One file per unit: its ``UNIT`` record and its ``PROBLEMS`` (gathered by :mod:`autograder.registry`)."""

@@ -1,0 +1,149 @@
+"""Unit 1, Parameter accounting: its record and its problems. Public: what learners may see (statements,
+signatures, hints, public examples). Hidden cases: ``autograder/hidden/unit1.py``, keyed by function
+name; references: ``solutions/unit1.py``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autograder.declarations import Example, Problem, Unit
+from autograder.returns import ArrayOf, Struct
+
+UNIT = Unit(
+    number=1,
+    title='Parameter accounting',
+    intro=(
+        'Count what a checkpoint holds: the parameters of Linen `nn.Dense` and NNX '
+        '`nnx.Linear`, how many land on each shard, and how many bytes they take in a '
+        'given dtype. The lesson is `course/01_parameter_accounting.ipynb`.'
+    ),
+    notebook='unit1_parameter_accounting.ipynb',
+    lesson='01_parameter_accounting.ipynb',
+    # the problem notebook's import cell
+    imports=(
+        'import jax\n'
+        'import jax.numpy as jnp\n'
+        'import numpy as np\n'
+        'from flax import linen as nn\n'
+        'from flax import nnx\n'
+        '\n'
+        'from ckptlab.models import MLP\n'
+        'from autograder.notebook import problem'
+    ),
+)
+
+PROBLEMS = (
+    Problem(
+        id="1.1",
+        function="dense_checkpoint_accounting",
+        signature=("seed", "x", "num_shards", "features"),
+        points=10,
+        title="Parameters of a Linen Dense layer, in total and per shard",
+        statement=(
+            "Initialise `nn.Dense(features)` with `jax.random.PRNGKey(seed)` on `x` of shape "
+            "(N, in_dim). Return a 1-D array of shape (2,): `[total_params, per_shard]` with "
+            "`per_shard = total_params / num_shards` (float division): the even-split planning figure, "
+            "the average per shard. No device holds a fraction of a parameter: what each one really holds "
+            "depends on how each array is split (Lesson 1). `seed`, `num_shards` and `features` arrive as "
+            "floats: cast them to int."
+        ),
+        returns=ArrayOf((2,), "f"),
+        hints=(
+            "`params = nn.Dense(features).init(jax.random.PRNGKey(seed), x)` gives a nested dict; "
+            "`jax.tree.leaves(params)` lists its arrays.",
+            "Every leaf counts: the kernel is (in_dim, features) and there is a bias of (features,). "
+            "Sum `leaf.size` over the leaves.",
+            "Cast first: `seed, num_shards, features = int(seed), int(num_shards), int(features)`; "
+            "then `per_shard = total / num_shards` with `/`, not `//`, and return "
+            "`jnp.array([total, per_shard], dtype=jnp.float32)`.",
+        ),
+        examples=(
+            Example((0.0, np.ones((2, 4), np.float32), 4.0, 3.0), np.array([15.0, 3.75]),
+                    "kernel (4, 3) + bias (3,) = 15 parameters over 4 shards"),
+            Example((1.0, np.ones((5, 10), np.float32), 2.0, 8.0), np.array([88.0, 44.0])),
+        ),
+        tags=("linen", "counting"),
+    ),
+    Problem(
+        id="1.2",
+        function="orbax_save_count",
+        signature=("seed", "x", "features", "num_shards"),
+        points=10,
+        title="Parameters an NNX Linear layer saves, in total and per shard",
+        statement=(
+            "Build `nnx.Linear(x.shape[-1], features, rngs=nnx.Rngs(seed))` and count the "
+            "parameters in its state (`nnx.state(model, nnx.Param)`): that is what a checkpoint "
+            "of it holds. Return a 1-D array of shape (2,): `[total_params, per_shard]` with "
+            "`per_shard = total_params / num_shards`, the average per shard (as in problem 1.1, a planning "
+            "figure, not what any one device holds). Note the argument order: features comes "
+            "before num_shards here. Numbers arrive as floats: cast them to int."
+        ),
+        returns=ArrayOf((2,), "f"),
+        hints=(
+            "The input dimension is the last axis of x: `x.shape[-1]`, whatever the batch size.",
+            "`state = nnx.state(model, nnx.Param)`; `jax.tree.leaves(state)` gives the kernel "
+            "and the bias arrays.",
+            "`total = sum(leaf.size for leaf in jax.tree.leaves(state))`, then "
+            "`jnp.array([total, total / num_shards], dtype=jnp.float32)`.",
+        ),
+        examples=(
+            Example((0.0, np.ones((2, 4), np.float32), 3.0, 4.0), np.array([15.0, 3.75])),
+            Example((7.0, np.ones((3, 16), np.float32), 16.0, 8.0), np.array([272.0, 34.0])),
+        ),
+        tags=("nnx", "counting"),
+    ),
+    Problem(
+        id="1.3",
+        function="param_bytes",
+        signature=("params", "dtype"),
+        points=10,
+        title="Bytes of a parameter tree stored in a given dtype",
+        statement=(
+            "`params` is a pytree (nested dicts) of arrays; `dtype` is a dtype name such as "
+            "'float32', 'bfloat16', 'float16', 'int8', 'float8_e4m3fn'. Return, as an int, the "
+            "number of bytes the tree takes when every leaf is stored in `dtype` (whatever dtype "
+            "the leaves have now)."
+        ),
+        returns=Struct("int"),
+        hints=(
+            "Bytes = number of elements x bytes per element, summed over all leaves, at every "
+            "depth of the tree.",
+            "`jnp.dtype(dtype).itemsize` gives bytes per element of the *target* dtype, e.g. 2 for "
+            "'bfloat16' and 1 for 'float8_e4m3fn'. Do not use the leaves' own dtype.",
+            "`sum(leaf.size for leaf in jax.tree.leaves(params)) * jnp.dtype(dtype).itemsize`, "
+            "returned as a Python int.",
+        ),
+        examples=(
+            Example(({"params": {"bias": np.zeros(3, np.float32), "kernel": np.zeros((4, 3), np.float32)}}, "bfloat16"), 30),
+            Example(({"a": np.zeros((2, 5), np.float32), "b": {"c": np.zeros(6, np.float32)}}, "float32"), 64),
+        ),
+        tags=("dtypes", "bytes"),
+    ),
+    Problem(
+        id="1.4",
+        function="nnx_param_table",
+        signature=("seed", "layer_sizes"),
+        points=10,
+        title="Per-leaf parameter table of an NNX model",
+        statement=(
+            "Build `ckptlab.models.MLP(layer_sizes, rngs=nnx.Rngs(seed))` (Linear layers with "
+            "BatchNorm between them) and return a dict mapping each parameter's path, joined "
+            "with '/' (e.g. 'layers/0/kernel'), to its number of elements. Only `nnx.Param` "
+            "variables are parameters: batch statistics are state, not parameters."
+        ),
+        returns=Struct(("dict", "str", "int")),
+        hints=(
+            "`nnx.state(model, nnx.Param)` keeps only parameters; `nnx.to_flat_state(state)` "
+            "yields `(path, variable)` pairs where path is a tuple like ('layers', 0, 'kernel').",
+            "Join the path with `'/'.join(str(p) for p in path)`; the count is the variable's "
+            "size, e.g. `variable.get_value().size`.",
+            "BatchNorm's `mean` and `var` are `nnx.BatchStat`, not `nnx.Param`: they must not "
+            "appear. Its `scale` and `bias` are parameters and must.",
+        ),
+        examples=(
+            Example((0, [4, 8, 3]), {"layers/0/kernel": 32, "layers/0/bias": 8, "layers/1/kernel": 24,
+                                       "layers/1/bias": 3, "norms/0/scale": 8, "norms/0/bias": 8}),
+        ),
+        tags=("nnx", "pytrees"),
+    ),
+)

@@ -1,0 +1,163 @@
+"""Unit 3, Restore re-sharding: its record and its problems. Public: what learners may see (statements,
+signatures, hints, public examples). Hidden cases: ``autograder/hidden/unit3.py``, keyed by function
+name; references: ``solutions/unit3.py``."""
+
+from __future__ import annotations
+
+from autograder.codec import MeshArg, SpecArg
+from autograder.declarations import CONVENTIONS, Example, Problem, Unit
+from autograder.files import CheckpointArg
+from autograder.returns import RestoredTree, Struct
+
+UNIT = Unit(
+    number=3,
+    title='Restore re-sharding',
+    intro=(
+        'Restore a checkpoint saved on 8 devices onto 16, for real: what each target '
+        'device must read, why a mismatched layout reads more than it needs, and which '
+        'error a bad target raises. The lesson is `course/03_restore_resharding.ipynb`.'
+    ),
+    notebook='unit3_restore_resharding.ipynb',
+    lesson='03_restore_resharding.ipynb',
+    # the problem notebook's import cell
+    imports=(
+        'import itertools\n'
+        'import math\n'
+        '\n'
+        'import jax\n'
+        'import numpy as np\n'
+        'import orbax.checkpoint as ocp\n'
+        'from jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n'
+        '\n'
+        'from autograder.notebook import problem'
+    ),
+)
+
+_CKPT = CheckpointArg((("w", (64, 32), "float32", ("x",)), ("b", (32,), "float32", ())), (("x", 8),), 0)
+_CHUNKS = ("dict", "int", ("list", ("tuple", "int")))
+
+PROBLEMS = (
+    Problem(
+        id="3.1",
+        function="chunks_to_read",
+        signature=("global_shape", "chunk_shape", "mesh_shape", "spec"),
+        points=10,
+        title="Which saved chunks each target device reads",
+        statement=(
+            "A checkpoint stores an array of `global_shape` in chunks of `chunk_shape` (which divides "
+            "it). It is restored onto the mesh `mesh_shape` with `spec`. Return `{device_id: sorted "
+            "list of chunk coordinates}` for every target device: the chunks its slice overlaps, each "
+            "as a tuple of chunk-grid indices (chunk (i, j) covers rows i*c0:(i+1)*c0 and columns "
+            "j*c1:(j+1)*c1). A chunk is stored (compressed) as one unit: to get any byte of it, a reader "
+            "reads it whole." + CONVENTIONS
+        ),
+        returns=Struct(_CHUNKS),
+        hints=(
+            "Start from each device's index domain (Unit 2): `NamedSharding(mesh, P(*spec))."
+            "devices_indices_map(global_shape)` on a real mesh gives it, or compute it yourself.",
+            "Along a dimension, a slice start:stop overlaps chunks `start // c` up to `ceil(stop / c) - 1`; "
+            "the stop is exclusive, so a slice ending exactly on a boundary does not touch the next chunk.",
+            "The chunks a device reads are the product of its per-dimension ranges: "
+            "`sorted(itertools.product(*ranges))`. A scalar has the single chunk ().",
+        ),
+        examples=(
+            Example(((64, 32), (8, 32), {"x": 16}, ("x",)), {d: [(d // 2, 0)] for d in range(16)},
+                    "same axis: each saved chunk is split between two devices"),
+            Example(((64, 32), (8, 32), {"x": 16}, (None, "x")), {d: [(i, 0) for i in range(8)] for d in range(16)},
+                    "another axis: every device touches every chunk"),
+        ),
+        tags=("restore", "reads"),
+    ),
+    Problem(
+        id="3.2",
+        function="read_amplification",
+        signature=("global_shape", "chunk_shape", "mesh_shape", "spec", "devices_per_host"),
+        points=10,
+        title="Read amplification of a restore, host by host",
+        statement=(
+            "With the inputs of problem 3.1, the target devices run on hosts (processes) of "
+            "`devices_per_host` devices each: device d is on host d // devices_per_host. Within a host, a "
+            "restore reads each chunk its devices overlap once, whole (Orbax de-duplicates and shares reads "
+            "within a process); each host reads for itself. Return, as a float, the bytes all hosts read "
+            "divided by the bytes they need (each host needs every distinct slice its devices hold, once). "
+            "This is the least a restore can read (the lesson measures Orbax at or above it); with "
+            "devices_per_host=1 it is the most, with no sharing at all." + CONVENTIONS
+        ),
+        returns=Struct("float"),
+        hints=(
+            "The itemsize cancels out: count elements. Group the devices of 3.1's answer by host, "
+            "`device // devices_per_host`.",
+            "Read = for each host, the number of distinct chunks its devices overlap (a set), summed over "
+            "hosts, x elements per chunk.",
+            "Needed = for each host, the elements of each distinct slice its devices hold (two devices holding "
+            "the same slice count once), summed over hosts. Return read / needed.",
+        ),
+        examples=(
+            Example(((64, 32), (8, 32), {"x": 16}, ("x",), 16), 1.0, "one host: each chunk is read once"),
+            Example(((64, 32), (8, 32), {"x": 16}, (None, "x"), 4), 4.0,
+                    "another axis, 4 hosts: each host needs a quarter of the columns but reads every chunk"),
+            Example(((64, 32), (8, 32), {"x": 16}, (None, "x"), 1), 16.0,
+                    "one device per host: the bound with no sharing, every device reads every chunk"),
+        ),
+        tags=("restore", "reads"),
+    ),
+    Problem(
+        id="3.3",
+        function="restore_resharded",
+        signature=("ckpt_dir", "mesh", "specs"),
+        points=20,
+        title="Restore a checkpoint onto another mesh",
+        statement=(
+            "`ckpt_dir` holds a checkpoint saved with `ocp.StandardCheckpointer` on 8 devices; `mesh` is a "
+            "`jax.sharding.Mesh` over all 16; `specs` is a dict of `PartitionSpec`s with the same keys as "
+            "the saved tree. Read the checkpoint's own metadata for shapes and dtypes, build the target "
+            "from `jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))` and restore "
+            "with Orbax. Return the restored dict of jax.Arrays, each sharded as asked. The grader saves a "
+            "fresh checkpoint for you and checks values, shardings and the shard on every device."
+        ),
+        returns=RestoredTree(),
+        hints=(
+            "`ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree` maps each name to an "
+            "ArrayMetadata with `.shape` and `.dtype`.",
+            "Build the target with a dict comprehension over `specs`: "
+            "`jax.ShapeDtypeStruct(meta.shape, meta.dtype, sharding=NamedSharding(mesh, spec))`.",
+            "`ocp.StandardCheckpointer().restore(ckpt_dir, target)` returns arrays placed as the target "
+            "says. Restoring without a target gives the saved 8-device layout: right values, wrong sharding.",
+        ),
+        examples=(
+            Example((_CKPT, MeshArg((("x", 16),)), {"w": SpecArg((None, "x")), "b": SpecArg(())}), None,
+                    "w re-sharded by columns over 16 devices, b replicated"),
+        ),
+        timeout=120.0,
+        tags=("restore", "orbax"),
+    ),
+    Problem(
+        id="3.4",
+        function="restore_error",
+        signature=("saved_shape", "target_shape", "mesh_shape", "spec"),
+        points=10,
+        title="Name the error a bad restore target raises",
+        statement=(
+            "An array of `saved_shape` was saved; it is restored with a target of `target_shape` sharded "
+            "over `mesh_shape` with `spec`. Return the string naming what happens: 'ok'; 'unknown_axis' "
+            "when the spec names an axis the mesh does not have (ValueError: Resource axis ... is not "
+            "found in mesh); 'shape_mismatch' when the target shape differs from the saved one "
+            "(ValueError: Requested shape ... is not compatible with the stored shape); 'indivisible' when "
+            "the mesh does not divide a dimension (IndivisibleError). Each input has at most one problem."
+            + CONVENTIONS
+        ),
+        returns=Struct("str"),
+        hints=(
+            "Check the axis names first: every name in the spec must be a key of mesh_shape.",
+            "Then compare the shapes as tuples.",
+            "Then, as in problem 2.1, each dimension must be divisible by the product of its axes' sizes.",
+        ),
+        examples=(
+            Example(((64, 32), (64, 32), {"x": 16}, ("x",)), "ok"),
+            Example(((64, 32), (64, 16), {"x": 16}, ("x",)), "shape_mismatch"),
+            Example(((60, 32), (60, 32), {"x": 16}, ("x",)), "indivisible"),
+            Example(((64, 32), (64, 32), {"x": 16}, ("y",)), "unknown_axis"),
+        ),
+        tags=("restore", "errors"),
+    ),
+)

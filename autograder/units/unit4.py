@@ -1,0 +1,217 @@
+"""Unit 4, Reading only a shard's bytes, and pre-sharding: its record and its problems. Public: what learners may see (statements,
+signatures, hints, public examples). Hidden cases: ``autograder/hidden/unit4.py``, keyed by function
+name; references: ``solutions/unit4.py``."""
+
+from __future__ import annotations
+
+from autograder.declarations import CONVENTIONS, Example, Problem, Unit
+from autograder.files import SafetensorsArg
+from autograder.reads import READ_SLACK
+from autograder.returns import Raises, SafetensorsShard, Struct
+
+UNIT = Unit(
+    number=4,
+    title="Reading only a shard's bytes, and pre-sharding",
+    intro=(
+        "Load a safetensors file the way Orbax does: parse its header, turn a shard's "
+        'index domain into byte runs, coalesce them into reads, and read exactly those '
+        'bytes (the grader counts them). Then choose the pre-sharded chunk shape that '
+        'makes a target mesh load fastest. The lesson is '
+        '`course/04_shard_reads_and_presharding.ipynb`.'
+    ),
+    notebook='unit4_shard_reads_and_presharding.ipynb',
+    lesson='04_shard_reads_and_presharding.ipynb',
+    # the problem notebook's import cell
+    imports=(
+        'import itertools\n'
+        'import json\n'
+        'import math\n'
+        'import os\n'
+        '\n'
+        'import numpy as np\n'
+        '\n'
+        'from autograder.notebook import problem'
+    ),
+)
+
+_EXAMPLE_FILE = SafetensorsArg((("embed", (8, 4), "float32"), ("norm.scale", (4,), "float16")), 0, (("format", "np"),))
+_ENTRY = ("record", (("dtype", "str"), ("shape", ("list", "int")), ("data_offsets", ("list", "int"))))
+_RUNS = ("list", ("fixed", ("int", "int")))
+_MOE = {"ep16": (1, 2, 64, 16), "fsdp16": (16, 2, 4, 16)}
+
+PROBLEMS = (
+    Problem(
+        id="4.1",
+        function="parse_safetensors_header",
+        signature=("path",),
+        points=10,
+        title="Parse a safetensors header",
+        statement=(
+            "A safetensors file starts with 8 bytes: N, the header's length, a little-endian unsigned "
+            "integer. Then come N bytes of UTF-8 JSON mapping each tensor's name to `{\"dtype\", \"shape\", "
+            "\"data_offsets\": [begin, end]}` (offsets relative to the data section), plus an optional "
+            "`\"__metadata__\"` entry. The data section starts at byte 8 + N. Return `(header, data_start)`: "
+            "the header as a dict, without `\"__metadata__\"`, entries exactly as in the JSON (lists stay "
+            "lists), and `data_start` as an int. Raise ValueError for a damaged file, with a message that "
+            "says what is wrong: it must contain 'truncated' when the file ends too early (fewer than 8 "
+            "bytes, fewer than N after them, or a tensor's data running past the end), and 'corrupt' when "
+            "the header is not UTF-8 JSON, not an object, or has an entry without a str dtype, a list shape "
+            "and two [begin, end] offsets."
+        ),
+        returns=Struct(("fixed", (("dict", "str", _ENTRY), "int"))),
+        hints=(
+            "`n = int.from_bytes(f.read(8), 'little')`; compare n with `os.path.getsize(path) - 8` BEFORE "
+            "reading n bytes: a damaged length can claim a terabyte.",
+            "`json.loads(raw.decode('utf-8'))` raises UnicodeDecodeError or json.JSONDecodeError on garbage: "
+            "catch both and raise `ValueError('corrupt header: ...')`. Then check it is a dict and pop "
+            "`'__metadata__'`.",
+            "For each entry check the dtype, shape and offsets, and that `8 + n + end <= file size` "
+            "(else 'truncated'). data_start is `8 + n`: the header is padded with spaces, so it is not "
+            "just the JSON's length.",
+        ),
+        examples=(
+            Example((_EXAMPLE_FILE,),
+                    ({"embed": {"dtype": "F32", "shape": [8, 4], "data_offsets": [0, 128]},
+                      "norm.scale": {"dtype": "F16", "shape": [4], "data_offsets": [128, 136]}}, 168),
+                    "written with safetensors.numpy.save_file: a 160-byte header, padded to a multiple of 8"),
+            Example((SafetensorsArg(_EXAMPLE_FILE.tensors, 0, (), "header_cut"),), Raises("ValueError", word="truncated"),
+                    "the file was cut in the middle of its header"),
+        ),
+        raises=("ValueError",),
+        tags=("safetensors", "format"),
+    ),
+    Problem(
+        id="4.2",
+        function="index_domain_to_byte_runs",
+        signature=("bounds", "global_shape", "itemsize", "base"),
+        points=10,
+        title="From a shard's index domain to byte runs",
+        statement=(
+            "A tensor of `global_shape` is stored row-major (C order) from byte `base` of a file, "
+            "`itemsize` bytes per element. A shard is the index domain `bounds`: a (start, stop) pair per "
+            "dimension, stop exclusive (empty for a scalar). Return the bytes the shard occupies as a list "
+            "of (offset, length) tuples, sorted by offset, with runs that touch merged: trailing dimensions "
+            "taken in full continue the run, so a shard of the leading dimension is one run and a shard of "
+            "an inner dimension is one run per row. A scalar is `[(base, itemsize)]`. This is Orbax's own "
+            "`index_domain_to_byte_runs`."
+        ),
+        returns=Struct(_RUNS),
+        hints=(
+            "Row-major byte strides: the last dimension's is itemsize, and each one before is the next "
+            "stride times the next dimension's size.",
+            "Walk from the last dimension backwards while the bounds cover the whole dimension, (0, n): "
+            "those bytes are contiguous. The first dimension k that is not whole ends each run: "
+            "length = (stop_k - start_k) * stride_k.",
+            "One run starts at every index of the dimensions before k: "
+            "`base + start_k * stride_k + sum(i_d * stride_d)` over `itertools.product` of their ranges. "
+            "If every dimension is whole, the tensor is one run.",
+        ),
+        examples=(
+            Example((((0, 4), (0, 4)), (4, 8), 4, 0), [(0, 16), (32, 16), (64, 16), (96, 16)],
+                    "the left half of a (4, 8) float32 tensor: one run per row"),
+            Example((((2, 4), (0, 8)), (4, 8), 4, 100), [(164, 64)], "two whole rows: one run"),
+            Example(((), (), 2, 10), [(10, 2)], "a scalar"),
+        ),
+        tags=("safetensors", "reads"),
+    ),
+    Problem(
+        id="4.3",
+        function="coalesce_runs",
+        signature=("runs", "max_gap"),
+        points=10,
+        title="Coalesce byte runs into fewer reads",
+        statement=(
+            "Each read has a fixed cost, so nearby runs are better read together, gap included. Given "
+            "`runs`, a list of (offset, length) tuples in any order, return the reads as a list of "
+            "(offset, length) tuples sorted by offset: covering every run, merging a run into the current "
+            "read when it overlaps it or the gap between them is at most `max_gap` bytes. This is what "
+            "Orbax's `_partition_runs` does with `min_coalesce_gap=max_gap` and no over-read ratio."
+        ),
+        returns=Struct(_RUNS),
+        hints=(
+            "Sort by offset first, then sweep once, keeping the current read as (start, end).",
+            "The gap to the next run is `offset - end`: zero when they touch, negative when they overlap. "
+            "Merge when `gap <= max_gap`.",
+            "A merged read ends at `max(end, offset + length)`: a run inside the current read must not "
+            "shorten it. Return (start, end - start).",
+        ),
+        examples=(
+            Example(([(0, 16), (32, 16), (64, 16)], 16), [(0, 80)], "gaps of exactly 16 bytes merge"),
+            Example(([(0, 16), (32, 16), (64, 16)], 15), [(0, 16), (32, 16), (64, 16)]),
+            Example(([(100, 10), (0, 10), (5, 10)], 0), [(0, 15), (100, 10)], "unsorted and overlapping"),
+        ),
+        tags=("reads",),
+    ),
+    Problem(
+        id="4.4",
+        function="read_shard",
+        signature=("path", "name", "bounds"),
+        points=20,
+        title="Read one shard, and only its bytes",
+        statement=(
+            "Return the shard `bounds` of tensor `name` in the safetensors file `path` as a NumPy array with "
+            "the tensor's dtype (F64, F32, F16, I64, I32, I16, I8, U8 or BOOL) and shape (stop - start per "
+            "dimension). Read only the bytes the shard needs: the header, then each byte run with "
+            "`f.seek(offset)` and `f.read(length)` (use problems 4.1 and 4.2). The grader counts every byte "
+            "your process reads while the function runs (the kernel's count) and allows the 8 + N header "
+            f"bytes, the shard's bytes and {READ_SLACK // 1024} KiB more: reading the whole tensor fails. "
+            "Memory maps (np.memmap, safetensors.safe_open) are switched off while grading, and so are new "
+            "threads and processes (your function runs in one thread); a buffered file fetches a whole buffer "
+            "(the file's st_blksize, often 4 KiB) per small read, so open the file with `open(path, 'rb', buffering=0)`."
+        ),
+        returns=SafetensorsShard(),
+        hints=(
+            "`header, data_start = parse_safetensors_header(path)`; the tensor starts at "
+            "`data_start + header[name]['data_offsets'][0]`.",
+            "Map the dtype string to NumPy, e.g. {'F32': np.float32, 'F16': np.float16, 'I8': np.int8, "
+            "'U8': np.uint8, 'BOOL': np.bool_, ...}, then "
+            "`runs = index_domain_to_byte_runs(bounds, shape, dtype.itemsize, base)`.",
+            "With `open(path, 'rb', buffering=0)`, `f.seek(offset); f.read(length)` for each run, join the "
+            "pieces with `b''.join(...)`, then `np.frombuffer(data, dtype).reshape(shape)`.",
+        ),
+        examples=(
+            Example((SafetensorsArg((("extra", (3, 5), "int8"), ("w", (256, 256), "float32")), 0), "w",
+                     ((0, 256), (64, 96))), None,
+                    "columns 64:96 of a (256, 256) float32 tensor: 256 strided runs of 128 bytes"),
+            Example((SafetensorsArg((("step", (), "int64"), ("mask", (6, 4), "bool")), 1), "step", ()), None,
+                    "a scalar"),
+            Example((SafetensorsArg((("extra", (3, 5), "int8"), ("w", (256, 256), "float32")), 0), "extra",
+                     ((1, 3), (0, 5))), None,
+                    "rows 1:3 of an int8 tensor stored after a 256 KiB one: it starts at data_start + "
+                    "data_offsets[0], not where the data section starts"),
+        ),
+        count_reads=True,
+        tags=("safetensors", "reads", "io"),
+    ),
+    Problem(
+        id="4.5",
+        function="best_presharding",
+        signature=("global_shape", "itemsize", "mesh_shape", "spec", "candidates", "devices_per_host"),
+        points=10,
+        title="Which pre-sharded chunk shape loads fastest",
+        statement=(
+            "A weight of `global_shape` (`itemsize` bytes per element) will be loaded onto the mesh "
+            "`mesh_shape` with `spec`, by hosts of `devices_per_host` devices each (device d on host "
+            "d // devices_per_host). `candidates` maps a name to the chunk shape of a checkpoint pre-sharded "
+            "that way (each divides the global shape). As in problem 3.2, a host reads each chunk its "
+            "devices overlap once, whole. Return `(best, reads)`: `reads` maps each candidate's name to the "
+            "bytes all hosts read together (an int), and `best` is the name with the fewest; on a tie, the "
+            "name that sorts first." + CONVENTIONS
+        ),
+        returns=Struct(("fixed", ("str", ("dict", "str", "int")))),
+        hints=(
+            "This is problems 3.1 and 3.2 counted in bytes: for each device's index domain, the chunks it "
+            "overlaps along a dimension are `start // c` to `ceil(stop / c) - 1`.",
+            "Collect each host's chunks in a set (`device // devices_per_host`); the bytes read are the sizes "
+            "of those sets, summed over hosts, times `math.prod(chunk) * itemsize`.",
+            "`best = min(sorted(reads), key=reads.get)` picks the fewest bytes and breaks ties by name.",
+        ),
+        examples=(
+            Example(((16, 2, 64, 16), 2, {"x": 16}, (None, None, "x"), _MOE, 4),
+                    ("fsdp16", {"ep16": 262144, "fsdp16": 65536}),
+                    "4 hosts: on an FSDP target each host reads every expert-sharded chunk, 4x what a "
+                    "pre-sharded checkpoint costs it"),
+        ),
+        tags=("presharding", "reads"),
+    ),
+)
