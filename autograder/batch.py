@@ -20,7 +20,6 @@ import csv
 import html
 import io
 import json
-import os
 import sys
 import threading
 import time
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder import registry, text
+from autograder.outputs import COLOURS, atomic_write, label
 
 SUBMISSION_SUFFIXES = (".ipynb", ".py")
 
@@ -61,16 +61,6 @@ def find_learners(submissions: Path) -> list[Learner]:
     return learners
 
 
-def _atomic_write(path: Path, data: str | bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data.encode() if isinstance(data, str) else data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def _grade_one(learner: Learner, results: Path, timeout: float | None, isolation, jobs: int = 1,
                slots: threading.Semaphore | None = None, selected: tuple = registry.PROBLEMS) -> dict:
     from autograder.grade import grade
@@ -92,7 +82,7 @@ def _grade_one(learner: Learner, results: Path, timeout: float | None, isolation
                                 "message": f"The grader failed on this submission ({type(exc).__name__}); "
                                            "please report it."} for p in selected]}
     report["seconds"] = round(time.monotonic() - start, 2)
-    _atomic_write(results / "learners" / f"{learner.key}.json", json.dumps(report, indent=1))
+    atomic_write(results / "learners" / f"{learner.key}.json", json.dumps(report, indent=1))
     return report
 
 
@@ -217,15 +207,13 @@ def gradebook_csv(reports: list[dict], selected: tuple = registry.PROBLEMS) -> s
     return buf.getvalue()
 
 
-_STATUS = {"correct": "correct", "incorrect": "incorrect", "not_attempted": "not attempted", "error": "error",
-           "timeout": "timeout"}
 
 
 def feedback_markdown(report: dict) -> str:
     lines = [f"# Feedback for {text.markdown(report['learner'])}", "", f"**Total: {report['score']:g} / {report['max_score']:g}**", "",
              "| Problem | Function | Status | Points |", "| --- | --- | --- | --- |"]
     for p in report["problems"]:
-        lines.append(f"| {p['id']} | `{p['function']}` | {_STATUS[p['status']]} | {p['score']:g}/{p['max_score']:g} |")
+        lines.append(f"| {p['id']} | `{p['function']}` | {label(p['status'])} | {p['score']:g}/{p['max_score']:g} |")
     for p in report["problems"]:
         if p["status"] == "correct":
             continue
@@ -241,11 +229,9 @@ def _message_markdown(message: str) -> str:
 
 
 def feedback_html(report: dict) -> str:
-    colour = {"correct": "#1a7f37", "incorrect": "#cf222e", "error": "#cf222e", "timeout": "#9a6700",
-              "not_attempted": "#6e7781"}
     rows = "".join(
         f"<tr><td>{p['id']}</td><td><code>{html.escape(p['function'])}</code></td>"
-        f"<td style='color:{colour[p['status']]}'>{_STATUS[p['status']]}</td>"
+        f"<td style='color:{COLOURS[p['status']]}'>{label(p['status'])}</td>"
         f"<td>{p['score']:g}/{p['max_score']:g}</td></tr>" for p in report["problems"])
     details = "".join(
         f"<h2>{p['id']} {html.escape(registry.get(p['id']).title)}</h2>"
@@ -333,16 +319,16 @@ def summary_chart(rows: list[dict], path: Path) -> None:
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
-    _atomic_write(path, buf.getvalue())
+    atomic_write(path, buf.getvalue())
 
 
 def write_outputs(reports: list[dict], results: Path, selected: tuple = registry.PROBLEMS) -> None:
-    _atomic_write(results / "gradebook.csv", gradebook_csv(reports, selected))
+    atomic_write(results / "gradebook.csv", gradebook_csv(reports, selected))
     for r in reports:
         key = r.get("key") or text.file_key(r["learner"])
-        _atomic_write(results / "feedback" / f"{key}.md", feedback_markdown(r))
-        _atomic_write(results / "feedback" / f"{key}.html", feedback_html(r))
+        atomic_write(results / "feedback" / f"{key}.md", feedback_markdown(r))
+        atomic_write(results / "feedback" / f"{key}.html", feedback_html(r))
     rows = class_summary(reports, selected)
-    _atomic_write(results / "summary.md", summary_markdown(rows, reports))
-    _atomic_write(results / "summary.json", json.dumps(rows, indent=1))
+    atomic_write(results / "summary.md", summary_markdown(rows, reports))
+    atomic_write(results / "summary.json", json.dumps(rows, indent=1))
     summary_chart(rows, results / "summary.png")

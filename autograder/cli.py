@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -12,11 +11,9 @@ from autograder.invoke import default_learner
 
 
 def _write_json(path: str, data: dict) -> None:
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, out)
+    from autograder.outputs import atomic_write
+
+    atomic_write(Path(path), json.dumps(data, indent=2) + "\n")
 
 
 def _missing(paths) -> bool:

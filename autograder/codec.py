@@ -53,35 +53,52 @@ class SpecArg:
     entries: tuple
 
 
+# --- walking an argument tree: dicts' values, lists and tuples, down to the leaves -----------------
+
+def leaves(value):
+    """Every leaf of an argument tree, in order."""
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from leaves(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from leaves(v)
+    else:
+        yield value
+
+
+def map_leaves(value, fn):
+    """The tree with each leaf replaced by ``fn(leaf)`` (dicts, and lists and tuples of exactly
+    those types, are rebuilt; anything else is a leaf)."""
+    if isinstance(value, dict):
+        return {k: map_leaves(v, fn) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        return type(value)(map_leaves(v, fn) for v in value)
+    return fn(value)
+
+
 def materialize(value):
     """Turn :class:`MeshArg` / :class:`SpecArg` inside ``value`` into real JAX objects.
 
     JAX is imported only when such arguments are present.
     """
-    if isinstance(value, MeshArg):
-        from ckptlab.layout import course_mesh
+    def build(leaf):
+        if isinstance(leaf, MeshArg):
+            from ckptlab.layout import course_mesh
 
-        return course_mesh(value.shape)
-    if isinstance(value, SpecArg):
-        from jax.sharding import PartitionSpec
+            return course_mesh(leaf.shape)
+        if isinstance(leaf, SpecArg):
+            from jax.sharding import PartitionSpec
 
-        return PartitionSpec(*value.entries)
-    if isinstance(value, dict):
-        return {k: materialize(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
-        return type(value)(materialize(v) for v in value)
-    return value
+            return PartitionSpec(*leaf.entries)
+        return leaf
+
+    return map_leaves(value, build)
 
 
 def needs_jax(value) -> bool:
     """Whether :func:`materialize` builds JAX objects from ``value``."""
-    if isinstance(value, (MeshArg, SpecArg)):
-        return True
-    if isinstance(value, dict):
-        return any(needs_jax(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(needs_jax(v) for v in value)
-    return False
+    return any(isinstance(leaf, (MeshArg, SpecArg)) for leaf in leaves(value))
 
 
 def _sharding_info(value) -> dict | None:

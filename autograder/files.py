@@ -14,6 +14,8 @@ from functools import cached_property
 
 import numpy as np
 
+from autograder.codec import leaves, map_leaves
+
 # Orbax is not safe to run from two threads of one process at once: its saves share barrier keys
 # and temporary folder steps process-wide (two learners' 3.3 references graded at once by
 # grade-batch -j 2 failed with FileExistsError on '...orbax-checkpoint-tmp' and TimeoutError on
@@ -164,15 +166,14 @@ def _break_entry(header: bytes) -> bytes:
 
 def realize(value, workdir: str):
     """Write every file argument inside ``value`` under ``workdir``; return paths instead."""
-    if isinstance(value, CheckpointArg):
-        return value.save(os.path.join(workdir, f"ckpt-{uuid.uuid4().hex[:12]}"))
-    if isinstance(value, SafetensorsArg):
-        return value.save(workdir)
-    if isinstance(value, dict):
-        return {k: realize(v, workdir) for k, v in value.items()}
-    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
-        return type(value)(realize(v, workdir) for v in value)
-    return value
+    def save(leaf):
+        if isinstance(leaf, CheckpointArg):
+            return leaf.save(os.path.join(workdir, f"ckpt-{uuid.uuid4().hex[:12]}"))
+        if isinstance(leaf, SafetensorsArg):
+            return leaf.save(workdir)
+        return leaf
+
+    return map_leaves(value, save)
 
 
 def mirror(value, source: str, target: str):
@@ -182,41 +183,26 @@ def mirror(value, source: str, target: str):
 
     shutil.copytree(source, target, dirs_exist_ok=True)
 
-    def move(v):
-        if isinstance(v, str) and v.startswith(source + os.sep):
-            return target + v[len(source):]
-        if isinstance(v, dict):
-            return {k: move(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)) and type(v) in (list, tuple):
-            return type(v)(move(x) for x in v)
-        return v
+    def move(leaf):
+        if isinstance(leaf, str) and leaf.startswith(source + os.sep):
+            return target + leaf[len(source):]
+        return leaf
 
-    return move(value)
+    return map_leaves(value, move)
 
 
 def remove(value) -> None:
     """Delete the files :func:`realize` wrote for ``value`` (its paths): a checkpoint folder or a file."""
     import shutil
 
-    if isinstance(value, str) and os.path.isabs(value) and os.path.basename(value).startswith(("ckpt-", "model-")):
-        if os.path.isdir(value):
-            shutil.rmtree(value, ignore_errors=True)
-        elif os.path.exists(value):
-            os.unlink(value)
-    elif isinstance(value, dict):
-        for v in value.values():
-            remove(v)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            remove(v)
+    for leaf in leaves(value):
+        if isinstance(leaf, str) and os.path.isabs(leaf) and os.path.basename(leaf).startswith(("ckpt-", "model-")):
+            if os.path.isdir(leaf):
+                shutil.rmtree(leaf, ignore_errors=True)
+            elif os.path.exists(leaf):
+                os.unlink(leaf)
 
 
 def has_files(value, kinds=(CheckpointArg, SafetensorsArg)) -> bool:
     """Whether ``value`` holds a file argument (of ``kinds``)."""
-    if isinstance(value, kinds):
-        return True
-    if isinstance(value, dict):
-        return any(has_files(v, kinds) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(has_files(v, kinds) for v in value)
-    return False
+    return any(isinstance(leaf, kinds) for leaf in leaves(value))

@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 from autograder import registry, text
+from autograder.outputs import atomic_write, replacing
 
 SETUP_SH = """\
 #!/usr/bin/env bash
@@ -59,10 +60,8 @@ def build_zip(root: Path, out: Path, problems=None) -> list[str]:
     names inside it."""
     root, out = Path(root), Path(out)
     chosen = [p.id for p in (problems or registry.PROBLEMS)]
-    out.parent.mkdir(parents=True, exist_ok=True)
     names = []
-    tmp = out.with_name(out.name + ".tmp")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+    with replacing(out) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
         for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o755 << 16  # executable, as Gradescope requires
@@ -80,7 +79,6 @@ def build_zip(root: Path, out: Path, problems=None) -> list[str]:
                 arc = path.relative_to(root).as_posix()
                 z.write(path, arc)
                 names.append(arc)
-    os.replace(tmp, out)
     return names
 
 
@@ -178,9 +176,5 @@ def run(root: Path, isolation: str = "strict") -> dict:
         results = {"score": 0.0, "execution_time": round(time.monotonic() - start), "visibility": "visible",
                    "output": f"The autograder failed ({type(exc).__name__}); your instructor has been told. "
                              "Please resubmit later.", "tests": []}
-    out = root / "results" / "results.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name("results.json.tmp")
-    tmp.write_text(json.dumps(results, indent=1))
-    os.replace(tmp, out)
+    atomic_write(root / "results" / "results.json", json.dumps(results, indent=1))
     return results

@@ -22,12 +22,8 @@ import traceback
 import numpy as np
 
 from autograder import registry
+from autograder.outputs import COLOURS, label
 from autograder.returns import Raises
-
-_COLOURS = {"correct": "#1a7f37", "incorrect": "#cf222e", "not_attempted": "#6e7781", "error": "#cf222e",
-            "skipped": "#6e7781"}
-_LABELS = {"correct": "Correct", "incorrect": "Incorrect", "not_attempted": "Not attempted", "error": "Error",
-           "skipped": "Skipped"}
 
 
 class CheckResult:
@@ -41,16 +37,16 @@ class CheckResult:
         return self.status == "correct"
 
     def __repr__(self) -> str:
-        text = f"[{_LABELS[self.status]}] {self.problem.id} {self.problem.function}: {self.message}"
+        text = f"[{label(self.status).capitalize()}] {self.problem.id} {self.problem.function}: {self.message}"
         return text + (f"\n{self.detail}" if self.detail else "")
 
     def _repr_html_(self) -> str:
-        colour = _COLOURS[self.status]
+        colour = COLOURS[self.status]
         from autograder.text import message_html
 
         detail = f"<pre style='margin:4px 0 0 0'>{html.escape(self.detail)}</pre>" if self.detail else ""
         return (f"<div style='border-left:4px solid {colour};padding:4px 10px'>"
-                f"<b style='color:{colour}'>{_LABELS[self.status]}</b> &nbsp;"
+                f"<b style='color:{colour}'>{label(self.status).capitalize()}</b> &nbsp;"
                 f"<code>{self.problem.function}</code>: {message_html(self.message)}{detail}</div>")
 
 

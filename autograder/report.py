@@ -5,10 +5,8 @@ from __future__ import annotations
 import textwrap
 
 from autograder.grade import Report
+from autograder.outputs import label
 from autograder.sandbox.outside import NO_CODE_RAN
-
-_LABEL = {"correct": "correct", "incorrect": "incorrect", "not_attempted": "not attempted",
-          "error": "error", "timeout": "timeout"}
 
 
 def _points(x: float) -> str:
@@ -18,7 +16,7 @@ def _points(x: float) -> str:
 def table(report: Report, width: int = 100) -> str:
     rows = [("Problem", "Function", "Status", "Score")]
     for p in report.problems:
-        rows.append((p.id, p.function, _LABEL[p.status], f"{_points(p.score)}/{_points(p.max_score)}"))
+        rows.append((p.id, p.function, label(p.status), f"{_points(p.score)}/{_points(p.max_score)}"))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     lines = [f"Learner: {report.learner} (this id chooses your hidden cases)",

@@ -339,3 +339,27 @@ def test_a_learner_kernel_loads_no_sandbox_code():
     code = code.replace("autograder.progress;", "autograder.progress, autograder.grade;")
     assert "autograder.sandbox.jail" in subprocess.run([sys.executable, "-c", code], capture_output=True,
                                                        text=True, timeout=120).stdout
+
+
+def test_an_atomic_write_leaves_the_old_file_when_it_fails(tmp_path):
+    from autograder.outputs import atomic_write, replacing
+
+    path = tmp_path / "out" / "results.json"
+    atomic_write(path, "old")
+    with pytest.raises(RuntimeError), replacing(path) as tmp:
+        tmp.write_text("half of the new")
+        raise RuntimeError("the writer died")
+    assert path.read_text() == "old" and [p.name for p in path.parent.iterdir()] == ["results.json"]
+    atomic_write(path, b"new")
+    assert path.read_text() == "new"
+
+
+def test_argument_tree_walkers():
+    from autograder.codec import MeshArg, SpecArg, leaves, map_leaves, materialize, needs_jax
+    from autograder.files import has_files
+
+    tree = {"a": [1, (2, MeshArg((("x", 2),)))], "b": SpecArg(("x",))}
+    assert list(leaves(tree)) == [1, 2, MeshArg((("x", 2),)), SpecArg(("x",))]
+    assert map_leaves(tree, lambda v: v * 10 if isinstance(v, int) else v)["a"] == [10, (20, MeshArg((("x", 2),)))]
+    assert needs_jax(tree) and not needs_jax({"a": [1, (2,)]}) and not has_files(tree)
+    assert materialize(tree)["b"] == __import__("jax").sharding.PartitionSpec("x")
