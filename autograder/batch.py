@@ -11,7 +11,7 @@ At the end, from every learner's result:
 - ``summary.md`` and ``summary.png``: pass rate and most common failure per problem.
 
 Messages are the grader's own, which never show hidden inputs; the failure categories in the
-summary (the judge's own, see :func:`autograder.grade.judge`) are for the instructor only.
+summary (the judge's own, see :func:`autograder.engine.judge.judge`) are for the instructor only.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def find_learners(submissions: Path) -> list[Learner]:
 
 def _grade_one(learner: Learner, results: Path, timeout: float | None, isolation, jobs: int = 1,
                slots: threading.Semaphore | None = None, selected: tuple = registry.PROBLEMS) -> dict:
-    from autograder.grade import grade
+    from autograder.engine.grade import grade
 
     start = time.monotonic()
     try:
@@ -287,7 +287,7 @@ def summary_markdown(rows: list[dict], reports: list[dict]) -> str:
 
 
 def _import_chart_library() -> None:
-    """Matplotlib's figure and its PNG writer (0.3 s of imports), without pyplot's global state."""
+    """Matplotlib's figure and its PNG writer (imported only here), without pyplot's global state."""
     import matplotlib.backends.backend_agg  # noqa: F401
     import matplotlib.figure  # noqa: F401
 

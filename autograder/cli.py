@@ -32,7 +32,7 @@ def cmd_grade(args) -> int:
               "your work. Run `python -m autograder check problems/` (or `make check`) for the public "
               "examples.", file=sys.stderr)
         return 2
-    from autograder.grade import grade
+    from autograder.engine.grade import grade
     from autograder.report import table
 
     if _missing(args.paths):
@@ -305,7 +305,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_notebooks(args) -> int:
-    from autograder.notebooks import write_problem_notebooks
+    from autograder.problem_notebooks import write_problem_notebooks
 
     for path in write_problem_notebooks(Path(args.root)):
         print(f"wrote {path}")

@@ -158,7 +158,7 @@ def run(root: Path, isolation: str = "strict") -> dict:
     root = Path(root)
     start = time.monotonic()
     try:
-        from autograder.grade import grade
+        from autograder.engine.grade import grade
         from autograder.sandbox.outside import IsolationUnavailable
 
         submission = root / "submission"

@@ -425,7 +425,7 @@ def assignment_id(unit: int) -> str:
 def source_notebook(unit: int, problems=None) -> nbformat.NotebookNode:
     """The unit's problem notebook (``problems`` of it, default all) with solutions inside
     nbgrader's markers, nbgrader cell metadata, and a test cell after each problem's check cell."""
-    from autograder.notebooks import problem_notebook
+    from autograder.problem_notebooks import problem_notebook
 
     chosen = [p for p in (problems or registry.PROBLEMS) if p.unit == unit]
     nb = problem_notebook(unit, with_solutions=True, problems=chosen, audience="nbgrader")

@@ -23,7 +23,7 @@ import numpy as np
 
 from autograder import registry
 from autograder.outputs import COLOURS, label
-from autograder.returns import Raises
+from autograder.wall.returns import Raises
 
 
 class CheckResult:
@@ -80,7 +80,7 @@ def _args(args) -> str:
 
 def _to_plain(value):
     """Bring JAX arrays to NumPy so the same type checks as the grader apply."""
-    from autograder.codec import EncodeError, decode, encode
+    from autograder.wall.codec import EncodeError, decode, encode
 
     try:
         return decode(encode(value))
@@ -215,7 +215,7 @@ def _in_ipython() -> bool:
 def _real_args(args):
     """Fresh copies of an example's arguments, with checkpoints saved (in a temporary directory)
     and meshes and specs built as JAX objects."""
-    from autograder import codec, files
+    from autograder.wall import codec, files
 
     args = copy.deepcopy(args)
     if files.has_files(args):
@@ -231,7 +231,7 @@ def _reading(p: registry.Problem):
     if not p.count_reads:
         yield None
         return
-    from autograder.reads import memory_maps_off
+    from autograder.wall.reads import memory_maps_off
     from ckptlab.readcount import count_reads
 
     with memory_maps_off(), count_reads() as reads:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from autograder import progress, registry
-from autograder.returns import Raises
+from autograder.wall.returns import Raises
 
 MINUTES_PER_POINT = 1.0  # a 10-point problem is budgeted 10 minutes
 CHECK_TIMEOUT = 120.0
@@ -67,7 +67,7 @@ def choose(records: list[dict], minutes: float, unit: int | None = None, count: 
 
 
 def workspace_source(problems: list[registry.Problem], minutes: float) -> str:
-    from autograder.notebooks import stub_source
+    from autograder.problem_notebooks import stub_source
 
     imports = []
     for unit in sorted({p.unit for p in problems}):
@@ -222,7 +222,7 @@ def _grade(path: Path, learner: str, ids: list[str]) -> dict:
     from autograder.release import hidden_tests_available
 
     if hidden_tests_available():
-        from autograder.grade import grade
+        from autograder.engine.grade import grade
 
         report = grade([path], learner, problems=ids).to_json()
         return {**report, "graded_by": "hidden"}

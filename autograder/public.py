@@ -4,8 +4,9 @@ which has no hidden tests): it runs your own code in this process, like the note
 
 from __future__ import annotations
 
-from autograder import extract, registry
-from autograder.grade import locate
+from autograder import registry
+from autograder.engine import extract
+from autograder.engine.locate import locate
 from autograder.notebook import CheckResult, ProblemHandle
 
 

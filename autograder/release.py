@@ -95,7 +95,7 @@ def build_release(root: Path, out: Path) -> list[Path]:
     _copy_tree(root / "autograder", out / "autograder", skip_file=_is_hidden)
     _copy_tree(root / "jupyter_config", out / "jupyter_config")  # make lab's settings
     _copy_tree(root / "tools", out / "tools")  # make's environment set-up
-    from autograder.notebooks import write_problem_notebooks  # nbformat: a second to import, only here
+    from autograder.problem_notebooks import write_problem_notebooks  # nbformat: a second to import, only here
 
     write_problem_notebooks(out)
     (out / "pyproject.toml").write_text(_bundle_pyproject((root / "pyproject.toml").read_text()))

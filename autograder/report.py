@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from autograder.grade import Report
+from autograder.engine.results import Report
 from autograder.outputs import label
 from autograder.sandbox.outside import NO_CODE_RAN
 

@@ -29,7 +29,7 @@ runpy.run_module("autograder", run_name="__main__")
 
 _SEQUENCE = r'''
 import sys
-from autograder.grade import grade
+from autograder.engine.grade import grade
 
 def rss():
     return int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS:")).split()[1]) * 1024

@@ -40,7 +40,7 @@ TARGETS = {"whole": 8.0, "unit1": 3.0, "overhead": 0.2, "stub_check": 1.0, "grad
 _RUN = r'''
 import json, resource, sys, time
 start = time.perf_counter()
-from autograder.grade import grade
+from autograder.engine.grade import grade
 paths, unit = sys.argv[1], sys.argv[2]
 problems = None
 if unit != "all":

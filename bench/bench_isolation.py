@@ -110,7 +110,7 @@ def main() -> None:
 
     setup_devices()
     from autograder import registry
-    from autograder.grade import grade
+    from autograder.engine.grade import grade
 
     levels = ("strict", "basic")
     workers = {level: [] for level in levels}

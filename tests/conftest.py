@@ -34,7 +34,7 @@ def best_isolation() -> str:
 def grade_code(tmp_path):
     """Grade a snippet of Python source (as a learner's .py file) for the given problems, at the
     strict isolation level where the machine has it."""
-    from autograder.grade import grade
+    from autograder.engine.grade import grade
 
     def run(source: str, problems=None, learner="tester", **kw):
         path = tmp_path / f"submission_{len(list(tmp_path.iterdir()))}.py"

@@ -309,9 +309,9 @@ def attack():
 ''', contrast=False, doc="a .pth in site-packages, loaded by every later Python"),
     Attack("patch_grader", "persist", "4.3", '''
 def attack():
-    open(ROOT + "/autograder/grade.py", "a").write("\\n# hostile\\n")
+    open(ROOT + "/autograder/engine/grade.py", "a").write("\\n# hostile\\n")
     return True
-''', contrast=False, doc="append code to autograder/grade.py"),
+''', contrast=False, doc="append code to autograder/engine/grade.py"),
     Attack("patch_reference", "persist", "4.3", '''
 def attack():
     open(ROOT + "/solutions/unit2.py", "a").write("\\n# hostile\\n")

@@ -11,7 +11,7 @@ import pytest
 
 from autograder import registry
 from autograder.batch import grade_batch
-from autograder.grade import grade
+from autograder.engine.grade import grade
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST_UNITS = ("unit2.py", "unit3.py", "unit4.py")  # Unit 1 initialises Flax models: slow, graded elsewhere
@@ -164,7 +164,7 @@ def test_references_that_write_checkpoints_are_safe_under_concurrency(tmp_path):
     """8 learners' 3.3 graded with -j 2 while the machine is loaded, twice: every 3.3 correct.
     Two learners' references ran Orbax in one process at once and lost 3.3 to FileExistsError or
     TimeoutError in 9 of 12 runs (3 of 8 learners here) before the trusted side's saves and
-    restores took turns (:data:`autograder.files.ORBAX`)."""
+    restores took turns (:data:`autograder.wall.files.ORBAX`)."""
     import inspect
     import subprocess
     import sys

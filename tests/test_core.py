@@ -11,7 +11,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from autograder import codec, extract
+from autograder.engine import extract
+from autograder.wall import codec
 
 
 def test_sixteen_devices_here():
@@ -120,7 +121,8 @@ def test_an_untouched_stub_never_hides_an_attempt(tmp_path):
     """The last definition is graded, as a notebook runs top to bottom, except a stub: answers in a
     .py file beside the problem notebook (whose stubs sort after it: `make check` once graded the
     stubs) or written in a cell above the stub's are found; a broken attempt is reported as one."""
-    from autograder import grade, registry
+    from autograder import registry
+    from autograder.engine import grade
 
     stub = 'def f(x):\n    """Return x + 1."""\n    raise NotImplementedError\n'
     folder = tmp_path / "problems"
@@ -273,7 +275,7 @@ def test_progress_chart_legend_matches_its_bars_and_an_empty_chart_says_why():
 def test_grading_shortens_the_gil_slices_while_it_runs_and_restores_them_after():
     """The grader's threads that wait on workers get the GIL sooner while grading; the process's
     own setting comes back when the last grading in it ends, nested or concurrent."""
-    from autograder.grade import _SHORT_GIL_SLICES
+    from autograder.engine.gil import SHORT_GIL_SLICES as _SHORT_GIL_SLICES
 
     before = sys.getswitchinterval()
     _SHORT_GIL_SLICES.hold()
@@ -336,7 +338,7 @@ def test_a_learner_kernel_loads_no_sandbox_code():
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
     # ...which the check would see: the grader does load it.
-    code = code.replace("autograder.progress;", "autograder.progress, autograder.grade;")
+    code = code.replace("autograder.progress;", "autograder.progress, autograder.engine.grade;")
     assert "autograder.sandbox.jail" in subprocess.run([sys.executable, "-c", code], capture_output=True,
                                                        text=True, timeout=120).stdout
 
@@ -355,8 +357,8 @@ def test_an_atomic_write_leaves_the_old_file_when_it_fails(tmp_path):
 
 
 def test_argument_tree_walkers():
-    from autograder.codec import MeshArg, SpecArg, leaves, map_leaves, materialize, needs_jax
-    from autograder.files import has_files
+    from autograder.wall.codec import MeshArg, SpecArg, leaves, map_leaves, materialize, needs_jax
+    from autograder.wall.files import has_files
 
     tree = {"a": [1, (2, MeshArg((("x", 2),)))], "b": SpecArg(("x",))}
     assert list(leaves(tree)) == [1, 2, MeshArg((("x", 2),)), SpecArg(("x",))]

@@ -13,9 +13,11 @@ import sys
 import numpy as np
 import pytest
 
-from autograder import files, grade as grading, registry
+from autograder import registry
+from autograder.engine import cases, grade as grading
 from autograder.hidden import load
-from autograder.returns import Raises
+from autograder.wall import files
+from autograder.wall.returns import Raises
 from tests.conftest import best_isolation
 from tests.wrong_answers import HEADERS, IMPORTS, WRONG
 
@@ -100,7 +102,7 @@ def test_a_failing_top_level_import_costs_only_what_uses_it(grade_code):
 def test_syntax_error_in_one_cell_keeps_the_others(tmp_path, root):
     import nbformat
 
-    from autograder.notebooks import problem_notebook
+    from autograder.problem_notebooks import problem_notebook
 
     nb = problem_notebook(1, with_solutions=True)
     for cell in nb.cells:
@@ -208,11 +210,11 @@ def test_same_learner_same_cases_other_learner_other_cases():
     key = lambda cases: [(c.category, repr(c.args)) for c in cases]  # noqa: E731
     assert key(a1) == key(a2)
     assert key(a1) != key(b)
-    assert grading.case_seed("ada", "1.1", salt="course-A") != grading.case_seed("ada", "1.1", salt="course-B")
+    assert cases.case_seed("ada", "1.1", salt="course-A") != cases.case_seed("ada", "1.1", salt="course-B")
 
 
 def test_every_hidden_category_has_a_message_and_cases_are_plain_data(tmp_path):
-    from autograder import codec
+    from autograder.wall import codec
 
     for p in registry.PROBLEMS:
         hidden, cases = grading.hidden_cases(p, "someone")
@@ -358,9 +360,9 @@ def test_workers_compile_faster_and_compute_within_the_tolerance_floats_are_judg
     """Workers compile with XLA flags of their own (no LLVM optimisation, the older fusion
     emitter): a learner's eager Flax and jax.numpy may differ there in a float's last bits from
     what they give here, never by more than the relative tolerance float answers are judged with."""
-    from autograder import codec
-    from autograder.returns import ArrayOf
     from autograder.sandbox import outside
+    from autograder.wall import codec
+    from autograder.wall.returns import ArrayOf
 
     cases = [(0, (2, 4), 3), (7, (5, 33), 17)]
     run = outside.Worker(_EAGER_VALUES, "values", cases, level=best_isolation()).wait()
@@ -380,7 +382,7 @@ def test_unit1_is_graded_without_starting_jax_in_the_grading_process(root):
     (and Flax) out of the grading process, whose CPU the zygote and the workers need at start-up
     (checked: with a reference run for 1.3, JAX starts here and this fails)."""
     script = ("import json, sys\n"
-              "from autograder.grade import grade\n"
+              "from autograder.engine.grade import grade\n"
               "r = grade(['solutions/unit1.py'], 'nojax', problems=['1.1', '1.2', '1.3', '1.4'])\n"
               "print(json.dumps([r.score, r.max_score, 'jax' in sys.modules, 'flax' in sys.modules]))\n")
     out = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=300)

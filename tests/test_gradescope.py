@@ -64,7 +64,7 @@ def test_zip_runs_against_a_fake_autograder_tree(tmp_path):
     assert by_number["2.1"]["score"] == 0 and "Raised KeyError" in by_number["2.1"]["output"]
     assert "Hint:" in by_number["2.1"]["output"]
     # The learner id from Gradescope's metadata chooses the hidden cases, as `grade --learner` does.
-    from autograder.grade import grade
+    from autograder.engine.grade import grade
 
     alone = grade([fake / "submission"], "4242", problems=["4.4"])
     assert alone.problems[0].score == by_number["4.4"]["score"]

@@ -413,7 +413,7 @@ def test_references_read_their_own_copies_of_the_input_files(root, monkeypatch):
     """Learner code may rewrite every file in its folder while the references run (they overlap):
     a reference reading those files would compute its expected value from the learner's data. The
     rewrite_inputs attack rarely wins that race; this checks the paths themselves."""
-    from autograder import grade as grading
+    from autograder.engine import grade as grading
 
     workdirs, reference_paths = [], []
     real_worker, real_expected = grading.sandbox.Worker, grading.expected_outcome
@@ -473,7 +473,7 @@ _FORKED_AND_CLEAN = '''
 import gc, sys
 
 FORKED = "jax" in sys.modules  # at load time: only a worker forked from the zygote has JAX already
-SECRET = ("solutions", "autograder.hidden", "autograder.registry", "autograder.grade", "autograder.batch")
+SECRET = ("solutions", "autograder.hidden", "autograder.registry", "autograder.engine.grade", "autograder.batch")
 
 
 def coalesce_runs(runs, max_gap):
@@ -502,7 +502,8 @@ _ASKS_FOR_SECRETS = _FORKED_AND_CLEAN.replace("    return _right(runs, max_gap)"
 def _never_called():  # read by the grader, to choose what the zygote imports; never run
     import solutions.unit4
     import autograder.hidden.unit4
-    from autograder import grade, batch, registry
+    from autograder import batch, registry
+    from autograder.engine import grade
     from solutions import unit1
 '''
 

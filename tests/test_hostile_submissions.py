@@ -18,7 +18,7 @@ import pytest
 
 from autograder import registry
 from autograder.batch import grade_batch
-from autograder.grade import hidden_cases
+from autograder.engine.cases import hidden_cases
 from tests.conftest import best_isolation
 from tests.hostile import cpu_hog
 

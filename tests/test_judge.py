@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from autograder import registry
-from autograder.grade import expected_outcome, hidden_cases, judge
+from autograder.engine.cases import expected_outcome, hidden_cases
+from autograder.engine.judge import judge
 from autograder.sandbox.outside import RunResult
 
 P = registry.get("1.1")

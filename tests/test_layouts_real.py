@@ -19,8 +19,8 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from orbax.checkpoint._src.serialization import replica_slices
 
 from autograder import registry
-from autograder.grade import hidden_cases
-from autograder.returns import Raises
+from autograder.engine.cases import hidden_cases
+from autograder.wall.returns import Raises
 from ckptlab.layout import course_mesh
 from solutions import unit2
 

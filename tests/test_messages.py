@@ -7,7 +7,7 @@ import numpy as np
 
 from autograder import registry, text
 from autograder.notebook import problem
-from autograder.returns import ArrayOf
+from autograder.wall.returns import ArrayOf
 
 INT_DIVISION = registry.get("1.1")
 
@@ -53,7 +53,7 @@ def test_message_html_renders_code_and_escapes_the_rest():
 
 
 def test_a_fresh_check_explains_its_isolation_and_learner_lines():
-    from autograder.grade import grade
+    from autograder.engine.grade import grade
     from autograder.report import table
     from tests.conftest import ROOT
 

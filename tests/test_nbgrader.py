@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 from autograder import registry
-from autograder.grade import grade
+from autograder.engine.grade import grade
 from autograder.nbgrader_course import grading_cell_source, source_notebook, write_course
 from solutions import unit1
 from tests.leaks import hidden_code_windows, solution_windows, tree_windows
@@ -330,7 +330,7 @@ def test_validate_reports_what_the_checks_say(tmp_path):
     """`nbgrader validate` on a problems/ notebook, in a learner's terminal inside `make lab`
     (jupyter_config/ on JUPYTER_CONFIG_PATH): it lists the failing checks, and passes a solved one.
     nbgrader's default said "Success!" of any notebook without its test cells."""
-    from autograder.notebooks import problem_notebook
+    from autograder.problem_notebooks import problem_notebook
 
     nb = nbformat.read(str(ROOT / "problems" / NOTEBOOK), as_version=4)
     for cell in nb.cells:

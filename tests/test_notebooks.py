@@ -11,7 +11,7 @@ import pytest
 from nbclient import NotebookClient
 
 from autograder import registry
-from autograder.notebooks import notebook_path, problem_notebook, write_problem_notebooks
+from autograder.problem_notebooks import notebook_path, problem_notebook, write_problem_notebooks
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from autograder import drills, practice, progress, registry
-from autograder.notebooks import stub_source
+from autograder.problem_notebooks import stub_source
 from ckptlab.layout import course_mesh, real_index_domains
 from solutions import unit1
 

@@ -11,10 +11,11 @@ import orbax.checkpoint as ocp
 import pytest
 from flax import linen as nn, nnx
 
-from autograder import codec, files, registry
-from autograder.grade import expected_outcome, hidden_cases, reference
+from autograder import registry
+from autograder.engine.cases import expected_outcome, hidden_cases, reference
 from autograder.hidden import load
-from autograder.returns import Raises
+from autograder.wall import codec, files
+from autograder.wall.returns import Raises
 from ckptlab.models import MLP
 from solutions import unit1
 

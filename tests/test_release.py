@@ -13,7 +13,7 @@ import pytest
 
 from autograder import registry
 from autograder.hidden import load
-from autograder.notebooks import problem_notebook
+from autograder.problem_notebooks import problem_notebook
 from autograder.release import build_release
 from tests.leaks import hidden_code_windows, hidden_messages, solution_windows, tree_windows
 

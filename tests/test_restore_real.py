@@ -13,8 +13,9 @@ import pytest
 import tensorstore as ts
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from autograder import codec, files, registry
-from autograder.grade import hidden_cases
+from autograder import registry
+from autograder.engine.cases import hidden_cases
+from autograder.wall import codec, files
 from ckptlab.layout import course_mesh, real_index_domains
 from solutions import unit3
 

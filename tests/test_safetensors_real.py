@@ -18,9 +18,10 @@ from orbax.checkpoint.experimental.v1._src.layout.safetensors_layout import (
 )
 from safetensors import SafetensorError, safe_open
 
-from autograder import files, registry
-from autograder.files import CORRUPT, TRUNCATED, SafetensorsArg
-from autograder.grade import hidden_cases
+from autograder import registry
+from autograder.engine.cases import hidden_cases
+from autograder.wall import files
+from autograder.wall.files import CORRUPT, TRUNCATED, SafetensorsArg
 from ckptlab.layout import course_mesh, real_index_domains
 from ckptlab.readcount import count_reads
 from solutions import unit4

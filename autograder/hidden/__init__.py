@@ -38,8 +38,8 @@ class Hidden:
     type_diagnoses: tuple[str, ...] = ()
     # The expected value of a case, computed directly (arithmetic) instead of by running the
     # reference solution, where the reference is costly to run: Unit 1's references trace Flax's
-    # init (10 ms a case; three quarters of the grading process's time in a class's Unit 1), and
-    # import JAX and Flax into the grading process (a second of CPU beside the zygote's start).
+    # init for every case (most of the grading process's time in a class's Unit 1), and import JAX
+    # and Flax into the grading process (CPU taken from the zygote's start).
     # tests/test_references.py holds it equal to the reference on every public example and on
     # many learners' hidden cases, and the reference to eager Flax.
     expected: Callable[..., Any] | None = None

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from autograder.hidden import Case, Hidden
-from autograder.returns import names_dimension
+from autograder.wall.returns import names_dimension
 from solutions.unit2 import _entries
 
 MESHES_1D = ({"x": 8},)

@@ -8,9 +8,9 @@ import math
 
 import numpy as np
 
-from autograder.codec import MeshArg, SpecArg
-from autograder.files import CheckpointArg
 from autograder.hidden import Case, Hidden
+from autograder.wall.codec import MeshArg, SpecArg
+from autograder.wall.files import CheckpointArg
 from ckptlab.layout import real_index_domains
 from solutions.unit2 import _entries
 
@@ -189,7 +189,7 @@ def _restore_cases(rng):
 
 
 def _diagnose_restore(args, actual, expected):
-    from autograder.returns import _leaves
+    from autograder.wall.returns import _leaves
 
     a, e = dict(_leaves(actual)), dict(_leaves(expected))
     if set(a) != set(e):

@@ -87,7 +87,7 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
     def send(message) -> None:
         wire.send(out_fd, message)
 
-    from autograder import codec  # numpy only (after the jail: loading numpy starts threads)
+    from autograder.wall import codec  # numpy only (after the jail: loading numpy starts threads)
 
     try:
         # JAX, if the learner's code imports it, starts with the course's devices; if not, no cost.
@@ -102,7 +102,7 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
 
         for name in PRELOAD_FOR_READS:
             importlib.import_module(name)
-        from autograder.reads import switch_off_memory_maps
+        from autograder.wall.reads import switch_off_memory_maps
 
         switch_off_memory_maps()
 

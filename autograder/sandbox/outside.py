@@ -1,7 +1,7 @@
 """The trusted side of a worker: start it in its jail, feed it cases, read its frames, measure it.
 
 Nothing here runs learner code. The worker's frames are bounded and checked before anything is
-built from them (:mod:`autograder.sandbox.wire`, :func:`autograder.codec.decode`); the bytes a
+built from them (:mod:`autograder.sandbox.wire`, :func:`autograder.wall.codec.decode`); the bytes a
 read-counted problem reads are counted here, from the kernel's counters of every process in the
 worker's tree, around each case; the worker and everything it started are killed when the
 problem ends.
@@ -22,9 +22,9 @@ import uuid
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from autograder import codec
 from autograder.limits import DEFAULT_TIMEOUT
 from autograder.sandbox import inside, jail, wire, zygote
+from autograder.wall import codec
 
 WALL_FACTOR = 2.0  # a tree that used less CPU time than that may go on this many times as long
 DEFAULT_MEMORY = 4 * 2**30
@@ -441,9 +441,9 @@ def _env(scratch: str, level: str) -> dict:
             "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
             # XLA's CPU code generator without LLVM's optimisations, and with its older emitter for
             # element-wise fusions: a learner's eager JAX (Flax's init, say) compiles for every new
-            # shape, in about 0.2 s instead of 0.47 s a shape. Without LLVM's optimisations a float
-            # computed by XLA may differ in its last bits (measured: 2e-7 relative at most; the
-            # emitter changes nothing): float array answers are judged with a relative tolerance of
+            # shape, and compiles several times faster so. Without LLVM's optimisations a float
+            # computed by XLA may differ in its last bits (far below the tolerance; the emitter
+            # changes nothing): float array answers are judged with a relative tolerance of
             # 1e-6, and the arrays judged bit for bit are read from files, never computed.
             "XLA_FLAGS": "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"}
 
@@ -466,7 +466,7 @@ def start_zygote(sources=()) -> None:
 class Worker:
     """A started worker; :meth:`wait` returns its :class:`RunResult` within the time limit.
 
-    ``cases`` are argument tuples. Files in them (:mod:`autograder.files`) must already be written
+    ``cases`` are argument tuples. Files in them (:mod:`autograder.wall.files`) must already be written
     into ``workdir``, except for a read-counted problem, whose files are written one case at a
     time, inside the window in which its reads are counted (so no code can read them earlier).
     A ``bare`` strict worker is forked before the zygote has imported JAX (for code needing none)."""
@@ -539,7 +539,7 @@ class Worker:
 
     # -- the conversation ------------------------------------------------------------------------
     def _drive(self) -> None:
-        from autograder import files
+        from autograder.wall import files
 
         # The time limit is the worker tree's own CPU time as well as the clock's: a machine busy
         # with other work does not use it up (up to a cap on the clock: code that waits uses none).

@@ -49,8 +49,8 @@ from autograder.sandbox import inside  # noqa: E402
 # Imported here, one module at a time, for the workers forked after. Never the references or the
 # hidden tests. First what every worker uses; a worker is forked once these are imported (a bare
 # one, the grader's check of the level, at once).
-PRELOAD = ("numpy", "jax", "jax.numpy", "jax.sharding", "ml_dtypes", "ckptlab.layout", "autograder.codec",
-           "autograder.reads")
+PRELOAD = ("numpy", "jax", "jax.numpy", "jax.sharding", "ml_dtypes", "ckptlab.layout", "autograder.wall.codec",
+           "autograder.wall.reads")
 # Then, and only then, these: before a worker is forked, those its code imports (:func:`needs`);
 # and while no worker waits and a core is free, those the grader said the problems it grades
 # import (:meth:`_Zygote.want`). So a learner's Unit 1 does not wait for Flax's NNX, nor share the cores
@@ -64,7 +64,7 @@ def needs(source: str, count_reads: bool = False) -> list[str]:
     """The modules of :data:`ON_DEMAND` a worker running ``source`` will import: its import
     statements, read (never run) on the grader's side. A read-counted worker loads the modules
     :data:`~autograder.sandbox.inside.PRELOAD_FOR_READS` before its code."""
-    from autograder.extract import parse  # (one thread at a time)
+    from autograder.engine.extract import parse  # (one thread at a time)
 
     found = set(inside.PRELOAD_FOR_READS) if count_reads else set()
     try:
@@ -124,8 +124,8 @@ def serve(sock_fd: int, grader: int) -> int:
     wanted: list[str] = list(PRELOAD)
     pending: list[tuple[dict, array.array]] = []  # fork requests, oldest first, with their descriptors
     # Each worker's pidfd (None where the kernel has none): readable the moment the worker ends, so
-    # it is reaped and the grader told at once, not at the next 50 ms tick (a worker's end cost
-    # every problem 25 ms on average).
+    # it is reaped and the grader told at once, not at the next 50 ms tick (half a tick, on
+    # average, for every problem).
     children: dict[int, int | None] = {}
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     while True:
@@ -198,8 +198,8 @@ def _fork(request: dict, fds: array.array, sock: socket.socket, me: int) -> int:
     """Fork a worker running :func:`autograder.sandbox.inside.main` on ``fds``; its pid."""
     to_r, from_w, log = fds
     # The libraries' objects go to the collector's permanent generation: a worker's collections
-    # then skip them, and do not copy the pages they share with the zygote (in the reference
-    # Unit 1, time inside learner functions fell from 1.15 s to 0.71 s).
+    # then skip them, and do not copy the pages they share with the zygote (bench/bench_grading.py
+    # shows the time inside learner functions).
     gc.freeze()
     pid = os.fork()
     if pid == 0:

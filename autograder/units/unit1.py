@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from autograder.declarations import Example, Problem, Unit
-from autograder.returns import ArrayOf, Struct
+from autograder.wall.returns import ArrayOf, Struct
 
 UNIT = Unit(
     number=1,

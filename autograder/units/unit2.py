@@ -5,7 +5,7 @@ name; references: ``solutions/unit2.py``."""
 from __future__ import annotations
 
 from autograder.declarations import CONVENTIONS, Example, Problem, Unit
-from autograder.returns import Raises, Struct
+from autograder.wall.returns import Raises, Struct
 
 UNIT = Unit(
     number=2,

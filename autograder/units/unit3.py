@@ -4,10 +4,10 @@ name; references: ``solutions/unit3.py``."""
 
 from __future__ import annotations
 
-from autograder.codec import MeshArg, SpecArg
 from autograder.declarations import CONVENTIONS, Example, Problem, Unit
-from autograder.files import CheckpointArg
-from autograder.returns import RestoredTree, Struct
+from autograder.wall.codec import MeshArg, SpecArg
+from autograder.wall.files import CheckpointArg
+from autograder.wall.returns import RestoredTree, Struct
 
 UNIT = Unit(
     number=3,

@@ -5,9 +5,9 @@ name; references: ``solutions/unit4.py``."""
 from __future__ import annotations
 
 from autograder.declarations import CONVENTIONS, Example, Problem, Unit
-from autograder.files import SafetensorsArg
-from autograder.reads import READ_SLACK
-from autograder.returns import Raises, SafetensorsShard, Struct
+from autograder.wall.files import SafetensorsArg
+from autograder.wall.reads import READ_SLACK
+from autograder.wall.returns import Raises, SafetensorsShard, Struct
 
 UNIT = Unit(
     number=4,

@@ -14,7 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
-from autograder.codec import leaves, map_leaves
+from autograder.wall.codec import leaves, map_leaves
 
 # Orbax is not safe to run from two threads of one process at once: its saves share barrier keys
 # and temporary folder steps process-wide (two learners' 3.3 references graded at once by
@@ -124,8 +124,8 @@ class SafetensorsArg:
         return math.prod(sizes) * np.dtype(dtype).itemsize
 
     def read_budget(self, name: str, bounds) -> int:
-        """Bytes a read of shard ``bounds`` of ``name`` may take (see :func:`autograder.reads.read_budget`)."""
-        from autograder.reads import read_budget
+        """Bytes a read of shard ``bounds`` of ``name`` may take (see :func:`autograder.wall.reads.read_budget`)."""
+        from autograder.wall.reads import read_budget
 
         return read_budget(self.header_size(), self.nbytes(name, bounds))
 

@@ -17,7 +17,7 @@ _KIND_NAMES = {"f": "floating", "i": "integer", "u": "unsigned integer", "b": "b
 def _type_name(value, detail: bool = True) -> str:
     """What the learner returned. Without ``detail`` (hidden cases) no shape or dtype is shown: a
     returned value's shape can mirror a hidden input."""
-    from autograder.codec import JaxArray
+    from autograder.wall.codec import JaxArray
 
     if isinstance(value, JaxArray):
         return f"jax.Array of shape {value.shape} and dtype {value.dtype}" if detail else "jax.Array"
@@ -165,7 +165,7 @@ class ExactArray:
     describe: str = "a NumPy array (np.ndarray) with the tensor's dtype"
 
     def type_error(self, v, detail: bool = True) -> str | None:
-        from autograder.codec import JaxArray
+        from autograder.wall.codec import JaxArray
 
         if not isinstance(v, np.ndarray) or isinstance(v, JaxArray):
             return f"must return {self.describe}, but returned a {_type_name(v, detail)}"
@@ -251,7 +251,7 @@ class RestoredTree:
         return "a dict of jax.Arrays (the restored pytree, shaped like the specs)"
 
     def type_error(self, v, detail: bool = True) -> str | None:
-        from autograder.codec import JaxArray
+        from autograder.wall.codec import JaxArray
 
         if type(v) is not dict:
             return f"must return {self.describe}, but returned a {_type_name(v, detail)}"

@@ -43,8 +43,8 @@ def stub_source(p: registry.Problem, solution: str | None = None) -> str:
 
 def solution_body(p: registry.Problem) -> str:
     """The reference function's body, with the imports and helpers it uses inlined (for exports)."""
-    from autograder import extract
-    from autograder.grade import reference
+    from autograder.engine import extract
+    from autograder.engine.cases import reference
 
     sub = extract.load_submission(inspect.getsourcefile(reference(p)))
     target = sub.function(p.function)

@@ -26,7 +26,7 @@ class EncodeError(TypeError):
 
 # The codec's own words for a value it cannot send. The grader shows only these (a worker's frame
 # is learner code's word: any other text could carry hidden inputs), and names a type only where
-# it is a real class of a library the grader has loaded (see autograder.grade.return_detail).
+# it is a real class of a library the grader has loaded (see autograder.engine.judge.return_detail).
 TOO_DEEP = "value is nested too deeply"
 OBJECT_ARRAY = "object arrays are not plain data"
 TOO_LARGE = f"arrays of more than {MAX_ELEMENTS:,} elements cannot be returned"

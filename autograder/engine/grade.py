@@ -1,0 +1,215 @@
+"""Grade a submission: find each problem's function, run hidden cases in a worker, judge here
+(:mod:`autograder.engine` lists the parts).
+
+The judging (types, values, scores, messages) happens in this process, from plain data. The
+learner's code never runs here; the reference solutions do, to compute expected values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from autograder import registry
+from autograder.engine import extract
+from autograder.engine.cases import expected_outcome, hidden_cases
+from autograder.engine.gil import SHORT_GIL_SLICES
+from autograder.engine.judge import judge
+from autograder.engine.locate import locate
+from autograder.engine.results import ProblemResult, Report, problem_result
+from autograder.hidden import Hidden
+from autograder.sandbox import outside as sandbox
+from autograder.wall import codec, files
+
+
+@dataclass
+class _Plan:
+    problem: registry.Problem
+    result: ProblemResult | None = None
+    source: str = ""
+    hidden: Hidden | None = None
+    cases: list = field(default_factory=list)
+    timeout: float = 0.0
+    # Filled by the references' thread (:class:`_References`), in plan order:
+    workdir: str = ""  # the worker's folder, its cases' files written
+    worker_args: list = field(default_factory=list)
+    files_ready: threading.Event = field(default_factory=threading.Event)
+    expected: list = field(default_factory=list)
+    expected_ready: threading.Event = field(default_factory=threading.Event)
+    failure: BaseException | None = None  # the trusted side failed on this problem
+
+
+_DEVICES = threading.Lock()
+
+
+def course_devices() -> None:
+    """The course's 16 devices in this process, started by whichever thread asks first (several
+    learners' references run at once in grade-batch)."""
+    with _DEVICES:
+        from ckptlab import setup_devices
+
+        setup_devices()
+
+
+def _needs_jax(plan: _Plan) -> bool:
+    """Whether the trusted side needs JAX for this problem: to run its reference, build a mesh or
+    write a checkpoint; not where the hidden tests compute the expected values themselves (Unit 1:
+    a learner who has done only Unit 1 is graded without JAX starting here, beside the zygote)."""
+    return plan.hidden.expected is None or any(files.has_files(c.args) or codec.needs_jax(c.args) for c in plan.cases)
+
+
+class _References:
+    """The trusted side's own work, on one thread, ahead of the workers: for each problem in order
+    (the course's devices first, where it needs JAX) its cases' files and the expected values.
+
+    It starts before the isolation level is known, so it overlaps the zygote's start-up (a
+    second of imports on the other core), and it never competes with itself for the GIL: a
+    worker's thread only drives its worker. Learner code never runs here."""
+
+    def __init__(self, plans: list[_Plan]):
+        self.plans = [p for p in plans if p.result is None]
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="ckpt-references")
+        self.thread.start()
+
+    def _run(self) -> None:
+        for i, plan in enumerate(self.plans):
+            if self.stopped.is_set():
+                self._fail(self.plans[i:], RuntimeError("grading stopped"))
+                return
+            try:
+                if _needs_jax(plan):
+                    course_devices()
+                self._prepare(plan)
+            except BaseException as exc:  # noqa: BLE001 - a grader-side failure costs this problem only
+                self._fail([plan], exc)
+
+    @staticmethod
+    def _fail(plans: list[_Plan], exc: BaseException) -> None:
+        for plan in plans:
+            plan.failure = plan.failure or exc
+            plan.files_ready.set()
+            plan.expected_ready.set()
+
+    @staticmethod
+    def _prepare(plan: _Plan) -> None:
+        workdir = sandbox.new_workdir()
+        lazy = plan.problem.count_reads  # its files are written one case at a time, while reads are counted
+        # The references read files of their own: learner code may rewrite every file in its folder.
+        reference_dir = sandbox.new_workdir() if any(files.has_files(c.args) for c in plan.cases) else workdir
+        try:
+            args = [files.realize(c.args, reference_dir) for c in plan.cases]
+            if lazy:
+                plan.worker_args = [c.args for c in plan.cases]
+            elif reference_dir != workdir:  # the same files, copied into the worker's own folder
+                plan.worker_args = files.mirror(args, reference_dir, workdir)
+            else:
+                plan.worker_args = args
+            plan.workdir = workdir
+            plan.files_ready.set()
+            # A reference given a checkpoint restores it with Orbax: one learner's at a time.
+            reads_checkpoints = any(files.has_files(c.args, files.CheckpointArg) for c in plan.cases)
+            with files.ORBAX if reads_checkpoints else contextlib.nullcontext():
+                plan.expected = [expected_outcome(plan.problem, a) for a in args]
+            plan.expected_ready.set()
+        except BaseException:
+            if not plan.files_ready.is_set():
+                shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        finally:
+            if reference_dir != workdir:
+                shutil.rmtree(reference_dir, ignore_errors=True)
+
+    def close(self) -> None:
+        """Stop after the current problem; remove any folder no worker took."""
+        self.stopped.set()
+        self.thread.join()
+        for plan in self.plans:
+            if plan.workdir:
+                shutil.rmtree(plan.workdir, ignore_errors=True)
+
+
+def _plan(problem, sub: extract.Submission, learner: str, salt: str | None, timeout: float | None) -> _Plan:
+    plan = _Plan(problem, timeout=timeout or problem.timeout, result=locate(problem, sub))
+    if plan.result is None:
+        plan.source = sub.module_source(problem.function)
+        plan.hidden, plan.cases = hidden_cases(problem, learner, salt)
+    return plan
+
+
+def grade(paths, learner: str = "local", *, problems=None, salt: str | None = None,
+          timeout: float | None = None, jobs: int | None = None, isolation: str | sandbox.Isolation = "auto",
+          slots: threading.Semaphore | None = None) -> Report:
+    """Grade the files or folders in ``paths`` for ``learner``; never raises for bad submissions.
+
+    ``jobs`` workers at most run at once; ``slots``, shared by the learners a class is graded for
+    at once, bounds them all together (so the class's last learner uses every core).
+
+    ``isolation`` is ``strict``, ``basic`` or ``auto`` (the best this machine has), or a level
+    already resolved; ``strict`` raises :class:`~autograder.sandbox.outside.IsolationUnavailable`
+    where the machine cannot give it."""
+    chosen = [registry.get(p) for p in problems] if problems else list(registry.PROBLEMS)
+    sub = extract.load_submissions(list(paths))
+    plans = [_plan(p, sub, learner, salt, timeout) for p in chosen]
+    runs = any(plan.result is None for plan in plans)
+    references = None
+    if runs:
+        if getattr(isolation, "level", isolation) in (sandbox.STRICT, sandbox.AUTO):
+            # Strict workers fork from it: it imports while the references start, and then what
+            # these problems' code imports.
+            sandbox.start_zygote([(plan.source, plan.problem.count_reads) for plan in plans if plan.result is None])
+        references = _References(plans)
+    SHORT_GIL_SLICES.hold()
+    try:
+        if isinstance(isolation, sandbox.Isolation):
+            level = isolation
+        elif runs or isolation == sandbox.STRICT:
+            level = sandbox.resolve(isolation)
+        else:
+            level = sandbox.Isolation(sandbox.NO_CODE_RAN)  # no learner code to run: no level to choose
+
+        def run(plan: _Plan) -> ProblemResult:
+            try:
+                return grade_plan(plan)
+            except Exception as exc:  # noqa: BLE001 - a grader-side failure costs this problem only
+                return problem_result(plan.problem, "error", f"The grader itself failed on this problem ({type(exc).__name__}); "
+                                                      "your other problems are graded. Please report this.", category="grader")
+
+        def grade_plan(plan: _Plan) -> ProblemResult:
+            if plan.result is not None:
+                return plan.result
+            plan.files_ready.wait()
+            if plan.failure is not None:
+                raise plan.failure
+            with slots or contextlib.nullcontext():
+                worker = sandbox.Worker(plan.source, plan.problem.function, plan.worker_args, timeout=plan.timeout,
+                                        workdir=plan.workdir, count_reads=plan.problem.count_reads, level=level.level)
+                plan.workdir = ""  # the worker's now: removed when it is done
+                plan.expected_ready.wait()
+                if plan.failure is not None:
+                    worker.kill()
+                    raise plan.failure
+                out = worker.wait()
+            try:
+                status, category, message = judge(plan.problem, plan.hidden, plan.cases, plan.expected, out,
+                                                  plan.source, plan.timeout)
+            except Exception as exc:  # noqa: BLE001 - a judging bug must not sink the other problems
+                status, category, message = "error", "grader", f"The grader failed on this problem ({type(exc).__name__}); please report it."
+            result = problem_result(plan.problem, status, message, out.seconds, category)
+            result.code_seconds = out.code_seconds
+            result.worker_peak_bytes = out.peak_bytes
+            result.worker_waited = out.waited
+            return result
+
+        jobs = jobs or min(2, os.cpu_count() or 1)
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            results = list(pool.map(run, plans))
+    finally:
+        SHORT_GIL_SLICES.release()
+        if references is not None:
+            references.close()
+    return Report(learner, results, level.level, level.missing if level.level == sandbox.BASIC else ())

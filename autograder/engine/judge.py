@@ -1,0 +1,185 @@
+"""The judge: a pure function from a worker's plain-data outputs to (status, category, message).
+
+It runs on the grader's side, never shows hidden data, and names only what the grader knows to be
+safe (builtin and library exception classes, the codec's fixed words, the learner's own cell and
+line for a public example).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter
+
+from autograder.hidden import Case, Hidden
+from autograder.sandbox import outside as sandbox
+from autograder.wall import codec
+from autograder.wall.returns import Raises
+
+
+def _origin_of(module_source: str, line: int | None) -> str:
+    """Map a line of the module the worker ran back to the learner's cell/file and line. The line
+    is the worker's word (learner code can claim any): one outside the module is not shown, and
+    no text of the module is quoted (a message carries no text the learner's code controls)."""
+    lines = module_source.splitlines()
+    if type(line) is not int or not 1 <= line <= len(lines):
+        return ""
+    header = re.compile(r"^# (.*), line (\d+)$")
+    for i in range(line - 1, -1, -1):
+        m = header.match(lines[i])
+        if m:
+            return f" at {m.group(1)}, line {int(m.group(2)) + line - i - 2}"
+    return ""
+
+
+# Exception classes of the libraries a message may name (the worker says which class was raised,
+# and learner code can make a class of any name: only these and the builtins are named).
+LIBRARY_EXCEPTIONS = frozenset({
+    "IndivisibleError", "XlaRuntimeError", "JaxRuntimeError", "ConcretizationTypeError",
+    "TracerArrayConversionError", "TracerBoolConversionError", "TracerIntegerConversionError",
+    "UnexpectedTracerError", "SafetensorError", "ScopeParamShapeError", "ScopeParamNotFoundError"})
+
+
+def exception_name(name) -> str:
+    """The class a worker says its code raised, named only if it is a builtin exception or one of
+    :data:`LIBRARY_EXCEPTIONS`: a class learner code makes could carry any text in its name."""
+    import builtins
+
+    cls = getattr(builtins, name, None) if isinstance(name, str) and name.isidentifier() else None
+    if (isinstance(cls, type) and issubclass(cls, BaseException)) or name in LIBRARY_EXCEPTIONS:
+        return name
+    return "an exception of a class defined in your code"
+
+
+def return_detail(detail) -> str:
+    """Why a worker could not send a return value, from the codec's fixed words only: a type is
+    named where it is a real class of a library the grader has loaded (learner code can name a
+    class anything, hidden inputs included)."""
+    if detail in codec.ENCODE_ERRORS:
+        return detail
+    m = re.fullmatch(re.escape(codec.UNKNOWN_TYPE).replace(r"\{\}", r"([A-Za-z_][\w.]{0,100})"),
+                     detail if isinstance(detail, str) else "")
+    if m:
+        module, _, qualname = m.group(1).rpartition(".")
+        owner = sys.modules.get(module) if module.split(".")[0] in ("builtins", "collections", "numpy", "jax",
+                                                                     "jaxlib", "flax", "orbax", "ml_dtypes") else None
+        for part in qualname.split(".") if owner is not None else ():
+            owner = getattr(owner, part, None)
+        if isinstance(owner, type):
+            return m.group(0)
+    return "it returned an object of a class that is not plain data (return ints, floats, strs, lists, tuples, " \
+           "dicts, NumPy or JAX arrays)"
+
+
+def _diagnose(hidden: Hidden, case: Case, actual, expected) -> str | None:
+    if hidden.diagnose is None or isinstance(expected, Raises):
+        return None
+    try:
+        return hidden.diagnose(case.args, actual, expected)
+    except Exception:  # noqa: BLE001 - a diagnosis is a nicety, never a crash
+        return None
+
+
+def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandbox.RunResult,
+          module_source: str, timeout: float) -> tuple[str, str, str]:
+    """Turn a worker's plain-data outputs into (status, category, message). Never shows hidden data.
+
+    ``category`` names why, for instructors' class summaries: a key of the hidden messages (the
+    diagnosed mistake or the failing case family) or the kind of error; empty when correct."""
+    if run.status == "timeout":
+        return "timeout", "timeout", (f"Did not finish all hidden cases within {timeout:.0f} s of CPU time (or "
+                                      f"{sandbox.WALL_FACTOR * timeout:.0f} s on the clock, whichever came first). Look for an endless loop, "
+                                      "a wait that never ends, or work that grows much faster than the input.")
+    if run.status == "malformed":
+        return "error", "malformed", ("The worker running your code sent back something that is not a result (too "
+                                      "large, nested too deeply, or not plain data). Return plain values of the "
+                                      "type the problem asks for.")
+    if run.status == "scratch_full":
+        return "error", "scratch_full", (f"Your code wrote more than {sandbox.jail.SCRATCH_BYTES >> 20} MiB, or more than "
+                                         f"{sandbox.jail.SCRATCH_INODES:,} files and folders, to its scratch folder, and was "
+                                         "stopped. No problem needs that much: look for a loop that keeps writing.")
+    if run.status == "crashed":
+        how = f"killed by signal {-run.returncode}" if (run.returncode or 0) < 0 else f"exit code {run.returncode}"
+        return "error", "crashed", (f"The worker running your code stopped without a result ({how}). This usually means it "
+                         f"ran out of memory (the limit is {sandbox.DEFAULT_MEMORY // 2**30} GiB) or your code "
+                         "exits the interpreter (sys.exit / os._exit).")
+    if run.setup:
+        kind, name = run.setup.get("kind"), run.setup.get("type")
+        where = _origin_of(module_source, run.setup.get("line"))
+        if kind == "memory":
+            return "error", "memory", f"Ran out of memory while loading your code{where}. Avoid huge allocations at top level."
+        if kind == "devices":
+            return "error", "devices", f"The grader could not set up its simulated devices: {run.setup.get('detail', '')}"
+        return "error", "load_error", (f"{exception_name(name)} while loading the code {problem.function} needs{where}. Make sure your notebook "
+                         "runs top to bottom in a fresh kernel.")
+    if len(run.cases) != len(cases):
+        return "error", "incomplete", "The worker returned an incomplete result; please grade again."
+
+    outcomes = list(zip(cases, expected, run.cases))
+    if all(o.get("error", {}).get("kind") == "not_implemented" for _, _, o in outcomes):
+        return "not_attempted", "not_attempted", f"{problem.function} still raises NotImplementedError: replace it with your code."
+    failing: list[tuple[Case, str | None]] = []
+    for case, exp, out in outcomes:
+        if isinstance(exp, Raises):
+            err = out.get("error")
+            if err is None:
+                failing.append((case, "should_raise"))
+                continue
+            if err.get("kind") == "exception":
+                if exp.type not in err.get("mro", []):
+                    failing.append((case, "wrong_exception"))
+                elif hidden.check_raise is not None and not hidden.check_raise(case.args, err.get("message", "")):
+                    failing.append((case, "unclear_error"))
+                continue
+        if "error" in out:
+            err = out["error"]
+            # Where a hidden case failed is not shown: the line learner code fails at can encode
+            # that case's inputs. A public example's is.
+            where = _origin_of(module_source, err.get("line")) if case.category == "public" else ""
+            label = "a public example" if case.category == "public" else "a hidden case"
+            if err.get("kind") == "memory":
+                return "error", "memory", (f"Ran out of memory{where} on {label} (the limit is "
+                                 f"{sandbox.DEFAULT_MEMORY // 2**30} GiB). Nothing here needs more than a few MB: "
+                                 "look for an allocation that grows with a value instead of a shape.")
+            if err.get("kind") == "bad_return":
+                return "incorrect", "wrong_type", f"{problem.function} must return {problem.returns.describe}: {return_detail(err.get('detail'))}."
+            if err.get("kind") == "not_implemented":
+                return "error", "not_implemented", f"Raised NotImplementedError{where} on {label}: finish every branch of your function."
+            see = "Run the check cell in the notebook to see the full traceback." if case.category == "public" else ""
+            return "error", "exception", " ".join(x for x in (f"Raised {exception_name(err.get('type'))}{where} on {label}.",
+                                                 hidden.on_exception, see) if x)
+        actual = out["value"]
+        # Terse even for public examples: the notebook's check shows those in full.
+        bad_type = problem.returns.type_error(actual, detail=False)
+        if bad_type:
+            # A recognised mistake can also break the type (an extra entry, say): name the mistake.
+            diagnosis = _diagnose(hidden, case, actual, exp)
+            if diagnosis in hidden.type_diagnoses:
+                failing.append((case, diagnosis))
+                continue
+            return "incorrect", "wrong_type", f"{problem.function} {bad_type}."
+        if problem.returns.has_nan(actual):
+            return "incorrect", "nan", f"{problem.function} returned NaN on {'a public example' if case.category == 'public' else 'a hidden case'}: look for 0/0 or an uninitialised value."
+        if not problem.returns.equal(actual, exp):
+            failing.append((case, _diagnose(hidden, case, actual, exp)))
+        elif hidden.check_outcome is not None:
+            problem_key = hidden.check_outcome(case.args, out)
+            if problem_key:
+                failing.append((case, problem_key))
+    if not failing:
+        return "correct", "", f"All {len(cases)} cases passed."
+    # The mistake that explains the most failing cases; else the first failing family, in message order.
+    diagnosed = Counter(d for _, d in failing if d)
+    hidden_failing = [c.category for c, _ in failing if c.category != "public"]
+    public_failing = len(hidden_failing) < len(failing)
+    if diagnosed:
+        category = diagnosed.most_common(1)[0][0]
+    elif hidden_failing:
+        order = list(hidden.messages)
+        category = min(hidden_failing, key=order.index)
+    else:
+        category = "public"
+    message = hidden.messages.get(category, "")
+    if public_failing:
+        message += (" " if message else "") + "It fails a public example too: run the check cell in the notebook to see it."
+    return "incorrect", category, f"Wrong on {len(failing)} of {len(cases)} cases. {message}"
