@@ -35,7 +35,8 @@ class Unit:
     intro: str  # the problem notebook's introduction (Markdown)
     notebook: str  # the problem notebook, relative to problems/
     lesson: str  # the lesson notebook, relative to course/
-    imports: str  # the problem notebook's import cell (curated wrong answers run with it too)
+    imports: str  # the problem notebook's import cell
+    lesson_figures: int  # figures the lesson draws (the notebook test checks each one appears)
 
 
 @dataclass(frozen=True)

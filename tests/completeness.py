@@ -3,9 +3,9 @@
 A problem is complete with: its declaration in the registry (statement, at least two hints, a
 public example), hidden cases, a reference solution, at least four curated wrong answers (and
 their imports), its stub in the unit's problem notebook. A unit is complete with: its record
-(title, introduction, its notebook's import cell), a lesson in ``course/`` and a figure count
-for it in the notebook test, at least one drill, and its row in the README's unit table with the
-registry's problem and point counts.
+(title, introduction, its notebook's import cell, the lesson and how many figures it draws), at
+least one drill, libraries the sandbox knows (``autograder/wall/libraries.py``) for its imports,
+and its row in the README's unit table with the registry's problem and point counts.
 
 ``missing(parts)`` names each gap ("2.7 reference: no orbax_thing in solutions/unit2.py");
 ``parts`` holds where each kind of part is looked up, so a test can take one away and watch the
@@ -14,12 +14,15 @@ check fail.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import registry
+from autograder.wall.libraries import LIBRARIES
 
 ROOT = Path(__file__).resolve().parents[1]
 MIN_WRONG = 4
@@ -54,12 +57,6 @@ def _headers() -> dict:
     return HEADERS
 
 
-def _figures() -> dict:
-    from tests.test_notebooks import FIGURES
-
-    return FIGURES
-
-
 def _drill_units() -> set[int]:
     import numpy as np
 
@@ -79,9 +76,19 @@ class Parts:
     reference: object = _reference
     wrong: dict = field(default_factory=_wrong)
     headers: dict = field(default_factory=_headers)
-    figures: dict = field(default_factory=_figures)
     drill_units: set = field(default_factory=_drill_units)
+    libraries: tuple = LIBRARIES
     root: Path = ROOT
+
+
+def _top_level_imports(source: str) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return names
 
 
 def _readme_rows(readme: str) -> dict[int, tuple[int, int]]:
@@ -124,10 +131,14 @@ def missing(parts: Parts | None = None) -> list[str]:
             continue
         if not (record.title and record.intro and record.imports):
             gaps.append(f"unit {unit} record: needs a title, an introduction and the notebook's imports")
+        unknown = sorted(_top_level_imports(record.imports) - set(parts.libraries) - set(sys.stdlib_module_names)
+                         - {"autograder", "ckptlab"})
+        if unknown:
+            gaps.append(f"unit {unit} libraries: {', '.join(unknown)} not in autograder/wall/libraries.py")
         if not (parts.root / "course" / record.lesson).exists():
             gaps.append(f"unit {unit} lesson: no course/{record.lesson}")
-        elif record.lesson not in parts.figures:
-            gaps.append(f"unit {unit} lesson: no figure count for {record.lesson} in tests/test_notebooks.FIGURES")
+        elif record.lesson_figures < 1:
+            gaps.append(f"unit {unit} lesson: its record counts no figure (lesson_figures): each lesson draws")
         if unit not in parts.drill_units:
             gaps.append(f"unit {unit} drill: no drill kind with unit_of_study={unit} in autograder/drills.py")
         counts = (len(ps), sum(p.points for p in ps))

@@ -109,22 +109,30 @@ def _env(home: Path) -> dict:
 def lab(clone):
     dest, home = clone
     port = _free_port()
-    server = Server(["make", "lab", f"LAB_ARGS=--no-browser --port={port}"], dest, _env(home))
+    # -o: the clone shares this .venv, which `make` must not reinstall from the clone (its editable
+    # install would then point into a folder this test deletes).
+    server = Server(["make", "-o", ".venv/.installed", "lab", f"LAB_ARGS=--no-browser --port={port}"], dest,
+                    _env(home))
     try:
         yield server
     finally:
         server.stop()
 
 
+_PROMPTS = "[...document.querySelectorAll('.jp-InputPrompt')].filter(e => e.offsetParent !== null)"
+
+
 def _run_all(page) -> None:
-    """Run every cell of the open notebook (Run > Run All Cells) and wait until the kernel is done."""
+    """Run every cell of the open notebook (Run > Run All Cells) and wait until the kernel is done:
+    its run has begun (a prompt of this notebook shows [*] or a count), none is running, it is idle."""
     page.wait_for_selector("text=/Python 3 \\(ipykernel\\) \\| Idle/", timeout=180_000)
+    page.locator(".jp-NotebookPanel:visible .jp-Cell").first.click()  # this notebook has the focus
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").click()
     page.locator(".lm-Menu-itemLabel").get_by_text("Run All Cells", exact=True).click()
-    page.wait_for_timeout(500)
+    page.wait_for_function(f"() => {_PROMPTS}.some(e => /\\[(\\*|\\d+)\\]/.test(e.textContent))", timeout=180_000)
     page.wait_for_function(
-        "() => ![...document.querySelectorAll('.jp-InputPrompt')].some(e => e.textContent.includes('[*]'))"
-        " && document.body.innerText.includes('| Idle')", timeout=300_000)
+        f"() => !{_PROMPTS}.some(e => e.textContent.includes('[*]')) && document.body.innerText.includes('| Idle')",
+        timeout=300_000)
 
 
 def _open(page, url: str) -> None:

@@ -65,8 +65,11 @@ KINDS = {
         **parts.units, 2: dataclasses.replace(parts.units[2], imports="")}), "unit 2 record: needs"),
     "lesson": (lambda parts, tmp: dataclasses.replace(
         parts, root=_root_without(tmp, _drop_lesson)), "unit 2 lesson: no course/02_"),
-    "lesson figures": (lambda parts, tmp: dataclasses.replace(
-        parts, figures=_without(parts.figures, "02_sharded_save_layouts.ipynb")), "unit 2 lesson: no figure count"),
+    "lesson figures": (lambda parts, tmp: dataclasses.replace(parts, units={
+        **parts.units, 2: dataclasses.replace(parts.units[2], lesson_figures=0)}), "unit 2 lesson: its record counts no figure"),
+    "libraries": (lambda parts, tmp: dataclasses.replace(parts, units={
+        **parts.units, 2: dataclasses.replace(parts.units[2], imports=parts.units[2].imports + "\nimport optax")}),
+        "unit 2 libraries: optax not in autograder/wall/libraries.py"),
     "drill": (lambda parts, tmp: dataclasses.replace(
         parts, drill_units=parts.drill_units - {2}), "unit 2 drill"),
     "README counts": (lambda parts, tmp: dataclasses.replace(

@@ -365,3 +365,14 @@ def test_argument_tree_walkers():
     assert map_leaves(tree, lambda v: v * 10 if isinstance(v, int) else v)["a"] == [10, (20, MeshArg((("x", 2),)))]
     assert needs_jax(tree) and not needs_jax({"a": [1, (2,)]}) and not has_files(tree)
     assert materialize(tree)["b"] == __import__("jax").sharding.PartitionSpec("x")
+
+
+def test_the_paths_learners_and_existing_course_configs_import_still_exist():
+    """Learner notebooks and instructors' nbgrader_config.py files import these by name."""
+    from autograder.drills import drill
+    from autograder.nbgrader_course import AUTOGRADE_PREPROCESSORS, SANITIZE_PREPROCESSORS, grade_cell
+    from autograder.notebook import problem
+    from autograder.progress import show_progress
+
+    assert callable(problem) and callable(drill) and callable(show_progress) and callable(grade_cell)
+    assert AUTOGRADE_PREPROCESSORS and SANITIZE_PREPROCESSORS

@@ -14,6 +14,7 @@ from collections import Counter
 from autograder.hidden import Case, Hidden
 from autograder.sandbox import outside as sandbox
 from autograder.wall import codec
+from autograder.wall.libraries import LIBRARIES
 from autograder.wall.returns import Raises
 
 
@@ -61,8 +62,7 @@ def return_detail(detail) -> str:
                      detail if isinstance(detail, str) else "")
     if m:
         module, _, qualname = m.group(1).rpartition(".")
-        owner = sys.modules.get(module) if module.split(".")[0] in ("builtins", "collections", "numpy", "jax",
-                                                                     "jaxlib", "flax", "orbax", "ml_dtypes") else None
+        owner = sys.modules.get(module) if module.split(".")[0] in ("builtins", "collections", *LIBRARIES) else None
         for part in qualname.split(".") if owner is not None else ():
             owner = getattr(owner, part, None)
         if isinstance(owner, type):

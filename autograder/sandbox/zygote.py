@@ -45,6 +45,7 @@ import threading
 if __name__ == "__main__":  # run as the zygote: this copy of the course, whatever else is installed
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from autograder.sandbox import inside  # noqa: E402
+from autograder.wall import libraries  # noqa: E402
 
 # Imported here, one module at a time, for the workers forked after. Never the references or the
 # hidden tests. First what every worker uses; a worker is forked once these are imported (a bare
@@ -55,8 +56,7 @@ PRELOAD = ("numpy", "jax", "jax.numpy", "jax.sharding", "ml_dtypes", "ckptlab.la
 # and while no worker waits and a core is free, those the grader said the problems it grades
 # import (:meth:`_Zygote.want`). So a learner's Unit 1 does not wait for Flax's NNX, nor share the cores
 # with Orbax being imported (half a second), unless its code imports them.
-ON_DEMAND = tuple(dict.fromkeys(("flax.linen", "flax.nnx", "ckptlab.models", "tensorstore", "orbax.checkpoint",
-                                  "safetensors", "safetensors.numpy", *inside.PRELOAD_FOR_READS)))
+ON_DEMAND = tuple(dict.fromkeys((*libraries.ON_DEMAND, *inside.PRELOAD_FOR_READS)))
 _MAX_RECORD = 1 << 16
 
 

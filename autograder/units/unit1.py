@@ -19,6 +19,7 @@ UNIT = Unit(
     ),
     notebook='unit1_parameter_accounting.ipynb',
     lesson='01_parameter_accounting.ipynb',
+    lesson_figures=4,
     # the problem notebook's import cell
     imports=(
         'import jax\n'

@@ -18,6 +18,7 @@ UNIT = Unit(
     ),
     notebook='unit2_sharded_save_layouts.ipynb',
     lesson='02_sharded_save_layouts.ipynb',
+    lesson_figures=5,
     # the problem notebook's import cell
     imports=(
         'import itertools\n'

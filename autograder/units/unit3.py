@@ -19,6 +19,7 @@ UNIT = Unit(
     ),
     notebook='unit3_restore_resharding.ipynb',
     lesson='03_restore_resharding.ipynb',
+    lesson_figures=3,
     # the problem notebook's import cell
     imports=(
         'import itertools\n'

@@ -21,6 +21,7 @@ UNIT = Unit(
     ),
     notebook='unit4_shard_reads_and_presharding.ipynb',
     lesson='04_shard_reads_and_presharding.ipynb',
+    lesson_figures=3,
     # the problem notebook's import cell
     imports=(
         'import itertools\n'
