@@ -21,7 +21,8 @@ import numpy as np
 
 DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
 _ASK = {"bytes": "in bytes", "GB": "in GB", "params": "a number of parameters", "chunks": "a number of chunks",
-        "runs": "a number of runs", "x": "how many times, e.g. 4x", "byte offset": "a byte offset"}
+        "runs": "a number of runs", "x": "how many times, e.g. 4x", "byte offset": "a byte offset",
+        "s": "in seconds", "step": "a step number"}
 _BYTE_UNITS = {"b": 1, "byte": 1, "bytes": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
@@ -49,6 +50,8 @@ class Question:
         return f"**Drill ({self.kind})**: {self.text}\n\n*{self.ask.capitalize()}: call `.answer(...)` on this question.*"
 
     def shown(self, value: float) -> str:
+        if self.unit == "step":
+            return f"step {_fmt(value)}"
         return f"{_fmt(value)}x" if self.unit == "x" else f"{_fmt(value)} {self.unit}"
 
     def grade(self, reply) -> tuple[bool | None, str]:
@@ -94,7 +97,8 @@ def parse_answer(reply, unit: str) -> float:
     if suffix in _BYTE_UNITS and unit in ("bytes", "GB", "byte offset"):
         value *= _BYTE_UNITS[suffix]
         return value / 10**9 if unit == "GB" else value
-    if suffix and suffix not in ("x", "times", "params", "parameters", "chunks", "chunk", "runs", "run", unit.lower()):
+    if suffix and suffix not in ("x", "times", "params", "parameters", "chunks", "chunk", "runs", "run", "sec", "seconds",
+                                  unit.lower()):
         raise ValueError(f"{suffix!r} is not a unit for {unit}")
     return value
 
@@ -231,8 +235,57 @@ def safetensors_offset(rng) -> Question:
         facts=dict(header=header, begin=begin), unit_of_study=4)
 
 
+def adam_checkpoint(rng) -> Question:
+    billions = int(rng.choice([1, 7, 8, 13, 70, 405]))
+    dtype, size = _dtype(rng)
+    total = billions * size * 3
+    return Question(
+        "adam_checkpoint",
+        f"A model of {billions} billion {dtype} parameters trains with AdamW (optax's adamw: moments in the "
+        "parameters' dtype). How big is a checkpoint of its whole training state, in GB (10^9 bytes)? "
+        "Ignore the two step counters.",
+        total, "GB",
+        f"Three arrays per parameter: the parameter, mu and nu: {billions} x 10^9 x {size} bytes x 3 = {total:,} GB. "
+        "Counting only the parameters gives a third of it. Mixed precision that keeps float32 moments beside "
+        "bfloat16 weights weighs more again: 2 + 4 + 4 bytes per parameter.", rel_tol=0.01,
+        facts=dict(billions=billions, dtype=dtype), unit_of_study=5)
+
+
+def save_time(rng) -> Question:
+    gb = int(rng.choice([60, 210, 420, 840, 1215]))
+    hosts = int(rng.choice([4, 8, 16, 32, 64]))
+    bandwidth = float(rng.choice([0.5, 1.0, 2.0, 4.0]))
+    seconds = gb / hosts / bandwidth
+    return Question(
+        "save_time",
+        f"A training state of {gb} GB is sharded FSDP-style over {hosts} hosts, evenly, and each host writes its "
+        f"share to storage at {bandwidth:g} GB/s, all at once. How many seconds does the write take, at best?",
+        seconds, "s",
+        f"The slowest host sets the time: each writes {gb} / {hosts} = {_fmt(gb / hosts)} GB, at {bandwidth:g} GB/s: "
+        f"{_fmt(seconds)} s. That is the lower bound: it holds while the storage's total bandwidth keeps up with "
+        f"{hosts} x {bandwidth:g} GB/s, and an async save hides it from training except for the copy to host "
+        "memory (Lesson 5 times both).", rel_tol=0.02,
+        facts=dict(gb=gb, hosts=hosts, bandwidth=bandwidth), unit_of_study=5)
+
+
+def steps_kept(rng) -> Question:
+    every = int(rng.choice([100, 250, 500, 1000]))
+    keep = int(rng.choice([2, 3, 5]))
+    last = every * int(rng.integers(keep + 2, keep + 20)) + int(rng.integers(1, every))
+    oldest = (last // every - keep + 1) * every
+    return Question(
+        "steps_kept",
+        f"A CheckpointManager saves every {every} steps (save_interval_steps={every}, steps counted from 0) with "
+        f"max_to_keep={keep}. Training is at step {last:,} and every save has committed. What is the OLDEST step "
+        "still on disk?",
+        oldest, "step",
+        f"Saved steps are the multiples of {every}; the newest at or below {last:,} is {last // every * every:,}, and "
+        f"the {keep} newest reach back to {last // every * every:,} - {keep - 1} x {every} = {oldest:,}.",
+        facts=dict(every=every, keep=keep, last=last), unit_of_study=5)
+
+
 KINDS = {f.__name__: f for f in (dense_params, model_bytes, shard_bytes, row_restore, ep_chunks, reshard_ram,
-                                 column_runs, safetensors_offset)}
+                                 column_runs, safetensors_offset, adam_checkpoint, save_time, steps_kept)}
 
 
 def drill(kind: str | None = None, seed: int | None = None) -> Question:

@@ -436,3 +436,46 @@ def plot_progress(rows: Sequence[tuple[str, int, float, float, str]], ax=None, t
                 ha="center", va="center", fontsize=10, color="#57606a")
     tally = {status: sum(1 for *_, st in rows if st == status) for status in _STATUS_COLOURS}
     return _title(ax, title, ", ".join(f"{n} {status}" for status, n in tally.items()))
+
+
+def plot_save_timeline(runs: Mapping[str, tuple[float, float, float]], ax=None):
+    """Two lanes per run, in seconds from the save's start: training (waiting for the save, then
+    training steps) and the save (until it was seen committed). ``runs`` maps a name to
+    ``(training resumed, training done, save committed by)``."""
+    ax = _axes(ax, (8, 1.1 * len(runs) + 1.4))
+    labels = []
+    for i, (name, (resumed, trained, committed)) in enumerate(runs.items()):
+        y = 2 * i
+        ax.barh(y + 0.5, resumed, color="lightgrey", edgecolor="black", lw=0.5,
+                label="training waits" if i == 0 else None)
+        ax.barh(y + 0.5, trained - resumed, left=resumed, color=device_colour(0), edgecolor="black", lw=0.5,
+                label="training steps" if i == 0 else None)
+        ax.barh(y - 0.5, committed, color=device_colour(2), edgecolor="black", lw=0.5,
+                label="save, until committed" if i == 0 else None)
+        labels += [(y - 0.5, f"{name}: save"), (y + 0.5, f"{name}: training")]
+    ax.set_yticks([y for y, _ in labels], [text for _, text in labels])
+    ax.set_xlabel("seconds from the start of the save")
+    ax.legend(loc="lower right", fontsize=8)
+    waits = {name: r[0] for name, r in runs.items()}
+    fastest, slowest = min(waits, key=waits.get), max(waits, key=waits.get)
+    return _title(ax, "Saving while training", f"training waits {waits[slowest] * 1e3:.0f} ms ({slowest}) "
+                                                f"vs {waits[fastest] * 1e3:.0f} ms ({fastest})")
+
+
+def plot_save_times(measured: Mapping[int, float], nbytes: int, bandwidth: float, ax=None):
+    """Measured save times (shards -> seconds) beside the bound "slowest host's bytes / its
+    bandwidth": flat for one host, P / (N x bandwidth) for N hosts of their own."""
+    ax = _axes(ax, (6.5, 3.6))
+    shards = sorted(measured)
+    ax.plot(shards, [measured[n] * 1e3 for n in shards], "o-", color=device_colour(0), label="measured here (one host)")
+    ax.plot(shards, [nbytes / bandwidth * 1e3] * len(shards), "--", color="black", label="bound, one host")
+    ax.plot(shards, [nbytes / n / bandwidth * 1e3 for n in shards], ":", color=device_colour(2),
+            label="bound, one host per shard (O(P / N))")
+    ax.set_xticks(shards)
+    ax.set_xlabel("shards")
+    ax.set_ylabel("ms per save")
+    ax.set_ylim(0, max(max(measured.values()) * 1e3, nbytes / bandwidth * 1e3) * 1.25)
+    ax.legend(fontsize=8)
+    ratio = measured[shards[-1]] / measured[shards[0]]
+    return _title(ax, "Save time against shards", f"{shards[-1]} shards on one host take {ratio:.2f}x the time of "
+                                                  f"{shards[0]}, not 1/{shards[-1] // shards[0]}")

@@ -102,7 +102,7 @@ class _References:
         # The references read files of their own: learner code may rewrite every file in its folder.
         reference_dir = sandbox.new_workdir() if any(files.has_files(c.args) for c in plan.cases) else workdir
         try:
-            args = [files.realize(c.args, reference_dir) for c in plan.cases]
+            args = files.realize([c.args for c in plan.cases], reference_dir)  # all at once: one saver helper
             if lazy:
                 plan.worker_args = [c.args for c in plan.cases]
             elif reference_dir != workdir:  # the same files, copied into the worker's own folder
@@ -112,7 +112,7 @@ class _References:
             plan.workdir = workdir
             plan.files_ready.set()
             # A reference given a checkpoint restores it with Orbax: one learner's at a time.
-            reads_checkpoints = any(files.has_files(c.args, files.CheckpointArg) for c in plan.cases)
+            reads_checkpoints = any(files.has_files(c.args, (files.CheckpointArg, files.PreemptedRootArg)) for c in plan.cases)
             with files.ORBAX if reads_checkpoints else contextlib.nullcontext():
                 plan.expected = [expected_outcome(plan.problem, a) for a in args]
             plan.expected_ready.set()

@@ -164,9 +164,42 @@ def _break_entry(header: bytes) -> bytes:
     return text.ljust(len(header))
 
 
+@dataclass(frozen=True)
+class PreemptedRootArg:
+    """A checkpoint root a real saver left when it was killed (SIGKILL, from outside) at the point
+    ``spec`` names (a :class:`ckptlab.preempt.SaverSpec`'s fields, ``root`` aside, as pairs).
+    Every such argument of a :func:`realize` call is made by one helper process."""
+
+    spec: tuple
+
+    def saver(self, root: str):
+        from ckptlab.preempt import SaverSpec
+
+        return SaverSpec(root=root, **dict(self.spec))
+
+
+def _preempted_roots(value, workdir: str) -> dict:
+    """id(arg) -> root, for every :class:`PreemptedRootArg` in ``value``: made in one helper."""
+    from ckptlab.preempt import kill_savers
+
+    args = [leaf for leaf in leaves(value) if isinstance(leaf, PreemptedRootArg)]
+    if not args:
+        return {}
+    roots = [os.path.join(workdir, f"ckpt-{uuid.uuid4().hex[:12]}") for _ in args]
+    kill_savers([arg.saver(root) for arg, root in zip(args, roots)])
+    return {id(arg): root for arg, root in zip(args, roots)}
+
+
+FILE_KINDS = (CheckpointArg, SafetensorsArg, PreemptedRootArg)
+
+
 def realize(value, workdir: str):
     """Write every file argument inside ``value`` under ``workdir``; return paths instead."""
+    preempted = _preempted_roots(value, workdir)
+
     def save(leaf):
+        if isinstance(leaf, PreemptedRootArg):
+            return preempted[id(leaf)]
         if isinstance(leaf, CheckpointArg):
             return leaf.save(os.path.join(workdir, f"ckpt-{uuid.uuid4().hex[:12]}"))
         if isinstance(leaf, SafetensorsArg):
@@ -203,6 +236,6 @@ def remove(value) -> None:
                 os.unlink(leaf)
 
 
-def has_files(value, kinds=(CheckpointArg, SafetensorsArg)) -> bool:
+def has_files(value, kinds=FILE_KINDS) -> bool:
     """Whether ``value`` holds a file argument (of ``kinds``)."""
     return any(isinstance(leaf, kinds) for leaf in leaves(value))

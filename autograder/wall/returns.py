@@ -73,6 +73,8 @@ def _describe(t) -> str:
     if t == "str":
         return "str"
     kind = t[0]
+    if kind == "optional":
+        return f"{_describe(t[1])} or None"
     if kind == "fixed":
         return "tuple (" + ", ".join(_describe(x) for x in t[1]) + ")"
     if kind == "record":
@@ -104,6 +106,11 @@ def _check(t, v, where: str, detail: bool = True) -> str | None:
             return None
         return f"{where} must be a float, but is a {name} (use / rather than //)"
     kind = t[0]
+    if kind == "optional":
+        if v is None:
+            return None
+        bad = _check(t[1], v, where, detail)
+        return bad and f"{bad}, or None"
     if kind == "fixed":
         if type(v) is not tuple:
             return f"{where} must be a tuple, but is a {name}"

@@ -1,0 +1,189 @@
+"""Hidden cases for Unit 5 (checkpointing a training run). Problem 5.1's meshes use all 16
+devices; problem 5.2's checkpoint roots are made by real savers the grader kills
+(:mod:`ckptlab.preempt`), and its expected step is what Orbax itself says of them."""
+
+from __future__ import annotations
+
+import math
+import os
+
+from autograder.hidden import Case, Hidden
+from autograder.wall.files import PreemptedRootArg
+
+ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8}
+MESHES_2D = ({"data": 4, "model": 4}, {"data": 2, "model": 8}, {"data": 8, "model": 2})
+
+
+def _pick(rng, seq):
+    return seq[int(rng.integers(0, len(seq)))]
+
+
+# ---------------------------------------------------------------------------------------------
+# 5.1 training_state_bytes
+
+def _state_cases(rng):
+    dph = lambda: _pick(rng, (2, 4, 8))  # noqa: E731 - devices per host, drawn per case
+    k, m = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    fsdp = {"fsdp": 16}
+    mesh = _pick(rng, MESHES_2D)
+    d, mo = mesh["data"], mesh["model"]
+    return [
+        Case("fsdp", ({"kernel": ((16 * k, 8 * m), "float32"), "bias": ((8 * m,), "float32")},
+                      {"kernel": ("fsdp",), "bias": ()}, fsdp, dph())),
+        Case("two_d", ({"embed": ((d * mo * k, 4 * m), "float32"), "kernel": ((d * k, mo * m), "float32"),
+                        "bias": ((mo * m,), "float32")},
+                       {"embed": (("data", "model"),), "kernel": ("data", "model"), "bias": ("model",)}, mesh, dph())),
+        Case("bfloat16", ({"kernel": ((16 * k, 4 * m), "bfloat16"), "scale": ((16 * m,), "float32")},
+                          {"kernel": (None, None), "scale": ("fsdp",)}, fsdp, dph())),
+        # (3, 5) has no dimension the 16 replicas divide: replica 0 writes it all, on host 0.
+        Case("unsplittable", ({"kernel": ((16 * k, 16), "float16"), "gate": ((3, 5), "float32")},
+                              {"kernel": ("fsdp", None), "gate": ()}, fsdp, dph())),
+        Case("one_host", ({"kernel": ((d * k, mo * m), "float64")}, {"kernel": (None, "model")}, mesh, 16)),
+    ]
+
+
+def _state_variant(args, arrays=3, scalars=True, moment_dtype=None):
+    """What 5.1 comes to under a mistaken model of the state (for the diagnosis)."""
+    from solutions.unit2 import bytes_written_per_host
+
+    params, specs, mesh, per_host = args
+    out = {h: 0 for h in range(math.prod(mesh.values()) // per_host)}
+    for name, (shape, dtype) in params.items():
+        for i in range(arrays):
+            size = ITEMSIZE[moment_dtype or dtype] if i and moment_dtype else ITEMSIZE[dtype]
+            for h, n in bytes_written_per_host(shape, size, mesh, specs[name], per_host).items():
+                out[h] += n
+    if scalars:
+        out[0] += 8
+    return out
+
+
+def _diagnose_state(args, actual, expected):
+    hosts = math.prod(args[2].values()) // args[3]
+    if set(actual) != set(range(hosts)):
+        return "hosts"
+    for scalars in (True, False):
+        if actual == _state_variant(args, arrays=1, scalars=scalars):
+            return "params_only"
+        if actual == _state_variant(args, arrays=2, scalars=scalars):
+            return "moments_only"
+    if actual == _state_variant(args, scalars=False):
+        return "scalars"
+    if actual == _state_variant(args, moment_dtype="float32") != expected:
+        return "moment_dtype"
+    if sum(actual.values()) > sum(expected.values()):
+        return "replicas"
+    return None
+
+
+STATE = Hidden(
+    generate=_state_cases,
+    fixed=(Case("edge", ({"w": ((16,), "float32")}, {"w": ()}, {"fsdp": 16}, 8)),),
+    messages={
+        "hosts": "Return an entry for every host, including hosts that write nothing: host ids run from 0 to "
+                 "n_devices // devices_per_host - 1.",
+        "params_only": "That is the parameters alone. AdamW keeps two more arrays per parameter, mu and nu, "
+                       "and they are saved too: a training checkpoint is about three times the model.",
+        "moments_only": "That counts mu and nu but not the parameters themselves: the state holds all three.",
+        "scalars": "Nearly: AdamW's count and the optimizer's step are saved too, two 4-byte scalars, written "
+                   "once, by replica 0 (on host 0).",
+        "moment_dtype": "The moments have the parameters' dtype (optax's adamw makes mu and nu like the params "
+                        "unless told a mu_dtype): a bfloat16 parameter's moments are bfloat16.",
+        "replicas": "More bytes than the state holds: replicated data is written once in total, split among "
+                    "its replicas where a dimension divides (problem 2.6), not once per replica or per host.",
+        "fsdp": "Wrong for a model sharded FSDP-style on one axis of 16 devices.",
+        "two_d": "Wrong on a 2-D mesh (data x model), with a spec entry naming two axes.",
+        "bfloat16": "Wrong with bfloat16 parameters beside float32 ones.",
+        "unsplittable": "Wrong when a replicated array has no dimension its replicas divide.",
+        "one_host": "Wrong with all 16 devices on one host.",
+        "edge": "Wrong on a small replicated vector.",
+    },
+    diagnose=_diagnose_state,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# 5.2 latest_restorable_step: each root is a real saver killed at a point of a save.
+
+def _root(rng, **spec):
+    spec.setdefault("seed", int(rng.integers(0, 1000)))
+    return (PreemptedRootArg(tuple(sorted(spec.items()))),)
+
+
+def _preempted_cases(rng):
+    keep = lambda: _pick(rng, (2, 3, None))  # noqa: E731
+    return [
+        Case("rename_mid_save", _root(rng, kill="tmp", min_committed=int(rng.integers(1, 5)),
+                                      save_every=_pick(rng, (1, 2)), max_to_keep=keep())),
+        Case("in_place_mid_save", _root(rng, kill="uncommitted", commit_file=True,
+                                        min_committed=int(rng.integers(1, 5)), max_to_keep=keep())),
+        Case("in_place_written", _root(rng, kill="written", commit_file=True, min_committed=int(rng.integers(1, 4)),
+                                       save_every=_pick(rng, (1, 3)), max_to_keep=keep())),
+        Case("first_save", _root(rng, kill="first", commit_file=bool(rng.integers(0, 2)))),
+        Case("finished", _root(rng, kill="none", steps=int(rng.integers(3, 9)), save_every=_pick(rng, (1, 2)),
+                               max_to_keep=2)),
+        Case("any_point", _root(rng, kill="delay", delay=float(rng.uniform(0.3, 0.7)),
+                                commit_file=bool(rng.integers(0, 2)), max_to_keep=keep())),
+    ]
+
+
+def restorable_step(ckpt_root):
+    """The truth, from Orbax: the latest step that Orbax's own check, told the object-store protocol
+    (which both protocols' finished saves pass), calls finalized, whose ``state`` restores, and
+    holds the state the saver saved at that step (its ``step`` leaf)."""
+    import orbax.checkpoint as ocp
+    from orbax.checkpoint import options as ocp_options
+
+    commit_file = ocp_options.AtomicityOptions(mode=ocp_options.AtomicityMode.COMMIT_FILE)
+    steps = sorted((int(n) for n in os.listdir(ckpt_root) if n.isdigit()), reverse=True)
+    for step in steps:
+        folder = os.path.join(ckpt_root, str(step))
+        if not ocp.step.is_checkpoint_finalized(folder, atomicity_options=commit_file):
+            continue
+        try:
+            restored = ocp.StandardCheckpointer().restore(os.path.join(folder, "state"))
+        except Exception:  # noqa: BLE001 - a step that does not restore is not the answer
+            continue
+        if int(restored["step"]) == step:  # the state the saver saved at that step
+            return step
+    return None
+
+
+def _diagnose_preempted(args, actual, expected):
+    if expected is None:
+        return "none_committed" if actual is not None else None
+    if actual is None:
+        return "missed"
+    return "uncommitted" if actual > expected else "older"
+
+
+PREEMPTED = Hidden(
+    generate=_preempted_cases,
+    messages={
+        "uncommitted": "You returned a step whose save never committed: a '<step>.orbax-checkpoint-tmp' folder, "
+                       "or a '<step>/' folder without commit_success.txt (a save written in place, cut short). "
+                       "Resuming from it restores a half-written state, or fails.",
+        "none_committed": "No save in this folder ever committed: return None (start from scratch), not a step.",
+        "missed": "A committed step that restores is there: return it rather than None.",
+        "older": "You returned an older step than the latest committed one that restores: resuming there "
+                 "throws away training that was safely saved.",
+        "rename_mid_save": "Wrong on a folder killed while a save was in its temporary folder (POSIX protocol).",
+        "in_place_mid_save": "Wrong on a folder killed while a save was being written in place.",
+        "in_place_written": "Wrong on a folder killed after a step's items were written in place but before its "
+                            "commit file.",
+        "first_save": "Wrong on a folder killed during its first save.",
+        "finished": "Wrong on a folder whose saver finished.",
+        "any_point": "Wrong on a folder killed at an arbitrary moment.",
+    },
+    diagnose=_diagnose_preempted,
+    on_exception="The folder is read-only, and a step folder may be empty or half-written: list it with "
+                 "os.listdir, and treat any failure to restore a step as 'not this step'.",
+    expected=restorable_step,
+)
+
+
+# Each problem's hidden cases, by its function name (the one key a problem's parts share).
+CASES = {
+    "training_state_bytes": STATE,
+    "latest_restorable_step": PREEMPTED,
+}

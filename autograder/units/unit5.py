@@ -1,0 +1,110 @@
+"""Unit 5, Checkpointing a training run: its record and its problems. Public: what learners may see
+(statements, signatures, hints, public examples). Hidden cases: ``autograder/hidden/unit5.py``,
+keyed by function name; references: ``solutions/unit5.py``."""
+
+from __future__ import annotations
+
+from autograder.declarations import CONVENTIONS, Example, Problem, Unit
+from autograder.wall.files import PreemptedRootArg
+from autograder.wall.returns import Struct
+
+UNIT = Unit(
+    number=5,
+    title="Checkpointing a training run",
+    intro=(
+        "A training job saves while it trains, keeps the last few steps, and is killed when the "
+        "machine is taken back. Predict what a training state really weighs on each host, and find "
+        "the step to resume from in a checkpoint folder a real preemption left behind (the grader "
+        "kills real savers to make them). The lesson is `course/05_training_checkpoints.ipynb`."
+    ),
+    notebook="unit5_training_checkpoints.ipynb",
+    lesson="05_training_checkpoints.ipynb",
+    lesson_figures=3,
+    # the problem notebook's import cell
+    imports=(
+        "import itertools\n"
+        "import math\n"
+        "import os\n"
+        "\n"
+        "import numpy as np\n"
+        "import orbax.checkpoint as ocp\n"
+        "\n"
+        "from autograder.notebook import problem"
+    ),
+)
+
+# A root a saver left when it was killed while its fourth step was being written (POSIX protocol).
+_KILLED_IN_TMP = PreemptedRootArg((("kill", "tmp"), ("min_committed", 3), ("max_to_keep", 3), ("seed", 1)))
+
+PROBLEMS = (
+    Problem(
+        id="5.1",
+        function="training_state_bytes",
+        signature=("params", "specs", "mesh_shape", "devices_per_host"),
+        points=10,
+        title="What a training state weighs on each host",
+        statement=(
+            "`params` maps each parameter's name to `(shape, dtype)` (dtype one of 'float32', "
+            "'bfloat16', 'float16', 'float64'); `specs` maps the same names to their specs. The "
+            "training state of `nnx.Optimizer(model, optax.adamw(...))` holds the parameters, AdamW's "
+            "first and second moments `mu` and `nu` (each shaped, typed and sharded like the parameters), "
+            "AdamW's step `count` (an int32 scalar) and the optimizer's own `step` (a uint32 scalar), "
+            "both replicated. Return `{host: bytes}` for every host (devices_per_host consecutive device "
+            "ids each): the uncompressed bytes its devices write when Orbax saves that whole state, "
+            "replica-parallel on, as in problem 2.6 (copy your `bytes_written_per_host` into this "
+            "notebook: each notebook is graded with the helpers defined in it)." + CONVENTIONS
+        ),
+        returns=Struct(("dict", "int", "int")),
+        hints=(
+            "Three arrays per parameter: the parameter, mu and nu. Each is written as in problem 2.6, "
+            "so a parameter's bytes on a host count three times.",
+            "Itemsize from the dtype's name: float32 4, bfloat16 and float16 2, float64 8. A scalar has "
+            "shape `()`: `math.prod(()) == 1`.",
+            "A replicated scalar has no dimension to split among its replicas: replica 0, the first "
+            "device of the mesh, writes it, so host 0 writes the two scalars' 8 bytes.",
+        ),
+        examples=(
+            Example(({"w": ((64, 32), "float32"), "b": ((32,), "float32")}, {"w": ("x",), "b": ()}, {"x": 8}, 4),
+                    {0: 12488, 1: 12480},
+                    "w (8 KiB) is split by rows and b (128 bytes) split among its 8 replicas, three times "
+                    "each; host 0 also writes count and step"),
+        ),
+        tags=("training", "optimizer", "bytes"),
+    ),
+    Problem(
+        id="5.2",
+        function="latest_restorable_step",
+        signature=("ckpt_root",),
+        points=20,
+        title="The step to resume from, after a preemption",
+        statement=(
+            "`ckpt_root` is the folder an Orbax `CheckpointManager` saved into, steps 1, 2, ... (or "
+            "every few steps), each step holding two items, `state` (a StandardSave) and `data` (a "
+            "JsonSave), until the grader killed the saving process with SIGKILL at some point of a save. "
+            "It saved with either atomicity protocol: the POSIX one writes `<step>.orbax-checkpoint-tmp` "
+            "and renames it once complete; the object-store one writes `<step>/` in place and adds "
+            "`commit_success.txt` last. Either way, a step's save committed when its folder is named by "
+            "the step alone and holds `commit_success.txt`. Return the latest step (an int) whose save "
+            "committed and whose `state` item Orbax restores, or None when there is none. The folder is "
+            "read-only to you."
+        ),
+        returns=Struct(("optional", "int")),
+        hints=(
+            "`os.listdir(ckpt_root)`: keep names made only of digits (`name.isdigit()`); "
+            "'4.orbax-checkpoint-tmp' is a save that never finished.",
+            "A step folder without `commit_success.txt` is a save still being written in place when the "
+            "process died (the object-store protocol): never resume from it, however complete it looks. "
+            "Orbax's own `ocp.step.is_checkpoint_finalized(path)` says True for it unless told the "
+            "protocol (its `atomicity_options`).",
+            "Walk the committed steps newest first and try "
+            "`ocp.StandardCheckpointer().restore(os.path.join(ckpt_root, str(step), 'state'))`; return "
+            "the first that restores. A default `ocp.CheckpointManager(ckpt_root).latest_step()` "
+            "trusts any step folder, as the default check does.",
+        ),
+        examples=(
+            Example((_KILLED_IN_TMP,), 3, "killed while step 4 was in its temporary folder"),
+        ),
+        timeout=60.0,
+        tags=("training", "preemption", "orbax"),
+    ),
+)

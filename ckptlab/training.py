@@ -1,0 +1,187 @@
+"""A small training run to checkpoint for real (Unit 5): an NNX model, an ``nnx.Optimizer`` with
+optax's AdamW, batches that depend only on the step, and a loop that saves with Orbax's
+``CheckpointManager`` and resumes from the latest complete step.
+
+Every batch is a pure function of ``(seed, step)``, so the RNG state to save is the step counter
+itself: a run resumed from step k computes, bit for bit, what an uninterrupted run computes.
+
+Run as a program (``python -m ckptlab.training ROOT --steps N``) it is the process the lesson
+kills from outside; it prints one line per event (``step k``, ``save k``, ``done``), flushed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+SIZES = (32, 64, 64, 8)  # the lesson's MLP: 32 -> 64 -> 64 -> 8
+BATCH = 16
+ITEMS = ("state", "data")  # what each step of a manager holds: the training state, the data position
+
+
+def make_model(seed: int = 0, sizes=SIZES):
+    from flax import nnx
+
+    class Regressor(nnx.Module):
+        """Linear layers with a GELU between them (no BatchNorm: parameters are all there is)."""
+
+        def __init__(self, sizes, rngs: nnx.Rngs):
+            self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs) for a, b in zip(sizes[:-1], sizes[1:])])
+
+        def __call__(self, x):
+            for i, layer in enumerate(self.layers):
+                x = layer(x)
+                if i < len(self.layers) - 1:
+                    x = nnx.gelu(x)
+            return x
+
+    return Regressor(tuple(int(s) for s in sizes), nnx.Rngs(seed))
+
+
+def make_optimizer(model, learning_rate: float = 1e-2):
+    import optax
+    from flax import nnx
+
+    return nnx.Optimizer(model, optax.adamw(learning_rate, weight_decay=1e-4), wrt=nnx.Param)
+
+
+def batch(seed: int, step: int, sizes=SIZES):
+    """The batch of step ``step``: a pure function of (seed, step), whatever ran before."""
+    import jax
+
+    key = jax.random.fold_in(jax.random.key(seed), step)
+    kx, kw = jax.random.split(key)
+    x = jax.random.normal(kx, (BATCH, sizes[0]))
+    w = jax.random.normal(jax.random.key(seed + 1), (sizes[0], sizes[-1]))  # the target map, fixed
+    return x, jax.numpy.tanh(x @ w) + 0.01 * jax.random.normal(kw, (BATCH, sizes[-1]))
+
+
+def _train_step():
+    from flax import nnx
+
+    @nnx.jit
+    def step(model, optimizer, x, y):
+        def loss_fn(m):
+            return ((m(x) - y) ** 2).mean()
+
+        loss, grads = nnx.value_and_grad(loss_fn)(model)
+        optimizer.update(model, grads)
+        return loss
+
+    return step
+
+
+def train_state(model, optimizer) -> dict:
+    """What a training checkpoint holds: the model's parameters and the optimizer's state (AdamW's
+    step count, first and second moments, and the optimizer's own step)."""
+    from flax import nnx
+
+    return {"model": nnx.state(model), "optimizer": nnx.state(optimizer)}
+
+
+def load_train_state(model, optimizer, restored: dict) -> None:
+    from flax import nnx
+
+    nnx.update(model, restored["model"])
+    nnx.update(optimizer, restored["optimizer"])
+
+
+def manager(root: str, *, save_every: int = 1, max_to_keep: int | None = 3, commit_file: bool = False,
+            enable_async: bool = True):
+    """An Orbax ``CheckpointManager`` for ``root``. ``commit_file`` picks the atomicity protocol
+    meant for object stores (write in place, then ``commit_success.txt``) over the POSIX one
+    (write a ``.orbax-checkpoint-tmp`` folder, then rename it)."""
+    import orbax.checkpoint as ocp
+    from orbax.checkpoint import options as ocp_options
+
+    mode = ocp_options.AtomicityMode.COMMIT_FILE if commit_file else ocp_options.AtomicityMode.ATOMIC_RENAME
+    options = ocp.CheckpointManagerOptions(
+        save_interval_steps=save_every, max_to_keep=max_to_keep, enable_async_checkpointing=enable_async,
+        atomicity_options=ocp_options.AtomicityOptions(mode=mode))
+    return ocp.CheckpointManager(os.path.abspath(root), options=options)
+
+
+def save_args(state: dict, step: int):
+    import orbax.checkpoint as ocp
+
+    return ocp.args.Composite(state=ocp.args.StandardSave(state), data=ocp.args.JsonSave({"next_step": step}))
+
+
+def restore_args(model, optimizer):
+    import jax
+    import orbax.checkpoint as ocp
+
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, train_state(model, optimizer))
+    return ocp.args.Composite(state=ocp.args.StandardRestore(abstract), data=ocp.args.JsonRestore())
+
+
+def run(root: str, steps: int, *, seed: int = 0, save_every: int = 1, max_to_keep: int | None = 3,
+        commit_file: bool = False, log=None) -> tuple[object, object, list[int]]:
+    """Train to ``steps`` steps, resuming from the latest step in ``root``; save every
+    ``save_every`` steps and at the end. Returns (model, optimizer, the steps this call ran)."""
+    model = make_model(seed)
+    optimizer = make_optimizer(model)
+    step_fn = _train_step()
+    mngr = manager(root, save_every=save_every, max_to_keep=max_to_keep, commit_file=commit_file)
+    start = 0
+    latest = mngr.latest_step()
+    if latest is not None:
+        restored = mngr.restore(latest, args=restore_args(model, optimizer))
+        load_train_state(model, optimizer, restored["state"])
+        start = restored["data"]["next_step"]
+    say = log or (lambda line: None)
+    say(f"resume {start}")
+    ran = []
+    for step in range(start, steps):
+        x, y = batch(seed, step)
+        step_fn(model, optimizer, x, y)
+        ran.append(step)
+        say(f"step {step}")
+        if (step + 1) % save_every == 0 or step + 1 == steps:
+            mngr.save(step + 1, args=save_args(train_state(model, optimizer), step + 1))
+            say(f"save {step + 1}")
+    mngr.wait_until_finished()
+    mngr.close()
+    say("done")
+    return model, optimizer, ran
+
+
+def params_of(model) -> dict:
+    """The model's parameters as NumPy arrays, by path: to compare two runs bit for bit."""
+    import jax
+    import numpy as np
+    from flax import nnx
+
+    flat = jax.tree_util.tree_leaves_with_path(nnx.state(model, nnx.Param))
+    return {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in flat}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ckptlab.training", description=__doc__.split("\n\n")[0])
+    parser.add_argument("root")
+    parser.add_argument("--steps", type=int, required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--save-every", type=int, default=1)
+    parser.add_argument("--max-to-keep", type=int, default=3)
+    parser.add_argument("--commit-file", action="store_true")
+    parser.add_argument("--out", help="write the final parameters here (.npz)")
+    args = parser.parse_args(argv)
+    import jax
+
+    jax.config.update("jax_platforms", "cpu")
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+
+    model, _, _ = run(args.root, args.steps, seed=args.seed, save_every=args.save_every,
+                      max_to_keep=args.max_to_keep, commit_file=args.commit_file, log=log)
+    if args.out:
+        import numpy as np
+
+        np.savez(args.out, **params_of(model))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
