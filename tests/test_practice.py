@@ -246,6 +246,13 @@ def _wrong(q: drills.Question) -> list[float]:
         "row_restore": lambda: [f["saved"] / f["restored"] * 2, f["restored"]],
         "column_runs": lambda: [1, f["devices"]],
         "safetensors_offset": lambda: [f["header"] + f["begin"], 8 + f["begin"]],
+        # only the parameters; float32 moments beside bfloat16 weights
+        "adam_checkpoint": lambda: [f["billions"] * size, f["billions"] * (size + 8)],
+        # every host writing it all; the devices, not the hosts, dividing the bytes
+        "save_time": lambda: [f["gb"] / f["bandwidth"], f["gb"] / (f["hosts"] * 8) / f["bandwidth"]],
+        # the newest step; one interval too far back; counted from 1, not 0
+        "steps_kept": lambda: [f["last"] // f["every"] * f["every"], q.solution - f["every"],
+                               q.solution + f["every"]],
     }[q.kind]()
 
 

@@ -99,11 +99,12 @@ def test_references_pass_their_own_type_checks_on_hidden_cases(tmp_path):
 def test_expected_values_the_hidden_tests_compute_equal_the_references_exactly():
     """Where the hidden tests compute a case's expected value themselves (Unit 1's counts and
     bytes, by arithmetic), it is the reference's to the byte (values, dtype, keys and their order), on every
-    public example and on 20 learners' hidden cases."""
+    public example and on 20 learners' hidden cases. (5.2's, Orbax's own word on a killed saver's
+    folder, is held to the reference in tests/test_training_real.py, on real kills.)"""
     checked = set()
     for p in registry.PROBLEMS:
         hidden = load(p)
-        if hidden.expected is None:
+        if hidden.expected is None or p.id == "5.2":
             continue
         args_seen = [ex.args for ex in p.examples]
         args_seen += [c.args for i in range(20) for c in hidden_cases(p, f"learner{i}")[1]]

@@ -10,7 +10,7 @@ import os
 from autograder.hidden import Case, Hidden
 from autograder.wall.files import PreemptedRootArg
 
-ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8}
+ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
 MESHES_2D = ({"data": 4, "model": 4}, {"data": 2, "model": 8}, {"data": 8, "model": 2})
 
 
@@ -38,7 +38,7 @@ def _state_cases(rng):
         # (3, 5) has no dimension the 16 replicas divide: replica 0 writes it all, on host 0.
         Case("unsplittable", ({"kernel": ((16 * k, 16), "float16"), "gate": ((3, 5), "float32")},
                               {"kernel": ("fsdp", None), "gate": ()}, fsdp, dph())),
-        Case("one_host", ({"kernel": ((d * k, mo * m), "float64")}, {"kernel": (None, "model")}, mesh, 16)),
+        Case("one_host", ({"kernel": ((d * k, mo * m), "float32")}, {"kernel": (None, "model")}, mesh, 16)),
     ]
 
 
@@ -111,19 +111,24 @@ def _root(rng, **spec):
 
 
 def _preempted_cases(rng):
-    keep = lambda: _pick(rng, (2, 3, None))  # noqa: E731
+    def keep_and_committed(most):
+        """max_to_keep, and how many committed steps the kill waits for (never more than are kept)."""
+        keep = _pick(rng, (2, 3, None))
+        return keep, int(rng.integers(1, min(most, keep or most) + 1))
+
+    k1, c1 = keep_and_committed(4)
+    k2, c2 = keep_and_committed(4)
+    k3, c3 = keep_and_committed(3)
     return [
-        Case("rename_mid_save", _root(rng, kill="tmp", min_committed=int(rng.integers(1, 5)),
-                                      save_every=_pick(rng, (1, 2)), max_to_keep=keep())),
-        Case("in_place_mid_save", _root(rng, kill="uncommitted", commit_file=True,
-                                        min_committed=int(rng.integers(1, 5)), max_to_keep=keep())),
-        Case("in_place_written", _root(rng, kill="written", commit_file=True, min_committed=int(rng.integers(1, 4)),
-                                       save_every=_pick(rng, (1, 3)), max_to_keep=keep())),
+        Case("rename_mid_save", _root(rng, kill="tmp", min_committed=c1, save_every=_pick(rng, (1, 2)), max_to_keep=k1)),
+        Case("in_place_mid_save", _root(rng, kill="uncommitted", commit_file=True, min_committed=c2, max_to_keep=k2)),
+        Case("in_place_written", _root(rng, kill="written", commit_file=True, min_committed=c3,
+                                       save_every=_pick(rng, (1, 3)), max_to_keep=k3)),
         Case("first_save", _root(rng, kill="first", commit_file=bool(rng.integers(0, 2)))),
         Case("finished", _root(rng, kill="none", steps=int(rng.integers(3, 9)), save_every=_pick(rng, (1, 2)),
                                max_to_keep=2)),
-        Case("any_point", _root(rng, kill="delay", delay=float(rng.uniform(0.3, 0.7)),
-                                commit_file=bool(rng.integers(0, 2)), max_to_keep=keep())),
+        Case("any_point", _root(rng, kill="delay", delay=float(rng.uniform(0.3, 0.7)), steps=100000,
+                                commit_file=bool(rng.integers(0, 2)), max_to_keep=_pick(rng, (2, 3, None)))),
     ]
 
 

@@ -45,7 +45,7 @@ PROBLEMS = (
         title="What a training state weighs on each host",
         statement=(
             "`params` maps each parameter's name to `(shape, dtype)` (dtype one of 'float32', "
-            "'bfloat16', 'float16', 'float64'); `specs` maps the same names to their specs. The "
+            "'bfloat16', 'float16': JAX makes float64 float32 unless x64 is on); `specs` maps the same names to their specs. The "
             "training state of `nnx.Optimizer(model, optax.adamw(...))` holds the parameters, AdamW's "
             "first and second moments `mu` and `nu` (each shaped, typed and sharded like the parameters), "
             "AdamW's step `count` (an int32 scalar) and the optimizer's own `step` (a uint32 scalar), "
@@ -58,7 +58,7 @@ PROBLEMS = (
         hints=(
             "Three arrays per parameter: the parameter, mu and nu. Each is written as in problem 2.6, "
             "so a parameter's bytes on a host count three times.",
-            "Itemsize from the dtype's name: float32 4, bfloat16 and float16 2, float64 8. A scalar has "
+            "Itemsize from the dtype's name: float32 4, bfloat16 and float16 2. A scalar has "
             "shape `()`: `math.prod(()) == 1`.",
             "A replicated scalar has no dimension to split among its replicas: replica 0, the first "
             "device of the mesh, writes it, so host 0 writes the two scalars' 8 bytes.",

@@ -19,7 +19,7 @@ _PER_HOST = "\n\n".join(inspect.getsource(f) for f in (
 
 _STATE = _PER_HOST + """
 
-SIZES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8}
+SIZES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 def training_state_bytes(params, specs, mesh_shape, devices_per_host):
