@@ -144,6 +144,9 @@ def _outputs(page) -> list[str]:
     """Every output of the open notebook, in order: JupyterLab renders only the cells in view, so
     scroll through it a screen at a time."""
     scroller = page.locator(".jp-NotebookPanel:visible .jp-WindowedPanel-outer")
+    scroller.evaluate("e => e.scrollTop = 0")
+    # Rendering lags the kernel on a busy machine: the first output is on screen before we read.
+    page.wait_for_selector(".jp-NotebookPanel:visible .jp-OutputArea-output", timeout=60_000)
     seen: dict[str, None] = {}
     top = 0
     while True:

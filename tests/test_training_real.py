@@ -3,7 +3,6 @@ and a training process killed and resumed."""
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import subprocess
@@ -19,7 +18,6 @@ import pytest
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec as P
 from orbax.checkpoint import options as ocp_options
-from orbax.checkpoint._src.serialization import replica_slices
 
 from autograder import registry
 from autograder.engine.cases import hidden_cases
@@ -28,6 +26,7 @@ from autograder.wall import files
 from ckptlab import preempt
 from ckptlab.layout import course_mesh
 from solutions import unit5
+from tests.test_layouts_real import _orbax_bytes_per_device as orbax_bytes_per_device
 
 
 def _cases(pid, learners=("ana", "ben")):
@@ -42,17 +41,6 @@ class _Params(nnx.Module):
     def __init__(self, params):
         for name, (shape, dtype) in params.items():
             setattr(self, name, nnx.Param(jnp.ones(shape, jnp.dtype(dtype))))
-
-
-def _orbax_bytes_per_device(arr):
-    got = defaultdict(int)
-    for rs in replica_slices.get_replica_slices(arr, 0, True).replica_slices:
-        (device,) = rs.unsliced_data.devices()
-        shape = list(rs.unsliced_data.shape)
-        if rs.slice_args is not None:
-            shape[rs.slice_args.axis] = rs.slice_args.limit_index - rs.slice_args.start_index
-        got[device.id] += math.prod(shape) * arr.dtype.itemsize
-    return got
 
 
 def test_training_state_bytes_match_a_real_save_of_an_nnx_optimizer(tmp_path):
@@ -82,7 +70,7 @@ def test_training_state_bytes_match_a_real_save_of_an_nnx_optimizer(tmp_path):
         assert chunk_bytes == sum(want.values()), (params, specs, mesh_shape)
         hosts = {h: 0 for h in want}
         for leaf in leaves:
-            for device, n in _orbax_bytes_per_device(leaf).items():
+            for device, n in orbax_bytes_per_device(leaf, True).items():
                 hosts[device // per_host] += n
         assert hosts == want, (params, specs, mesh_shape, per_host)
 
