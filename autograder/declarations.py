@@ -62,6 +62,7 @@ class Problem:
     timeout: float = DEFAULT_TIMEOUT  # seconds for all of this problem's cases, worker start-up included
     raises: tuple[str, ...] = ()  # exceptions that are a correct outcome on some inputs
     count_reads: bool = False  # the grader counts the bytes the function reads from files
+    preempt: bool = False  # each case runs in workers the grader kills and starts again (engine/preempted.py)
     tags: tuple[str, ...] = field(default_factory=tuple)
 
     @property

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 
+import jax
 import orbax.checkpoint as ocp
 
+from ckptlab import training
 from ckptlab.explore import placement
 
 
@@ -42,3 +44,26 @@ def latest_restorable_step(ckpt_root):
             continue
         return step
     return None
+
+
+def train_with_preemption(ckpt_dir, total_steps, seed):
+    model = training.make_model(seed)
+    optimizer = training.make_optimizer(model)
+    batches = training.Batches(seed)
+    step = training.train_step()
+    mngr = ocp.CheckpointManager(ckpt_dir)
+    latest = mngr.latest_step()
+    if latest is not None:
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, training.train_state(model, optimizer))
+        restored = mngr.restore(latest, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
+                                                                data=ocp.args.JsonRestore()))
+        training.load_train_state(model, optimizer, restored["state"])
+        batches.set_state(restored["data"])
+    for s in range(latest or 0, total_steps):
+        x, y = next(batches)
+        step(model, optimizer, x, y)
+        mngr.save(s + 1, args=ocp.args.Composite(state=ocp.args.StandardSave(training.train_state(model, optimizer)),
+                                                 data=ocp.args.JsonSave(batches.get_state())))
+    mngr.wait_until_finished()
+    mngr.close()
+    return training.params_of(model), latest or 0

@@ -68,8 +68,8 @@ KINDS = {
     "lesson figures": (lambda parts, tmp: dataclasses.replace(parts, units={
         **parts.units, 2: dataclasses.replace(parts.units[2], lesson_figures=0)}), "unit 2 lesson: its record counts no figure"),
     "libraries": (lambda parts, tmp: dataclasses.replace(parts, units={
-        **parts.units, 2: dataclasses.replace(parts.units[2], imports=parts.units[2].imports + "\nimport optax")}),
-        "unit 2 libraries: optax not in autograder/wall/libraries.py"),
+        **parts.units, 2: dataclasses.replace(parts.units[2], imports=parts.units[2].imports + "\nimport pandas")}),
+        "unit 2 libraries: pandas not in autograder/wall/libraries.py"),
     "drill": (lambda parts, tmp: dataclasses.replace(
         parts, drill_units=parts.drill_units - {2}), "unit 2 drill"),
     "README counts": (lambda parts, tmp: dataclasses.replace(

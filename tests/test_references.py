@@ -100,11 +100,13 @@ def test_expected_values_the_hidden_tests_compute_equal_the_references_exactly()
     """Where the hidden tests compute a case's expected value themselves (Unit 1's counts and
     bytes, by arithmetic), it is the reference's to the byte (values, dtype, keys and their order), on every
     public example and on 20 learners' hidden cases. (5.2's, Orbax's own word on a killed saver's
-    folder, is held to the reference in tests/test_training_real.py, on real kills.)"""
+    folder, is held to the reference in tests/test_training_real.py, on real kills; 5.3's, a run
+    never interrupted computed with a worker's XLA flags, by the reference's full marks, graded
+    through real kills in tests/test_grader.py.)"""
     checked = set()
     for p in registry.PROBLEMS:
         hidden = load(p)
-        if hidden.expected is None or p.id == "5.2":
+        if hidden.expected is None or p.id in ("5.2", "5.3"):
             continue
         args_seen = [ex.args for ex in p.examples]
         args_seen += [c.args for i in range(20) for c in hidden_cases(p, f"learner{i}")[1]]

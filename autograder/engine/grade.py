@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from autograder import registry
-from autograder.engine import extract
+from autograder.engine import extract, preempted
 from autograder.engine.cases import expected_outcome, hidden_cases
 from autograder.engine.gil import SHORT_GIL_SLICES
 from autograder.engine.judge import judge
@@ -112,7 +112,8 @@ class _References:
             plan.workdir = workdir
             plan.files_ready.set()
             # A reference given a checkpoint restores it with Orbax: one learner's at a time.
-            reads_checkpoints = any(files.has_files(c.args, (files.CheckpointArg, files.PreemptedRootArg)) for c in plan.cases)
+            reads_checkpoints = any(files.has_files(c.args, (files.CheckpointArg, files.PreemptedRootArg, files.RunFolder))
+                                    for c in plan.cases)
             with files.ORBAX if reads_checkpoints else contextlib.nullcontext():
                 plan.expected = [expected_outcome(plan.problem, a) for a in args]
             plan.expected_ready.set()
@@ -131,6 +132,28 @@ class _References:
         for plan in self.plans:
             if plan.workdir:
                 shutil.rmtree(plan.workdir, ignore_errors=True)
+
+
+def _run_worker(plan: _Plan, level: str):
+    """The problem's cases in one worker; its RunResult once the expected values are known too."""
+    worker = sandbox.Worker(plan.source, plan.problem.function, plan.worker_args, timeout=plan.timeout,
+                            workdir=plan.workdir, count_reads=plan.problem.count_reads, level=level)
+    plan.workdir = ""  # the worker's now: removed when it is done
+    plan.expected_ready.wait()
+    if plan.failure is not None:
+        worker.kill()
+        raise plan.failure
+    return worker.wait()
+
+
+def _run_preempted(plan: _Plan, level: str):
+    """A preempted problem's cases: a series of workers each, killed from here (see :mod:`preempted`)."""
+    workdir, plan.workdir = plan.workdir, ""  # removed by the run
+    out = preempted.run(plan, level, workdir)
+    plan.expected_ready.wait()
+    if plan.failure is not None:
+        raise plan.failure
+    return out
 
 
 def _plan(problem, sub: extract.Submission, learner: str, salt: str | None, timeout: float | None) -> _Plan:
@@ -186,14 +209,7 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
             if plan.failure is not None:
                 raise plan.failure
             with slots or contextlib.nullcontext():
-                worker = sandbox.Worker(plan.source, plan.problem.function, plan.worker_args, timeout=plan.timeout,
-                                        workdir=plan.workdir, count_reads=plan.problem.count_reads, level=level.level)
-                plan.workdir = ""  # the worker's now: removed when it is done
-                plan.expected_ready.wait()
-                if plan.failure is not None:
-                    worker.kill()
-                    raise plan.failure
-                out = worker.wait()
+                out = _run_preempted(plan, level.level) if plan.problem.preempt else _run_worker(plan, level.level)
             try:
                 status, category, message = judge(plan.problem, plan.hidden, plan.cases, plan.expected, out,
                                                   plan.source, plan.timeout)

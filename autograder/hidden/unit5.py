@@ -8,7 +8,7 @@ import math
 import os
 
 from autograder.hidden import Case, Hidden
-from autograder.wall.files import PreemptedRootArg
+from autograder.wall.files import PreemptedRootArg, RunFolder
 
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
 MESHES_2D = ({"data": 4, "model": 4}, {"data": 2, "model": 8}, {"data": 8, "model": 2})
@@ -187,8 +187,87 @@ PREEMPTED = Hidden(
 )
 
 
+# ---------------------------------------------------------------------------------------------
+# 5.3 train_with_preemption: the grader kills the learner's run (engine/preempted.py) and starts
+# it again; each plan holds a kill after a commit (a run that never saves is never killed there).
+
+def _run_cases(rng):
+    kills = [("commit", int(rng.integers(1, 3))), ("mid_save", int(rng.integers(1, 3))),
+             ("commit", int(rng.integers(1, 3)))]
+    rng.shuffle(kills)
+    return [Case("preempted", (RunFolder(tuple(kills)), int(rng.integers(7, 10)), int(rng.integers(0, 1000))))]
+
+
+def _uninterrupted(ckpt_dir, total_steps, seed):
+    """The run never interrupted, computed as a worker computes it: in a process of its own with a
+    worker's XLA flags (this process's compile with LLVM's optimisations, and differ in the last
+    bits). Trusted code: the course's own training module."""
+    import subprocess
+    import sys
+    import tempfile
+
+    import numpy as np
+
+    from autograder.sandbox.outside import worker_xla_flags
+
+    with tempfile.TemporaryDirectory(prefix="ckpt-uninterrupted-") as folder:
+        out = os.path.join(folder, "params.npz")
+        code = ("import sys, numpy as np; from ckptlab.training import uninterrupted_params; "
+                "np.savez(sys.argv[1], **uninterrupted_params(int(sys.argv[2]), int(sys.argv[3])))")
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_"))},
+               "XLA_FLAGS": worker_xla_flags(), "JAX_PLATFORMS": "cpu"}
+        subprocess.run([sys.executable, "-c", code, out, str(total_steps), str(seed)], env=env, check=True,
+                       capture_output=True, timeout=300)
+        with np.load(out) as saved:
+            return {k: saved[k] for k in saved.files}, 0
+
+
+def _run_outcome(args, out):
+    if out.get("restarted"):
+        return "restarted"
+    if out.get("preempted", 0) < out.get("planned", 0):
+        return "never_preempted"
+    if int(out["value"][1]) != out.get("resumed_at"):
+        return "not_resumed"
+    return None
+
+
+def _diagnose_run(args, actual, expected):
+    if set(actual[0]) != set(expected[0]):
+        return "keys"
+    return None
+
+
+RUN = Hidden(
+    generate=_run_cases,
+    messages={
+        "keys": "Return training.params_of(model) as params: a dict from each parameter's path to its value.",
+        "not_resumed": "Right parameters, but the last run did not start from the latest committed step (its "
+                       "first_step says where it started): after a kill, restore the latest step and train only "
+                       "the steps that remain; a CheckpointManager skips saves of steps it already holds, so "
+                       "training everything again still ends right, but it is not a resume.",
+        "never_preempted": "Right parameters, but the grader could not preempt your run where it planned to: "
+                           "save a checkpoint after every step (the grader kills your process while saves commit "
+                           "and after them), and wait for the last one before returning.",
+        "restarted": "Right parameters, but after a kill your run saved again a step that was already committed: "
+                     "it started over instead of resuming from the latest committed step.",
+        "preempted": "Killed and started again, your run does not end with the parameters of a run never "
+                     "interrupted: restore the whole training state (the optimizer's moments and step too, not "
+                     "only the parameters) and the batches' position, and train only the steps that remain "
+                     "(step s holds the state after s steps).",
+    },
+    diagnose=_diagnose_run,
+    check_outcome=_run_outcome,
+    on_exception="After a kill the folder holds the steps that committed, and perhaps a temporary folder of "
+                 "the save that was cut short: create the CheckpointManager, ask it for latest_step(), and "
+                 "restore that step (the state with a target built from your own state, the data item as JSON).",
+    expected=_uninterrupted,
+)
+
+
 # Each problem's hidden cases, by its function name (the one key a problem's parts share).
 CASES = {
     "training_state_bytes": STATE,
     "latest_restorable_step": PREEMPTED,
+    "train_with_preemption": RUN,
 }

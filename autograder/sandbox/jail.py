@@ -154,6 +154,9 @@ class Plan:
     landlock_abi: int = 0  # the Landlock ABI to use, as the grader found it (0: the kernel's)
     namespaces: bool = True  # False where the machine refuses them (see :func:`enter`)
     uid: int = 0  # without namespaces, the real uid a root grader's worker takes (0: keeps root's)
+    # False: the scratch folder stays a plain folder, which outlives the worker (a run killed and
+    # started again finds its files), its size watched from outside as without namespaces.
+    tmpfs_scratch: bool = True
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -455,7 +458,8 @@ def enter(plan: Plan, close_in_launcher: tuple = ()) -> None:
             os._exit(1)
         os.close(alive_r)
         _limit_tasks()
-        _scratch(plan, libc)
+        if plan.tmpfs_scratch:
+            _scratch(plan, libc)
         os.chdir(plan.scratch)  # (after the mount: into the tmpfs)
         _confine(plan, libc, own_pid_namespace=True)
     except BaseException as exc:  # noqa: BLE001 - the child must never return un-jailed

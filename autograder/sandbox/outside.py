@@ -448,6 +448,12 @@ def _env(scratch: str, level: str) -> dict:
             "XLA_FLAGS": "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"}
 
 
+def worker_xla_flags() -> str:
+    """XLA's flags in a worker, its 16 devices included: a trusted process that must compute what a
+    worker computes, to the bit, runs with these."""
+    return _env("/nonexistent", "")["XLA_FLAGS"] + " --xla_force_host_platform_device_count=16"
+
+
 def zygote_env() -> dict:
     """The zygote's environment: a worker's, with no home or scratch (it writes nothing; each
     worker it forks gets its own environment)."""
@@ -473,8 +479,10 @@ class Worker:
 
     def __init__(self, source: str, function: str, cases: list[tuple], *, timeout: float = DEFAULT_TIMEOUT,
                  memory_bytes: int = DEFAULT_MEMORY, file_bytes: int = DEFAULT_FILE_BYTES, workdir: str | None = None,
-                 count_reads: bool = False, level: str = BASIC, bare: bool = False, namespaces: bool | None = None):
+                 count_reads: bool = False, level: str = BASIC, bare: bool = False, namespaces: bool | None = None,
+                 keep_scratch: bool = False):
         self.timeout, self.level, self.count_reads = timeout, level, count_reads
+        self.keep_scratch = keep_scratch  # the scratch folder (and workdir) outlive it: the caller removes them
         self.workdir = workdir or new_workdir()
         self.cases = list(cases)
         self.result = RunResult("crashed")
@@ -493,8 +501,9 @@ class Worker:
             # may lack CAP_SYS_PTRACE: see jail.seal_tasks).
             if not self.plan.namespaces and os.geteuid() == 0 and not count_reads:
                 self.plan.uid = worker_uid()
-        # A scratch folder with no tmpfs of its own (no mount namespace): its size watched from here.
-        self.watch_scratch = level == STRICT and not self.plan.namespaces
+        self.plan.tmpfs_scratch = not keep_scratch
+        # A scratch folder with no tmpfs of its own (no mount namespace, or kept): its size watched from here.
+        self.watch_scratch = level == STRICT and not (self.plan.namespaces and self.plan.tmpfs_scratch)
         self.scratch_full = False
         to_r, self.to_w = os.pipe()
         self.from_r, from_w = os.pipe()
@@ -659,13 +668,19 @@ class Worker:
         self.log.seek(max(0, size - 4000))
         self.result.stderr_tail = self.log.read().decode("utf-8", "replace")
         self.log.close()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if not self.keep_scratch:
+            shutil.rmtree(self.workdir, ignore_errors=True)
         return self.result
 
-    def kill(self) -> None:
+    def preempt(self) -> None:
+        """SIGKILL the worker and everything it started, now, as a preemption would (from any
+        thread); :meth:`wait` then collects it."""
         for pid in _children(self.proc.pid):
             _kill(pid)
         _kill(-self.proc.pid)
+
+    def kill(self) -> None:
+        self.preempt()
         self.wait()
 
 

@@ -5,8 +5,8 @@ keyed by function name; references: ``solutions/unit5.py``."""
 from __future__ import annotations
 
 from autograder.declarations import CONVENTIONS, Example, Problem, Unit
-from autograder.wall.files import PreemptedRootArg
-from autograder.wall.returns import Struct
+from autograder.wall.files import PreemptedRootArg, RunFolder
+from autograder.wall.returns import ResumedRun, Struct
 
 UNIT = Unit(
     number=5,
@@ -15,7 +15,8 @@ UNIT = Unit(
         "A training job saves while it trains, keeps the last few steps, and is killed when the "
         "machine is taken back. Predict what a training state really weighs on each host, and find "
         "the step to resume from in a checkpoint folder a real preemption left behind (the grader "
-        "kills real savers to make them). The lesson is `course/05_training_checkpoints.ipynb`."
+        "kills real savers to make them), and write a training loop that survives being killed: the "
+        "grader kills it from outside, starts it again, and compares the bits of the end result. The lesson is `course/05_training_checkpoints.ipynb`."
     ),
     notebook="unit5_training_checkpoints.ipynb",
     lesson="05_training_checkpoints.ipynb",
@@ -26,10 +27,12 @@ UNIT = Unit(
         "import math\n"
         "import os\n"
         "\n"
+        "import jax\n"
         "import numpy as np\n"
         "import orbax.checkpoint as ocp\n"
         "\n"
-        "from autograder.notebook import problem"
+        "from autograder.notebook import problem\n"
+        "from ckptlab import training"
     ),
 )
 
@@ -105,6 +108,47 @@ PROBLEMS = (
             Example((_KILLED_IN_TMP,), 3, "killed while step 4 was in its temporary folder"),
         ),
         timeout=60.0,
+        tags=("training", "preemption", "orbax"),
+    ),
+    Problem(
+        id="5.3",
+        function="train_with_preemption",
+        signature=("ckpt_dir", "total_steps", "seed"),
+        points=20,
+        title="A training loop that survives preemption",
+        statement=(
+            "Train `training.make_model(seed)` with `training.make_optimizer(model)` for `total_steps` "
+            "steps: each step takes the next batch of `batches = training.Batches(seed)` (`x, y = "
+            "next(batches)`) and runs `step(model, optimizer, x, y)`, with `step = training.train_step()`. "
+            "Save with an `ocp.CheckpointManager` in `ckpt_dir` after every step: step s holds the state "
+            "after s training steps (`training.train_state(model, optimizer)`, a StandardSave) and the data "
+            "pipeline's position (`batches.get_state()`, a JsonSave). When `ckpt_dir` already holds a "
+            "committed step, resume from the latest: restore both items "
+            "(`training.load_train_state`, `batches.set_state`) and train the steps that remain. Before "
+            "returning, wait for the last save to commit; return `(training.params_of(model), first_step)`, "
+            "first_step being the step this call started training from (0 in a fresh folder). The grader "
+            "runs your function, kills its process with SIGKILL at moments of its choosing (during saves "
+            "and between them), starts it again with the same arguments, and compares what the last run "
+            "returns, bit for bit, with a run that was never interrupted, and its first_step with the step "
+            "it should have resumed from. A run that does not resume fails, however right its parameters."
+        ),
+        returns=ResumedRun(),
+        hints=(
+            "`mngr = ocp.CheckpointManager(ckpt_dir)`; `latest = mngr.latest_step()` is None on a fresh "
+            "folder. The loop is `for s in range(latest or 0, total_steps)`, saving step s + 1 after "
+            "training step s.",
+            "Save both items in one step: `mngr.save(s + 1, args=ocp.args.Composite(state=ocp.args."
+            "StandardSave(training.train_state(model, optimizer)), data=ocp.args.JsonSave(batches.get_state())))`.",
+            "Restore with a target: `abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, "
+            "training.train_state(model, optimizer))`, then `mngr.restore(latest, args=ocp.args.Composite("
+            "state=ocp.args.StandardRestore(abstract), data=ocp.args.JsonRestore()))`. Restore the batches' "
+            "position too: a fresh `Batches` serves epoch 0 again. End with `mngr.wait_until_finished()`.",
+        ),
+        examples=(
+            Example((RunFolder(), 3, 0), None, "three steps in a fresh folder, not interrupted"),
+        ),
+        timeout=60.0,
+        preempt=True,
         tags=("training", "preemption", "orbax"),
     ),
 )

@@ -190,7 +190,20 @@ def _preempted_roots(value, workdir: str) -> dict:
     return {id(arg): root for arg, root in zip(args, roots)}
 
 
-FILE_KINDS = (CheckpointArg, SafetensorsArg, PreemptedRootArg)
+@dataclass(frozen=True)
+class RunFolder:
+    """A folder for a training run's checkpoints, in the worker's own scratch folder (problem 5.3),
+    and how the grader preempts the run (never sent: the learner's code gets the path alone).
+
+    ``kills`` is ``((point, steps), ...)``, one per preemption, in order: ``("commit", k)`` kills
+    the run once k steps beyond where it started have committed; ``("mid_save", k)`` once a save of a
+    step at least k beyond where it started is under way. The folder outlives each worker: the next
+    one, started with the same arguments, finds what the last one left."""
+
+    kills: tuple = ()
+
+
+FILE_KINDS = (CheckpointArg, SafetensorsArg, PreemptedRootArg, RunFolder)
 
 
 def realize(value, workdir: str):
@@ -200,6 +213,8 @@ def realize(value, workdir: str):
     def save(leaf):
         if isinstance(leaf, PreemptedRootArg):
             return preempted[id(leaf)]
+        if isinstance(leaf, RunFolder):  # not made: the run makes it, in the scratch folder it writes
+            return os.path.join(workdir, "scratch", f"run-{uuid.uuid4().hex[:12]}")
         if isinstance(leaf, CheckpointArg):
             return leaf.save(os.path.join(workdir, f"ckpt-{uuid.uuid4().hex[:12]}"))
         if isinstance(leaf, SafetensorsArg):
@@ -229,7 +244,7 @@ def remove(value) -> None:
     import shutil
 
     for leaf in leaves(value):
-        if isinstance(leaf, str) and os.path.isabs(leaf) and os.path.basename(leaf).startswith(("ckpt-", "model-")):
+        if isinstance(leaf, str) and os.path.isabs(leaf) and os.path.basename(leaf).startswith(("ckpt-", "model-", "run-")):
             if os.path.isdir(leaf):
                 shutil.rmtree(leaf, ignore_errors=True)
             elif os.path.exists(leaf):

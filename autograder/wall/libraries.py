@@ -7,6 +7,6 @@ that needs another library to extend (a sandbox change: review it as one).
   a core is idle), after its preloaded ones.
 """
 
-LIBRARIES = ("jax", "jaxlib", "flax", "orbax", "numpy", "tensorstore", "ml_dtypes", "safetensors")
+LIBRARIES = ("jax", "jaxlib", "flax", "orbax", "numpy", "tensorstore", "ml_dtypes", "safetensors", "optax")
 ON_DEMAND = ("flax.linen", "flax.nnx", "ckptlab.models", "tensorstore", "orbax.checkpoint", "safetensors",
-             "safetensors.numpy")
+             "safetensors.numpy", "optax", "ckptlab.training")

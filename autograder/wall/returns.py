@@ -187,6 +187,77 @@ class ExactArray:
 
 
 @dataclass(frozen=True)
+class ExactArrays:
+    """A dict from names to NumPy arrays, each equal to the expected one exactly (dtype, shape and
+    every bit): a training run's parameters, against a run that was never interrupted."""
+
+    describe: str = "a dict from each parameter's path (str) to its value (np.ndarray)"
+
+    def type_error(self, v, detail: bool = True) -> str | None:
+        from autograder.wall.codec import JaxArray
+
+        if type(v) is not dict:
+            return f"must return {self.describe}, but returned a {_type_name(v, detail)}"
+        for k, x in v.items():
+            if type(k) is not str or not isinstance(x, np.ndarray) or isinstance(x, JaxArray):
+                return f"must return {self.describe}: a key or a value is a {_type_name(x if type(k) is str else k, detail)}"
+        return None
+
+    def has_nan(self, v) -> bool:
+        return False  # compared bit for bit below, NaN included
+
+    def equal(self, actual, expected) -> bool:
+        return set(actual) == set(expected) and all(
+            ExactArray().equal(actual[k], expected[k]) for k in expected)
+
+
+@dataclass(frozen=True)
+class ResumedRun:
+    """What a run of problem 5.3 returns: ``(params, first_step)``, the parameters (compared bit
+    for bit with a run never interrupted, the expected value) and the step this run started
+    training from (held by the hidden tests against where the grader saw it should resume)."""
+
+    describe: str = ("a tuple (params, first_step): params a dict from each parameter's path (str) to its value "
+                     "(np.ndarray), first_step an int")
+
+    def type_error(self, v, detail: bool = True) -> str | None:
+        if type(v) is not tuple or len(v) != 2:
+            return f"must return {self.describe}, but returned a {_type_name(v, detail)}"
+        params, first = v
+        bad = ExactArrays(self.describe).type_error(params, detail)
+        if bad:
+            return bad
+        if isinstance(first, (bool, np.bool_)) or not _is_int(first):
+            return f"must return {self.describe}: first_step is a {_type_name(first, detail)}"
+        return None
+
+    def has_nan(self, v) -> bool:
+        return False  # compared bit for bit below, NaN included
+
+    def equal(self, actual, expected) -> bool:
+        """The parameters only: where a run started is the hidden tests' to check."""
+        return ExactArrays().equal(actual[0], expected[0])
+
+    def check_example(self, args, real_args, got) -> str | None:
+        """A public example's run is never interrupted: it starts at 0 and ends as training never
+        saved does (:func:`ckptlab.training.uninterrupted_params`, computed in this same process)."""
+        from ckptlab.training import uninterrupted_params
+
+        bad = self.type_error(got)
+        if bad:
+            return bad
+        want = uninterrupted_params(args[1], args[2])
+        if set(got[0]) != set(want):
+            return "the keys are not the model's parameter paths: return training.params_of(model)"
+        if not self.equal(got, (want, 0)):
+            return ("the parameters differ from a run of the same steps never interrupted: check the batches "
+                    "(one next(batches) per step) and the number of steps")
+        if int(got[1]) != 0:
+            return f"first_step is {got[1]}, but a run in a fresh folder starts from step 0"
+        return None
+
+
+@dataclass(frozen=True)
 class SafetensorsShard(ExactArray):
     """A shard read from a safetensors file: checked against the file's own values."""
 

@@ -1,8 +1,5 @@
 """Unit 5's curated wrong answers, keyed by function name (see tests/wrong_answers/__init__.py)."""
 
-import inspect
-
-import solutions.unit2 as _unit2
 from tests.wrong_answers.unit1 import IMPORTS as UNIT1_IMPORTS
 
 U5 = UNIT1_IMPORTS + """
@@ -12,38 +9,31 @@ import os
 import orbax.checkpoint as ocp
 """
 
-# A learner's 5.1 holds its own problem 2.6 beside it (copied from Unit 2's notebook): the reference's.
-_PER_HOST = "\n\n".join(inspect.getsource(f) for f in (
-    _unit2._entries, _unit2.shard_shape, _unit2.device_index_domains, _unit2._replicas, _unit2._replica_split_axis,
-    _unit2.bytes_written_per_device, _unit2.bytes_written_per_host))
-
-_STATE = _PER_HOST + """
-
-SIZES = {"float32": 4, "bfloat16": 2, "float16": 2}
+_STATE = """
+from ckptlab.explore import placement
 
 
 def training_state_bytes(params, specs, mesh_shape, devices_per_host):
     out = {h: 0 for h in range(math.prod(mesh_shape.values()) // devices_per_host)}
     for name, (shape, dtype) in params.items():
         for i in range(ARRAYS):
-            size = MOMENT if i else SIZES[dtype]
-            for h, n in bytes_written_per_host(shape, size, mesh_shape, specs[name], devices_per_host, RP).items():
+            placed = placement(shape, MOMENT if i else dtype, mesh_shape, specs[name], devices_per_host)
+            for h, n in placed["bytes_per_host"].items():
                 out[h] += n
     SCALARS
     return out
 """
 
 
-def _state(arrays="3", moment="SIZES[dtype]", scalars="out[0] += 8", rp="True"):
-    return (_STATE.replace("ARRAYS", arrays).replace("MOMENT", moment).replace("SCALARS", scalars)
-            .replace("RP", rp))
+def _state(arrays="3", moment="dtype", scalars="out[0] += 8"):
+    return _STATE.replace("ARRAYS", arrays).replace("MOMENT", moment).replace("SCALARS", scalars)
 
 
 STATE = [
     ("counts_only_the_parameters", _state(arrays="1"), "incorrect", "the parameters alone"),
-    ("forgets_the_parameters", _state(arrays="2", moment="SIZES[dtype]"), "incorrect", "not the parameters"),
+    ("forgets_the_parameters", _state(arrays="2"), "incorrect", "not the parameters"),
     ("forgets_the_step_counts", _state(scalars="pass"), "incorrect", "two 4-byte scalars"),
-    ("float32_moments", _state(moment="4"), "incorrect", "bfloat16 parameter's moments are bfloat16"),
+    ("float32_moments", _state(moment="'float32'"), "incorrect", "bfloat16 parameter's moments are bfloat16"),
     ("scalars_on_every_host", _state(scalars="for h in out: out[h] += 8"), "incorrect", "written once"),
 ]
 
@@ -81,9 +71,58 @@ def latest_restorable_step(ckpt_root):
 """, "incorrect", "never committed"),
 ]
 
+_TRAIN = """
+import shutil
+import jax
+from ckptlab import training
+
+
+def train_with_preemption(ckpt_dir, total_steps, seed):
+    model = training.make_model(seed)
+    optimizer = training.make_optimizer(model)
+    batches = training.Batches(seed)
+    step = training.train_step()
+    PREPARE
+    mngr = ocp.CheckpointManager(ckpt_dir)
+    latest = LATEST
+    if latest is not None:
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, training.train_state(model, optimizer))
+        restored = mngr.restore(latest, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
+                                                                data=ocp.args.JsonRestore()))
+        LOAD
+        POSITION
+    for s in range(FIRST, total_steps):
+        x, y = next(batches)
+        step(model, optimizer, x, y)
+        SAVE
+    mngr.wait_until_finished()
+    return training.params_of(model), latest or 0
+"""
+
+
+def _train(prepare="pass", latest="mngr.latest_step()", load="training.load_train_state(model, optimizer, restored['state'])",
+           position="batches.set_state(restored['data'])", first="latest or 0",
+           save="mngr.save(s + 1, args=ocp.args.Composite(state=ocp.args.StandardSave(training.train_state(model, optimizer)), "
+                "data=ocp.args.JsonSave(batches.get_state())))"):
+    return (_TRAIN.replace("PREPARE", prepare).replace("LATEST", latest).replace("LOAD", load)
+            .replace("POSITION", position).replace("FIRST", first).replace("SAVE", save))
+
+
+RUN = [
+    ("parameters_only", _train(load="nnx_state = restored['state']['model']; "
+                                    "__import__('flax').nnx.update(model, nnx_state)"), "incorrect", "optimizer's moments"),
+    ("forgets_the_batches_position", _train(position="pass"), "incorrect", "batches' position"),
+    ("resumes_one_step_too_far", _train(first="(latest + 1) if latest is not None else 0"), "incorrect",
+     "train only the steps that remain"),
+    ("never_saves", _train(save="pass"), "incorrect", "save a checkpoint after every step"),
+    ("starts_over", _train(prepare="shutil.rmtree(ckpt_dir, ignore_errors=True)"), "incorrect", "started over"),
+    ("never_restores", _train(latest="None"), "incorrect", "did not start from the latest committed step"),
+]
+
 WRONG = {
     "training_state_bytes": STATE,
     "latest_restorable_step": PREEMPTED,
+    "train_with_preemption": RUN,
 }
 
 

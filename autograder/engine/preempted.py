@@ -1,0 +1,131 @@
+"""Preempted runs (problem 5.3): the learner's training function, run in a worker and killed with
+SIGKILL from this side at the points each case's :class:`~autograder.wall.files.RunFolder` names,
+then started again in a fresh worker with the same arguments, until a run ends by itself.
+
+The workers of one case share one scratch folder, kept between them (the checkpoints a run leaves
+are what the next one resumes from), watched for size from here. The learner's code never runs in
+this process: what this side reads is the run folder's listing (which steps committed, which save
+is under way), to choose the moment of each kill.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from autograder.sandbox import outside as sandbox
+from autograder.wall import codec, files
+from ckptlab.preempt import TMP_MARK, committed_steps
+
+POLL = 0.002  # seconds between two looks at the run folder
+MAX_RUNS = 8  # workers per case at most: the kills, then runs that end by themselves (a crash ends it sooner)
+
+
+def _saving(folder: str, beyond: int) -> bool:
+    """Whether a save of a step >= ``beyond`` is under way: a temporary folder (atomic rename) or a
+    step folder without its commit file (written in place)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    for name in names:
+        step = name.split(".")[0]
+        if not step.isdigit() or int(step) < beyond:
+            continue
+        if TMP_MARK in name or (name.isdigit() and not os.path.exists(os.path.join(folder, name, "commit_success.txt"))):
+            return True
+    return False
+
+
+def _saved_again(folder: str, start: int, since: float) -> bool:
+    """Whether a step at or below ``start`` (where this run should have resumed) committed after
+    ``since``: the run did not resume, it started over."""
+    for step in committed_steps(folder):
+        if step > start:
+            continue
+        try:
+            if os.stat(os.path.join(folder, str(step), "commit_success.txt")).st_mtime >= since:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _point_reached(kill: tuple, folder: str, start: int) -> bool:
+    point, steps = kill
+    if point == "commit":
+        return max(committed_steps(folder), default=0) >= start + steps
+    return _saving(folder, start + steps)
+
+
+def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: float, workdir: str, level: str,
+             memory_bytes: int = sandbox.DEFAULT_MEMORY) -> tuple[dict | None, sandbox.RunResult, int]:
+    """Run one case to its end, preempting it at each of ``kills``. Returns (the case's outcome as
+    the last worker gave it, with ``preempted`` (kills made), ``planned`` and ``restarted`` (a run
+    saved again a step at or below where it should have resumed), or None when the last worker
+    gave none; ``resumed_at``, the latest committed step when the last worker started, is where it
+    should have resumed); that worker's RunResult, its times the whole series'; the kills made)."""
+    folder = next(leaf for leaf in codec.leaves(args) if isinstance(leaf, str) and os.path.basename(leaf).startswith("run-"))
+    made = 0
+    total = 0.0
+    code = 0.0
+    restarted = False
+    last: sandbox.RunResult | None = None
+    for _ in range(MAX_RUNS):
+        start = max(committed_steps(folder), default=0)
+        kill = kills[made] if made < len(kills) else None
+        since = time.time()
+        worker = sandbox.Worker(source, function, [args], timeout=timeout, workdir=workdir, level=level,
+                                memory_bytes=memory_bytes, keep_scratch=True)
+        killed, again = threading.Event(), threading.Event()
+
+        def watch(worker=worker, kill=kill, start=start, since=since, killed=killed, again=again):
+            while worker.thread.is_alive():
+                if start and not again.is_set() and _saved_again(folder, start, since):
+                    again.set()
+                if kill is not None and _point_reached(kill, folder, start):
+                    killed.set()
+                    worker.preempt()
+                    return
+                time.sleep(POLL)
+
+        watcher = threading.Thread(target=watch, daemon=True, name="ckpt-preempt")
+        watcher.start()
+        last = worker.wait()
+        watcher.join()
+        restarted = restarted or again.is_set()
+        total += last.seconds
+        code += last.code_seconds
+        if killed.is_set():
+            made += 1
+            continue
+        break
+    last.seconds, last.code_seconds = total, code
+    outcome = last.cases[0] if last.status == "ok" and not last.setup and last.cases else None
+    if outcome is not None:
+        outcome = {**outcome, "preempted": made, "planned": len(kills), "restarted": restarted, "resumed_at": start}
+    return outcome, last, made
+
+
+def run(plan, level: str, workdir: str) -> sandbox.RunResult:
+    """Every case of ``plan`` (an engine plan of a preempted problem), each a series of workers;
+    one RunResult for the judge, whose cases say how many kills each met (``preempted``)."""
+    import shutil
+
+    result = sandbox.RunResult("ok")
+    try:
+        for case, args in zip(plan.cases, plan.worker_args):
+            run_folder = next(leaf for leaf in codec.leaves(case.args) if isinstance(leaf, files.RunFolder))
+            outcome, last, made = run_case(plan.source, plan.problem.function, args, run_folder.kills,
+                                           timeout=plan.timeout, workdir=workdir, level=level)
+            result.seconds += last.seconds
+            result.code_seconds += last.code_seconds
+            result.peak_bytes = max(result.peak_bytes, last.peak_bytes)
+            if outcome is None:  # the last worker ended in a timeout, a crash or a load error: the judge says which
+                last.cases = []
+                return last
+            result.cases.append(outcome)
+        return result
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,136 @@
+"""Unit 5's preemptions, from the trusted side: the grader's kills are real and counted, the run
+folder a killed worker leaves is the next worker's, and a learner gains nothing by faking what the
+grader reads (a commit marker) or by trying to outlive a kill.
+
+Each hostile test says what its attack did without the protection it checks."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from autograder import registry
+from autograder.engine import preempted
+from autograder.sandbox import outside
+from autograder.wall import files
+from tests.conftest import best_isolation
+
+pytestmark = pytest.mark.slow
+
+_COMMITTED = """
+import os
+
+
+def latest_restorable_step(ckpt_root):
+    steps = sorted((int(n) for n in os.listdir(ckpt_root) if n.isdigit()), reverse=True)
+    if not steps:
+        return None
+    newest = os.path.join(ckpt_root, str(steps[0]), "commit_success.txt")
+    try:  # forge the marker on the newest step (uncommitted in most roots), then answer it
+        with open(newest, "w") as f:
+            f.write("Checkpoint commit was successful")
+    except OSError:
+        return None  # the forgery failed: a wrong answer
+    return steps[0]
+"""
+
+
+def test_a_forged_commit_marker_gains_nothing(grade_code):
+    """The root is read-only to the learner, and the expected step comes from the grader's own copy:
+    at the basic level (no jail) the forgery succeeds on the learner's copy, and still earns nothing."""
+    for level in {best_isolation(), "basic"}:
+        report = grade_code(_COMMITTED, problems=["5.2"], learner="forger", isolation=level)
+        (result,) = report.problems
+        assert result.status == "incorrect", (level, result.message)
+
+
+_SURVIVOR = """
+import os
+import time
+
+
+def train_with_preemption(ckpt_dir, total_steps, seed):
+    os.makedirs(ckpt_dir, exist_ok=True)
+    marker = os.path.join(ckpt_dir, "..", "survivor-" + str(seed))
+    if os.listdir(ckpt_dir):  # the second run: did a child of the first outlive its kill?
+        time.sleep(2.5)
+        return {}, int(os.path.exists(marker))
+    try:
+        if os.fork() == 0:  # a grandchild that outlives the kill would write the marker
+            os.setsid()  # out of the worker's process group
+            if os.fork():
+                os._exit(0)  # and no longer the worker's child
+            time.sleep(1.5)
+            open(marker, "w").write("alive")
+            os._exit(0)
+    except OSError:
+        pass
+    time.sleep(0.2)
+    folder = os.path.join(ckpt_dir, "1")  # the commit the grader waits for, then its kill
+    os.makedirs(folder, exist_ok=True)
+    open(os.path.join(folder, "commit_success.txt"), "w").write("ok")
+    time.sleep(10)
+    return {}, -1
+"""
+
+
+@pytest.mark.skipif(bool(outside.strict_missing()), reason="this machine cannot give the strict level")
+@pytest.mark.parametrize("level", ["strict", "basic"])
+def test_a_run_cannot_outlive_its_kill(level):
+    """A worker starts a grandchild, in a session of its own, to outlive the grader's kill. At the strict
+    level (in the worker's pid namespace, killed with it; without namespaces, refused) the next
+    worker never finds its marker. At the basic level, the contrast, it lives on."""
+    workdir = outside.new_workdir()
+    args = files.realize((files.RunFolder((("commit", 1),)), 3, 7), workdir)
+    try:
+        outcome, last, made = preempted.run_case(_SURVIVOR, "train_with_preemption", args, (("commit", 1),),
+                                                 timeout=30, workdir=workdir, level=level)
+        assert made == 1 and outcome is not None, (made, last)
+        survived = os.path.exists(os.path.join(workdir, "scratch", "survivor-7"))
+        assert outcome["value"] == ({}, int(survived)), outcome  # what the second run found
+        assert survived == (level == "basic")
+    finally:
+        import shutil
+
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_each_kill_is_real_and_the_next_worker_finds_the_run_folder():
+    """Three planned kills make four workers, each started on the folder the last left; the kills
+    are the grader's (SIGKILL), counted, and the last run's outcome carries where it resumed."""
+    source = """
+import os
+import time
+
+
+def train_with_preemption(ckpt_dir, total_steps, seed):
+    os.makedirs(ckpt_dir, exist_ok=True)
+    done = sorted(int(n) for n in os.listdir(ckpt_dir)
+                  if n.isdigit() and os.path.exists(os.path.join(ckpt_dir, n, "commit_success.txt")))
+    first = done[-1] if done else 0
+    for step in range(first + 1, total_steps + 1):
+        folder = os.path.join(ckpt_dir, str(step))
+        os.makedirs(folder, exist_ok=True)
+        time.sleep(0.1)
+        open(os.path.join(folder, "commit_success.txt"), "w").write("ok")
+    return {}, first
+"""
+    workdir = outside.new_workdir()
+    kills = (("commit", 1), ("mid_save", 1), ("commit", 2))
+    args = files.realize((files.RunFolder(kills), 8, 0), workdir)
+    try:
+        outcome, last, made = preempted.run_case(source, "train_with_preemption", args, kills, timeout=30,
+                                                 workdir=workdir, level=best_isolation())
+        assert made == 3 and outcome["preempted"] == 3 and not outcome["restarted"], outcome
+        first = outcome["value"][1]
+        assert first == outcome["resumed_at"] and 3 <= first < 8, outcome
+    finally:
+        import shutil
+
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_problem_5_3_is_graded_through_real_kills():
+    p = registry.get("5.3")
+    assert p.preempt and p.returns.describe.startswith("a tuple (params, first_step)")
