@@ -219,6 +219,7 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
             result.code_seconds = out.code_seconds
             result.worker_peak_bytes = out.peak_bytes
             result.worker_waited = out.waited
+            result.killed_seconds = out.killed_seconds
             return result
 
         jobs = jobs or min(2, os.cpu_count() or 1)

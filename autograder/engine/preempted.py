@@ -70,6 +70,7 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
     made = 0
     total = 0.0
     code = 0.0
+    killed_seconds = 0.0
     restarted = False
     last: sandbox.RunResult | None = None
     for _ in range(MAX_RUNS):
@@ -99,9 +100,10 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
         code += last.code_seconds
         if killed.is_set():
             made += 1
+            killed_seconds += last.seconds
             continue
         break
-    last.seconds, last.code_seconds = total, code
+    last.seconds, last.code_seconds, last.killed_seconds = total, code, killed_seconds
     outcome = last.cases[0] if last.status == "ok" and not last.setup and last.cases else None
     if outcome is not None:
         outcome = {**outcome, "preempted": made, "planned": len(kills), "restarted": restarted, "resumed_at": start}
@@ -121,6 +123,7 @@ def run(plan, level: str, workdir: str) -> sandbox.RunResult:
                                            timeout=plan.timeout, workdir=workdir, level=level)
             result.seconds += last.seconds
             result.code_seconds += last.code_seconds
+            result.killed_seconds += last.killed_seconds
             result.peak_bytes = max(result.peak_bytes, last.peak_bytes)
             if outcome is None:  # the last worker ended in a timeout, a crash or a load error: the judge says which
                 last.cases = []

@@ -18,10 +18,11 @@ class ProblemResult:
     category: str = ""  # why it failed, for instructors (see judge); not in learner reports
     worker_peak_bytes: int = 0  # the worker's largest resident set (benchmarks)
     worker_waited: float = 0.0  # before its worker started, for the zygote's imports (benchmarks)
+    killed_seconds: float = 0.0  # of seconds, in workers the grader killed on purpose (5.3; benchmarks)
 
     def public(self) -> dict:
         d = asdict(self)
-        for private in ("seconds", "code_seconds", "category", "worker_peak_bytes", "worker_waited"):
+        for private in ("seconds", "code_seconds", "category", "worker_peak_bytes", "worker_waited", "killed_seconds"):
             d.pop(private)
         return d
 

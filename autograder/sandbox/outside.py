@@ -51,6 +51,7 @@ class RunResult:
     detail: str = ""  # why a frame was refused (for instructors' logs)
     peak_bytes: int = 0  # the largest resident set of a process of the worker's tree (benchmarks)
     waited: float = 0.0  # before the worker started, for the zygote to import its libraries (benchmarks)
+    killed_seconds: float = 0.0  # of ``seconds``, in workers the grader preempted (problem 5.3; benchmarks)
 
 
 def new_workdir() -> str:
