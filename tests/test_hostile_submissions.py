@@ -217,8 +217,8 @@ def best_presharding(global_shape, itemsize, mesh_shape, spec, candidates):
 def test_honest_learners_keep_full_marks_beside_submissions_that_starve_the_machine(tmp_path, root, platform):
     """Graded first, with -j 2: a submission running 300 busy processes in sessions of their own,
     one holding 8 GiB across children, one filling its scratch disk and inodes, one running
-    hundreds of busy threads. The honest learners after and beside them keep full marks, and the
-    batch finishes; here, and under Docker's defaults as root (no namespaces, no cgroups:
+    hundreds of busy threads. The honest learners after and beside them keep full marks (one of
+    them Unit 5's, whose training run the grader kills and restarts), and the batch finishes; here, and under Docker's defaults as root (no namespaces, no cgroups:
     tests/platforms.py)."""
     import subprocess
     import sys
@@ -233,9 +233,12 @@ def test_honest_learners_keep_full_marks_beside_submissions_that_starve_the_mach
         (subs / f"{name}.py").write_text(code)
     for name in ("ann", "ben", "cat"):
         shutil.copy(ROOT / "solutions" / HONEST_4, subs / f"{name}.py")
+    # and one whose training run (5.3) the grader kills and restarts three times, its checkpoints
+    # in a scratch folder kept between its workers
+    (subs / "dan.py").write_text((ROOT / "solutions" / "unit5.py").read_text())
     if platform == "native":
         summary = grade_batch(subs, tmp_path / "out", jobs=2, progress=False, isolation=best_isolation(), timeout=15)
-        assert summary["results"] == 7 and not summary["interrupted"]
+        assert summary["results"] == 8 and not summary["interrupted"]
     else:
         run = subprocess.run([sys.executable, str(root / "tests" / "platforms.py"), platform, "--", sys.executable,
                               "-m", "autograder", "grade-batch", str(subs), "--out", str(tmp_path / "out"), "-j", "2",
@@ -245,5 +248,7 @@ def test_honest_learners_keep_full_marks_beside_submissions_that_starve_the_mach
     unit4 = sum(p.points for p in registry.PROBLEMS if p.unit == 4)
     for name in ("ann", "ben", "cat"):
         assert reports[name]["score"] == unit4, [p["message"] for p in reports[name]["problems"] if p["score"] == 0]
+    unit5 = sum(p.points for p in registry.PROBLEMS if p.unit == 5)
+    assert reports["dan"]["score"] == unit5, [p["message"] for p in reports["dan"]["problems"] if p["score"] == 0]
     for name in hogs:
         assert reports[name]["score"] == 0

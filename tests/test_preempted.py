@@ -7,6 +7,7 @@ Each hostile test says what its attack did without the protection it checks."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.slow
 
 _COMMITTED = """
 import os
+import time
 
 
 def latest_restorable_step(ckpt_root):
@@ -47,6 +49,7 @@ def test_a_forged_commit_marker_gains_nothing(grade_code):
 
 _SURVIVOR = """
 import os
+import time
 import time
 
 
@@ -96,11 +99,60 @@ def test_a_run_cannot_outlive_its_kill(level):
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+_ESCAPE = """
+import os
+import time
+
+
+def train_with_preemption(ckpt_dir, total_steps, seed):
+    os.makedirs(ckpt_dir, exist_ok=True)
+    wrote = []
+    for target in (os.path.join(ckpt_dir, "..", "..", "escaped"), "/tmp/ckpt-escaped-" + str(seed)):
+        try:
+            with open(target, "w") as f:
+                f.write("out")
+            wrote.append(target)
+        except OSError:
+            pass
+    for step in range(1, total_steps + 1):
+        folder = os.path.join(ckpt_dir, str(step))
+        os.makedirs(folder, exist_ok=True)
+        open(os.path.join(folder, "commit_success.txt"), "w").write("ok")
+    return {}, len(wrote)
+"""
+
+
+@pytest.mark.parametrize("level", ["strict", "basic"])
+def test_a_kept_scratch_folder_is_still_the_only_place_a_run_writes(level):
+    """Its scratch folder outlives a 5.3 worker, but the jail is the same: a write beside it (into
+    the folder the grader keeps for the series) or into /tmp is refused at the strict level. At the
+    basic level, the contrast, both land."""
+    if level == "strict" and outside.strict_missing():
+        pytest.skip("this machine cannot give the strict level")
+    workdir = outside.new_workdir()
+    seed = int(time.time() * 1000) % 100000
+    args = files.realize((files.RunFolder(), 2, seed), workdir)
+    outside_file = f"/tmp/ckpt-escaped-{seed}"
+    try:
+        outcome, last, made = preempted.run_case(_ESCAPE, "train_with_preemption", args, (), timeout=30,
+                                                 workdir=workdir, level=level)
+        landed = [os.path.exists(os.path.join(workdir, "escaped")), os.path.exists(outside_file)]
+        assert outcome["value"][1] == sum(landed), (outcome, landed)
+        assert landed == ([True, True] if level == "basic" else [False, False])
+    finally:
+        import shutil
+
+        shutil.rmtree(workdir, ignore_errors=True)
+        if os.path.exists(outside_file):
+            os.unlink(outside_file)
+
+
 def test_each_kill_is_real_and_the_next_worker_finds_the_run_folder():
     """Three planned kills make four workers, each started on the folder the last left; the kills
     are the grader's (SIGKILL), counted, and the last run's outcome carries where it resumed."""
     source = """
 import os
+import time
 import time
 
 

@@ -65,7 +65,7 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
     the last worker gave it, with ``preempted`` (kills made), ``planned`` and ``restarted`` (a run
     saved again a step at or below where it should have resumed), or None when the last worker
     gave none; ``resumed_at``, the latest committed step when the last worker started, is where it
-    should have resumed); that worker's RunResult, its times the whole series'; the kills made)."""
+    should have resumed; ``committed_after``, the latest once its process ended with its answer); that worker's RunResult, its times the whole series'; the kills made)."""
     folder = next(leaf for leaf in codec.leaves(args) if isinstance(leaf, str) and os.path.basename(leaf).startswith("run-"))
     made = 0
     total = 0.0
@@ -78,7 +78,7 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
         kill = kills[made] if made < len(kills) else None
         since = time.time()
         worker = sandbox.Worker(source, function, [args], timeout=timeout, workdir=workdir, level=level,
-                                memory_bytes=memory_bytes, keep_scratch=True)
+                                memory_bytes=memory_bytes, keep_scratch=True, exit_when_done=True)
         killed, again = threading.Event(), threading.Event()
 
         def watch(worker=worker, kill=kill, start=start, since=since, killed=killed, again=again):
@@ -106,7 +106,8 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
     last.seconds, last.code_seconds, last.killed_seconds = total, code, killed_seconds
     outcome = last.cases[0] if last.status == "ok" and not last.setup and last.cases else None
     if outcome is not None:
-        outcome = {**outcome, "preempted": made, "planned": len(kills), "restarted": restarted, "resumed_at": start}
+        outcome = {**outcome, "preempted": made, "planned": len(kills), "restarted": restarted, "resumed_at": start,
+                   "committed_after": max(committed_steps(folder), default=0)}
     return outcome, last, made
 
 

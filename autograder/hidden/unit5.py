@@ -225,10 +225,12 @@ def _uninterrupted(ckpt_dir, total_steps, seed):
 def _run_outcome(args, out):
     if out.get("restarted"):
         return "restarted"
-    if out.get("preempted", 0) < out.get("planned", 0):
-        return "never_preempted"
+    if out.get("preempted", 0) < out.get("planned", 0) or not out.get("committed_after"):
+        return "never_preempted"  # (or nothing saved at all)
     if int(out["value"][1]) != out.get("resumed_at"):
         return "not_resumed"
+    if out.get("committed_after", 0) < args[1]:
+        return "lost_final_save"
     return None
 
 
@@ -251,6 +253,10 @@ RUN = Hidden(
                            "and after them), and wait for the last one before returning.",
         "restarted": "Right parameters, but after a kill your run saved again a step that was already committed: "
                      "it started over instead of resuming from the latest committed step.",
+        "lost_final_save": "Right parameters, but the last save was lost: your function returned while it was "
+                           "still committing, and the process ended with its answer (as a job ends when its work "
+                           "is done), taking the background commit with it. Call wait_until_finished() before "
+                           "returning.",
         "preempted": "Killed and started again, your run does not end with the parameters of a run never "
                      "interrupted: restore the whole training state (the optimizer's moments and step too, not "
                      "only the parameters) and the batches' position, and train only the steps that remain "

@@ -61,6 +61,9 @@ def _public_name(cls: type) -> str:
     return "an exception of a class defined in your code"
 
 
+_EXIT = os._exit  # taken before learner code runs (which could rebind the module's)
+
+
 def _error(exc: BaseException, kind: str = "exception") -> dict:
     if isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in str(exc)[:500] or "Out of memory" in str(exc)[:500]:
         kind = "memory"
@@ -124,6 +127,13 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
 
     import time
 
+    def answer(message) -> None:
+        send(message)
+        if job.get("exit_when_done"):
+            # The process ends with its work, as a job's does: no thread it left (a save still
+            # committing in the background) outlives the answer.
+            _EXIT(0)
+
     while True:
         message = wire.recv(in_fd, limit=_TRUSTED)
         if message is None:
@@ -137,10 +147,10 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
         try:
             value = fn(*args)
         except NotImplementedError as exc:
-            send({"error": _error(exc, "not_implemented"), "seconds": time.perf_counter() - start})
+            answer({"error": _error(exc, "not_implemented"), "seconds": time.perf_counter() - start})
             continue
         except BaseException as exc:  # noqa: BLE001 - SystemExit and friends cost one case only
-            send({"error": _error(exc), "seconds": time.perf_counter() - start})
+            answer({"error": _error(exc), "seconds": time.perf_counter() - start})
             continue
         seconds = time.perf_counter() - start
         try:
@@ -148,10 +158,10 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
         except BaseException as exc:  # noqa: BLE001 - converting a learner's object runs learner code
             # Only the codec's own words are passed on: any other message could carry hidden inputs.
             detail = str(exc) if type(exc) is codec.EncodeError else codec.NOT_CONVERTIBLE
-            send({"error": {"kind": "bad_return", "type": type(exc).__name__, "line": None, "detail": detail},
-                  "seconds": seconds})
+            answer({"error": {"kind": "bad_return", "type": type(exc).__name__, "line": None, "detail": detail},
+                    "seconds": seconds})
             continue
-        send({"value": encoded, "seconds": seconds})
+        answer({"value": encoded, "seconds": seconds})
 
 
 if __name__ == "__main__":

@@ -481,7 +481,7 @@ class Worker:
     def __init__(self, source: str, function: str, cases: list[tuple], *, timeout: float = DEFAULT_TIMEOUT,
                  memory_bytes: int = DEFAULT_MEMORY, file_bytes: int = DEFAULT_FILE_BYTES, workdir: str | None = None,
                  count_reads: bool = False, level: str = BASIC, bare: bool = False, namespaces: bool | None = None,
-                 keep_scratch: bool = False):
+                 keep_scratch: bool = False, exit_when_done: bool = False):
         self.timeout, self.level, self.count_reads = timeout, level, count_reads
         self.keep_scratch = keep_scratch  # the scratch folder (and workdir) outlive it: the caller removes them
         self.workdir = workdir or new_workdir()
@@ -509,7 +509,9 @@ class Worker:
         to_r, self.to_w = os.pipe()
         self.from_r, from_w = os.pipe()
         self.log = tempfile.TemporaryFile(prefix="ckpt-worker-log-")  # unlinked: the worker cannot find it
-        self.job = {"source": source, "function": function}
+        # exit_when_done: the worker's process ends as soon as it has answered (one case), taking any
+        # thread it left with it (problem 5.3: a save still committing is lost, as in a job that ends).
+        self.job = {"source": source, "function": function, "exit_when_done": exit_when_done}
         self.namespace: str | None = None
         asked = time.monotonic()
         try:

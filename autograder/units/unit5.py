@@ -130,7 +130,9 @@ PROBLEMS = (
             "runs your function, kills its process with SIGKILL at moments of its choosing (during saves "
             "and between them), starts it again with the same arguments, and compares what the last run "
             "returns, bit for bit, with a run that was never interrupted, and its first_step with the step "
-            "it should have resumed from. A run that does not resume fails, however right its parameters."
+            "it should have resumed from; then it looks for your last step on disk, committed (the process ends "
+            "as soon as your function returns, as a job's does). A run that does not resume fails, however "
+            "right its parameters."
         ),
         returns=ResumedRun(),
         hints=(

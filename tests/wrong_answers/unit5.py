@@ -95,7 +95,7 @@ def train_with_preemption(ckpt_dir, total_steps, seed):
         x, y = next(batches)
         step(model, optimizer, x, y)
         SAVE
-    mngr.wait_until_finished()
+    WAIT
     return training.params_of(model), latest or 0
 """
 
@@ -103,9 +103,9 @@ def train_with_preemption(ckpt_dir, total_steps, seed):
 def _train(prepare="pass", latest="mngr.latest_step()", load="training.load_train_state(model, optimizer, restored['state'])",
            position="batches.set_state(restored['data'])", first="latest or 0",
            save="mngr.save(s + 1, args=ocp.args.Composite(state=ocp.args.StandardSave(training.train_state(model, optimizer)), "
-                "data=ocp.args.JsonSave(batches.get_state())))"):
+                "data=ocp.args.JsonSave(batches.get_state())))", wait="mngr.wait_until_finished()"):
     return (_TRAIN.replace("PREPARE", prepare).replace("LATEST", latest).replace("LOAD", load)
-            .replace("POSITION", position).replace("FIRST", first).replace("SAVE", save))
+            .replace("POSITION", position).replace("FIRST", first).replace("SAVE", save).replace("WAIT", wait))
 
 
 RUN = [
@@ -117,6 +117,7 @@ RUN = [
     ("never_saves", _train(save="pass"), "incorrect", "save a checkpoint after every step"),
     ("starts_over", _train(prepare="shutil.rmtree(ckpt_dir, ignore_errors=True)"), "incorrect", "started over"),
     ("never_restores", _train(latest="None"), "incorrect", "did not start from the latest committed step"),
+    ("returns_before_the_commit", _train(wait="pass"), "incorrect", "the last save was lost"),
 ]
 
 WRONG = {
