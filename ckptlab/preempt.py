@@ -52,36 +52,48 @@ class SaverSpec:
 
 
 def committed_steps(root: str) -> list[int]:
-    """Steps whose folder is named by the step and holds ``commit_success.txt``, ascending."""
-    out = []
-    for name in _names(root):
-        if name.isdigit() and os.path.isfile(os.path.join(root, name, COMMIT_FILE)):
-            out.append(int(name))
-    return sorted(out)
+    """Steps whose folder is named by the step and holds ``commit_success.txt``, ascending. Links
+    are never followed (the grader reads a learner's run folder with this: see
+    ``autograder/engine/preempted.py``)."""
+    return sorted(int(name) for name in entries(root) if name.isdigit() and committed(os.path.join(root, name)))
 
 
-def _names(root: str) -> list[str]:
+def step_folder(path: str) -> bool:
+    """A folder, not a link to one."""
+    return os.path.isdir(path) and not os.path.islink(path)
+
+
+def committed(folder: str) -> bool:
+    """Whether the step folder ``folder`` holds its commit file (a file, not a link)."""
+    marker = os.path.join(folder, COMMIT_FILE)
+    return step_folder(folder) and os.path.isfile(marker) and not os.path.islink(marker)
+
+
+def entries(root: str) -> list[str]:
+    """The entries of ``root``: none when it is a link (never followed) or missing."""
+    if os.path.islink(root):
+        return []
     try:
         return os.listdir(root)
-    except FileNotFoundError:
+    except OSError:
         return []
 
 
 def _point_reached(spec: SaverSpec, started: float) -> bool:
     if spec.kill == "delay":
         return time.monotonic() - started >= spec.delay
-    names = _names(spec.root)
+    names = entries(spec.root)
     if spec.kill == "first":
         return bool(names)
     if len(committed_steps(spec.root)) < spec.min_committed:
         return False
     if spec.kill == "tmp":
         return any(TMP_MARK in n for n in names)
-    open_steps = [n for n in names if n.isdigit() and not os.path.exists(os.path.join(spec.root, n, COMMIT_FILE))]
+    open_steps = [n for n in names if n.isdigit() and not committed(os.path.join(spec.root, n))]
     if spec.kill == "uncommitted":
         return bool(open_steps)
     if spec.kill == "written":
-        return any({"state", "data"} <= set(_names(os.path.join(spec.root, n))) for n in open_steps)
+        return any({"state", "data"} <= set(entries(os.path.join(spec.root, n))) for n in open_steps)
     return False
 
 
@@ -152,7 +164,7 @@ def _serve(specs: list[SaverSpec]) -> list[dict]:
                 break
             time.sleep(0.001)
         reports.append({"root": spec.root, "outcome": outcome, "seconds": round(time.monotonic() - started, 3),
-                        "entries": sorted(_names(spec.root)), "committed": committed_steps(spec.root)})
+                        "entries": sorted(entries(spec.root)), "committed": committed_steps(spec.root)})
     return reports
 
 

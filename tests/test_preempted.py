@@ -147,6 +147,33 @@ def test_a_kept_scratch_folder_is_still_the_only_place_a_run_writes(level):
             os.unlink(outside_file)
 
 
+def test_links_in_a_run_folder_are_never_followed(tmp_path):
+    """The grader lists a learner's run folder to time its kills. Links there (the folder itself,
+    a step folder, a commit file) pointing at folders elsewhere would make the moment of a kill say
+    what those hold; none is followed. Before, a run folder linked to /proc read as a save of every
+    running pid under way, and linked step folders as committed steps."""
+    outside_dir = tmp_path / "elsewhere"
+    (outside_dir / "42").mkdir(parents=True)
+    (outside_dir / "42" / "commit_success.txt").write_text("ok")
+    (outside_dir / "77").mkdir()
+    run = tmp_path / "run-linked"
+    run.symlink_to(outside_dir)
+    assert preempted.committed_steps(str(run)) == [] and not preempted._saving(str(run), 0)
+    assert not preempted._point_reached(("commit", 1), str(run), 0)
+    proc = tmp_path / "run-proc"
+    proc.symlink_to("/proc")
+    assert not preempted._saving(str(proc), 0)
+    real = tmp_path / "run-real"
+    real.mkdir()
+    (real / "5").symlink_to(outside_dir / "42")
+    (real / "6").mkdir()
+    (real / "6" / "commit_success.txt").symlink_to(outside_dir / "42" / "commit_success.txt")
+    (real / "9").symlink_to(outside_dir / "77")
+    assert preempted.committed_steps(str(real)) == []
+    assert preempted._saving(str(real), 0)  # only 6, a real folder without a real commit file
+    assert not preempted._saved_again(str(real), 10, 0.0)
+
+
 def test_each_kill_is_real_and_the_next_worker_finds_the_run_folder():
     """Three planned kills make four workers, each started on the folder the last left; the kills
     are the grader's (SIGKILL), counted, and the last run's outcome carries where it resumed."""

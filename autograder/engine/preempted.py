@@ -16,24 +16,24 @@ import time
 
 from autograder.sandbox import outside as sandbox
 from autograder.wall import codec, files
-from ckptlab.preempt import TMP_MARK, committed_steps
+from ckptlab.preempt import TMP_MARK, committed, committed_steps, entries, step_folder
 
 POLL = 0.002  # seconds between two looks at the run folder
 MAX_RUNS = 8  # workers per case at most: the kills, then runs that end by themselves (a crash ends it sooner)
 
 
+# The run folder is the learner's: it is listed here, never read, and no link in it is followed
+# (a link to a folder elsewhere would make the moment of a kill say what that folder holds).
+
 def _saving(folder: str, beyond: int) -> bool:
     """Whether a save of a step >= ``beyond`` is under way: a temporary folder (atomic rename) or a
     step folder without its commit file (written in place)."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return False
-    for name in names:
+    for name in entries(folder):
         step = name.split(".")[0]
-        if not step.isdigit() or int(step) < beyond:
+        path = os.path.join(folder, name)
+        if not step.isdigit() or int(step) < beyond or not step_folder(path):
             continue
-        if TMP_MARK in name or (name.isdigit() and not os.path.exists(os.path.join(folder, name, "commit_success.txt"))):
+        if TMP_MARK in name or (name.isdigit() and not committed(path)):
             return True
     return False
 
@@ -45,7 +45,7 @@ def _saved_again(folder: str, start: int, since: float) -> bool:
         if step > start:
             continue
         try:
-            if os.stat(os.path.join(folder, str(step), "commit_success.txt")).st_mtime >= since:
+            if os.lstat(os.path.join(folder, str(step), "commit_success.txt")).st_mtime >= since:
                 return True
         except OSError:
             continue
