@@ -126,7 +126,7 @@ def _run_all(page) -> None:
     """Run every cell of the open notebook (Run > Run All Cells) and wait until the kernel is done:
     its run has begun (a prompt of this notebook shows [*] or a count), none is running, it is idle."""
     page.wait_for_selector("text=/Python 3 \\(ipykernel\\) \\| Idle/", timeout=180_000)
-    page.locator(".jp-NotebookPanel:visible .jp-Cell").first.click()  # this notebook has the focus
+    page.locator(".jp-NotebookPanel:visible .jp-Cell:visible").first.click()  # this notebook has the focus
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").click()
     page.locator(".lm-Menu-itemLabel").get_by_text("Run All Cells", exact=True).click()
     page.wait_for_function(f"() => {_PROMPTS}.some(e => /\\[(\\*|\\d+)\\]/.test(e.textContent))", timeout=180_000)
@@ -137,7 +137,11 @@ def _run_all(page) -> None:
 
 def _open(page, url: str) -> None:
     page.goto(url)
-    page.wait_for_selector(".jp-NotebookPanel:visible .jp-Cell", timeout=120_000)
+    # JupyterLab restores the last workspace first (the notebook open before): wait for this one's tab.
+    name = url.split("?")[0].rsplit("/", 1)[-1]
+    if name.endswith(".ipynb"):
+        page.locator(".lm-TabBar-tab.jp-mod-current", has_text=name).wait_for(timeout=120_000)
+    page.wait_for_selector(".jp-NotebookPanel:visible .jp-Cell:visible", timeout=120_000)
 
 
 def _outputs(page) -> list[str]:
