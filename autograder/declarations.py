@@ -62,6 +62,9 @@ class Problem:
     timeout: float = DEFAULT_TIMEOUT  # seconds for all of this problem's cases, worker start-up included
     raises: tuple[str, ...] = ()  # exceptions that are a correct outcome on some inputs
     count_reads: bool = False  # the grader counts the bytes the function reads from files
+    # The grader measures the function's peak resident memory from outside (the worker's VmHWM
+    # above its resident set before the learner's code loaded); its arrays return as digests.
+    measure_memory: bool = False
     preempt: bool = False  # each case runs in workers the grader kills and starts again (engine/preempted.py)
     tags: tuple[str, ...] = field(default_factory=tuple)
 

@@ -137,7 +137,8 @@ class _References:
 def _run_worker(plan: _Plan, level: str):
     """The problem's cases in one worker; its RunResult once the expected values are known too."""
     worker = sandbox.Worker(plan.source, plan.problem.function, plan.worker_args, timeout=plan.timeout,
-                            workdir=plan.workdir, count_reads=plan.problem.count_reads, level=level)
+                            workdir=plan.workdir, count_reads=plan.problem.count_reads, level=level,
+                            measure_memory=plan.problem.measure_memory)
     plan.workdir = ""  # the worker's now: removed when it is done
     plan.expected_ready.wait()
     if plan.failure is not None:

@@ -112,6 +112,20 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
 
     sys.meta_path.insert(0, _SayHidden())
     jail.seal_tasks(plan)  # a read-counted problem's code runs in this one thread
+    if plan.measure_memory:
+        # The grader takes this process's resident set now, before any learner code, as the
+        # point its peak is measured from; then says go (see outside.Worker._measure_from).
+        from autograder.wall import memory
+
+        try:
+            memory.prepare(job.get("preload", ()), plan.scratch)
+        except BaseException as exc:  # noqa: BLE001 - the grader's own code: say so, as for devices
+            send({"setup": {"kind": "devices", "type": type(exc).__name__, "line": None, "detail": str(exc)[:300]}})
+            return 0
+        jail.seal_memory(plan)
+        send({"ready": True})
+        if wire.recv(in_fd, limit=_TRUSTED) is None:
+            return 0
     namespace = {"__name__": "submission", "__builtins__": __builtins__}
     try:
         code = compile(job["source"], SUBMISSION, "exec")
@@ -154,7 +168,7 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
             continue
         seconds = time.perf_counter() - start
         try:
-            encoded = codec.encode(value)
+            encoded = codec.encode(value, digest=bool(job.get("digest_arrays")))
         except BaseException as exc:  # noqa: BLE001 - converting a learner's object runs learner code
             # Only the codec's own words are passed on: any other message could carry hidden inputs.
             detail = str(exc) if type(exc) is codec.EncodeError else codec.NOT_CONVERTIBLE
@@ -162,6 +176,7 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
                     "seconds": seconds})
             continue
         answer({"value": encoded, "seconds": seconds})
+        value = encoded = None  # not held while the next case runs (its memory may be measured)
 
 
 if __name__ == "__main__":

@@ -97,6 +97,11 @@ _DENY.update({name: errno.EPERM for name in (
 # For read-counted problems: every byte of a file must come through a read the kernel counts.
 _DENY_UNCOUNTED = {"splice": errno.EPERM, "tee": errno.EPERM, "vmsplice": errno.EPERM,
                    "sendfile": errno.EPERM, "copy_file_range": errno.EPERM}
+# For memory-measured problems: the process whose peak resident set the grader reads is the only
+# one, for good: no exec (a new program starts a new peak), and no advice that takes pages out of
+# the resident set without the kernel noting the peak first (MADV_COLD, MADV_PAGEOUT: to swap).
+_DENY_UNMEASURED = {"execve": errno.EPERM, "execveat": errno.EPERM, "process_madvise": errno.EPERM}
+_MADV_RECLAIM = (20, 21)  # MADV_COLD, MADV_PAGEOUT
 _NR = {
     "x86_64": {"socket": 41, "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311,
                "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "io_setup": 206,
@@ -112,7 +117,8 @@ _NR = {
                "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "memfd_create": 319, "memfd_secret": 447,
                "shmget": 29, "landlock_create_ruleset": 444, "truncate": 76, "kill": 62, "tkill": 200,
                "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "pidfd_open": 434,
-               "pidfd_send_signal": 424, "msgget": 68, "semget": 64, "mq_open": 240},
+               "pidfd_send_signal": 424, "msgget": 68, "semget": 64, "mq_open": 240, "execve": 59, "execveat": 322,
+               "madvise": 28, "process_madvise": 440},
     "aarch64": {"socket": 198, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
                 "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "io_setup": 0,
                 "io_submit": 2, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "keyctl": 219,
@@ -126,7 +132,8 @@ _NR = {
                 "memfd_create": 279, "memfd_secret": 447, "shmget": 194, "landlock_create_ruleset": 444,
                 "truncate": 45, "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
                 "rt_tgsigqueueinfo": 240, "pidfd_open": 434, "pidfd_send_signal": 424, "msgget": 186,
-                "semget": 190, "mq_open": 180},
+                "semget": 190, "mq_open": 180, "execve": 221, "execveat": 281, "madvise": 233,
+                "process_madvise": 440},
 }
 _MAP_ANONYMOUS = 0x20
 _RET_ALLOW, _RET_ERRNO, _RET_KILL = 0x7FFF0000, 0x00050000, 0x80000000
@@ -145,6 +152,7 @@ class Plan:
     memory_bytes: int = 0
     file_bytes: int = 0
     count_reads: bool = False
+    measure_memory: bool = False  # the grader reads this process's peak resident set (see seal_memory)
     read_paths: list = field(default_factory=list)  # [path, ...] readable (and executable)
     read_files: list = field(default_factory=list)  # single files readable
     rw_files: list = field(default_factory=list)  # single files readable and writable (/dev/null)
@@ -265,7 +273,8 @@ _SIGNAL_OTHERS = ("tkill", "pidfd_open", "pidfd_send_signal")
 
 
 def _seccomp_program(deny: dict, *, guard_pdeathsig: bool, forbid_file_maps: bool,
-                     forbid_processes: bool = False, forbid_threads: bool = False, signals_only_to: int = 0) -> bytes:
+                     forbid_processes: bool = False, forbid_threads: bool = False, signals_only_to: int = 0,
+                     forbid_reclaim_advice: bool = False) -> bytes:
     machine = platform.machine()
     if machine not in _NR:
         raise JailError(f"no seccomp filter for the {machine} architecture (x86_64 and aarch64 have one)")
@@ -302,6 +311,10 @@ def _seccomp_program(deny: dict, *, guard_pdeathsig: bool, forbid_file_maps: boo
         for name in _SIGNAL_BY_PID:  # allowed when argument 0 (its low 32 bits) is this process's pid
             prog += [jeq(nr[name], 0, 4), op(0x20, 0, 0, 16), jeq(signals_only_to, 1, 0),
                      ret(_RET_ERRNO | errno.EPERM), ld_nr]
+    if forbid_reclaim_advice:  # madvise(addr, len, MADV_COLD or MADV_PAGEOUT): argument 2
+        for advice in _MADV_RECLAIM:
+            prog += [jeq(nr["madvise"], 0, 4), op(0x20, 0, 0, 16 + 8 * 2), jeq(advice, 0, 1),
+                     ret(_RET_ERRNO | errno.EPERM), ld_nr]
     if forbid_file_maps:  # mmap of a file (not MAP_ANONYMOUS): bytes the kernel would not count as read
         prog += [jeq(nr["mmap"], 0, 4), op(0x20, 0, 0, 16 + 8 * 3), op(0x45, 1, 0, _MAP_ANONYMOUS),  # jset
                  ret(_RET_ERRNO | errno.EACCES), ld_nr]
@@ -326,6 +339,17 @@ def seal_tasks(plan: Plan) -> None:
     every count, and the count needs no uid of the worker's own (see :func:`enter`)."""
     if plan.level == STRICT and plan.count_reads:
         _seccomp(_seccomp_program({}, guard_pdeathsig=False, forbid_file_maps=False, forbid_threads=True), _libc())
+
+
+def seal_memory(plan: Plan) -> None:
+    """For a memory-measured problem, before the learner's code: this process stays the only one
+    and keeps its peak. No new process (a child's memory would be another's peak, gone once it is
+    reaped), no exec (a new program starts a new peak), no advice that moves pages out unnoted. A
+    filter of its own; filters only ever add up. (Writing ``/proc/self/clear_refs``, which resets
+    the peak, Landlock refuses: this process's /proc entry is read-only to it.)"""
+    if plan.level == STRICT and plan.measure_memory:
+        _seccomp(_seccomp_program(_DENY_UNMEASURED, guard_pdeathsig=False, forbid_file_maps=False,
+                                  forbid_processes=True, forbid_reclaim_advice=True), _libc())
 
 
 def seal_reads(plan: Plan) -> None:
@@ -574,10 +598,10 @@ def _grant_tree(path: str, course: list[str], out: Plan) -> None:
 
 
 def plan_for(level: str, scratch: str, *, memory_bytes: int, file_bytes: int, count_reads: bool,
-             inputs: str = "", cgroups=()) -> Plan:
+             inputs: str = "", cgroups=(), measure_memory: bool = False) -> Plan:
     """The jail of one worker. Grader side: decides what the worker may read."""
-    plan = Plan(level, scratch, memory_bytes, file_bytes, count_reads, inputs=inputs, cgroups=list(cgroups),
-                landlock_abi=landlock_abi() if level == STRICT else 0)
+    plan = Plan(level, scratch, memory_bytes, file_bytes, count_reads, measure_memory=measure_memory, inputs=inputs,
+                cgroups=list(cgroups), landlock_abi=landlock_abi() if level == STRICT else 0)
     if level == BASIC:
         return plan
     base = _readable()

@@ -42,7 +42,7 @@ class IsolationUnavailable(RuntimeError):
 class RunResult:
     status: str  # "ok", "timeout", "crashed", "malformed"
     setup: dict | None = None
-    # per case: {"value": decoded, "read_bytes": int | None} or {"error": {...}}
+    # per case: {"value": decoded, "read_bytes": int | None, "peak_bytes": int | None} or {"error": {...}}
     cases: list = field(default_factory=list)
     seconds: float = 0.0  # wall time of the worker, start-up included
     code_seconds: float = 0.0  # time spent inside the learner's function (as the worker says: not scored)
@@ -481,8 +481,10 @@ class Worker:
     def __init__(self, source: str, function: str, cases: list[tuple], *, timeout: float = DEFAULT_TIMEOUT,
                  memory_bytes: int = DEFAULT_MEMORY, file_bytes: int = DEFAULT_FILE_BYTES, workdir: str | None = None,
                  count_reads: bool = False, level: str = BASIC, bare: bool = False, namespaces: bool | None = None,
-                 keep_scratch: bool = False, exit_when_done: bool = False):
+                 keep_scratch: bool = False, exit_when_done: bool = False, measure_memory: bool = False):
         self.timeout, self.level, self.count_reads = timeout, level, count_reads
+        self.measure_memory = measure_memory
+        self.memory_base: tuple[int, int] | None = None  # (pid, resident bytes) before the learner's code
         self.keep_scratch = keep_scratch  # the scratch folder (and workdir) outlive it: the caller removes them
         self.workdir = workdir or new_workdir()
         self.cases = list(cases)
@@ -494,7 +496,8 @@ class Worker:
         self.cgroups = _worker_cgroups(memory_bytes) if level == STRICT else []
         self.plan = jail.plan_for(level, os.path.realpath(self.scratch), memory_bytes=memory_bytes,
                                   file_bytes=file_bytes, count_reads=count_reads,
-                                  inputs=os.path.realpath(self.workdir), cgroups=self.cgroups)
+                                  inputs=os.path.realpath(self.workdir), cgroups=self.cgroups,
+                                  measure_memory=measure_memory)
         if level == STRICT:
             self.plan.namespaces = strict_namespaces() if namespaces is None else namespaces
             # Without namespaces, a root grader's worker counts its threads under a uid of its own; not a
@@ -511,7 +514,9 @@ class Worker:
         self.log = tempfile.TemporaryFile(prefix="ckpt-worker-log-")  # unlinked: the worker cannot find it
         # exit_when_done: the worker's process ends as soon as it has answered (one case), taking any
         # thread it left with it (problem 5.3: a save still committing is lost, as in a job that ends).
-        self.job = {"source": source, "function": function, "exit_when_done": exit_when_done}
+        # A memory-measured worker's arrays come back as digests (see codec.ArrayDigest).
+        self.job = {"source": source, "function": function, "exit_when_done": exit_when_done,
+                    "digest_arrays": measure_memory, "preload": zygote.needs(source) if measure_memory else []}
         self.namespace: str | None = None
         asked = time.monotonic()
         try:
@@ -562,6 +567,11 @@ class Worker:
             wire.send(self.to_w, {"job": self.job}, deadline)
             self._wait_for_answer(deadline)
             first = wire.recv(self.from_r, deadline)
+            if self.measure_memory and first == {"ready": True}:  # no learner code has run yet
+                self._measure_from()
+                wire.send(self.to_w, {"go": True}, deadline)
+                self._wait_for_answer(deadline)
+                first = wire.recv(self.from_r, deadline)
             if first is None:
                 return
             self.namespace = _pid_namespace(self.proc.pid) if self.level == STRICT and self.plan.namespaces else None
@@ -587,7 +597,7 @@ class Worker:
                     read_bytes = None if before is None or after is None else max(0, after - before - sent)
                     before = after
                     files.remove(args)
-                result.cases.append(self._case(answer, read_bytes))
+                result.cases.append(self._case(answer, read_bytes, self._peak()))
             result.status = "ok"
         except wire.FrameError as exc:
             timed_out = time.monotonic() >= deadline or str(exc) == "timeout"
@@ -617,14 +627,46 @@ class Worker:
         own, and that of the children each one has reaped."""
         return tree_cpu_seconds(self.proc.pid)
 
-    def _case(self, answer, read_bytes) -> dict:
+    # -- memory, measured from here -------------------------------------------------------------
+    def _learner_pid(self) -> int | None:
+        """The process that runs the learner's code: pid 1 of the worker's own pid namespace (the
+        launcher's one child), else the worker itself."""
+        if self.level == STRICT and self.plan.namespaces:
+            children = _children(self.proc.pid)
+            return children[0] if len(children) == 1 else None
+        return self.proc.pid
+
+    def _measure_from(self) -> None:
+        """Before the learner's code loads: reset the kernel's peak of the process that will run it
+        to its present resident set (``/proc/<pid>/clear_refs``: 5), and note that set. Its code can
+        neither undo this nor reset the peak itself (see :func:`jail.seal_memory`)."""
+        pid = self._learner_pid()
+        try:
+            with open(f"/proc/{pid}/clear_refs", "w") as f:
+                f.write("5")
+        except (OSError, TypeError):
+            return
+        base = _proc_number(pid, "status", b"VmRSS:")
+        self.memory_base = None if base is None else (pid, base * 1024)
+
+    def _peak(self) -> int | None:
+        """Of a memory-measured worker, its peak resident set so far above the set it had before its
+        code loaded, in bytes (as the kernel keeps it); None where not measured."""
+        if not self.measure_memory or self.memory_base is None:
+            return None
+        pid, base = self.memory_base
+        peak = _proc_number(pid, "status", b"VmHWM:")
+        return None if peak is None else max(0, peak * 1024 - base)
+
+    def _case(self, answer, read_bytes, peak_bytes=None) -> dict:
         if not isinstance(answer, dict):
             raise ValueError("a case frame is not an object")
         seconds = answer.get("seconds")
         if isinstance(seconds, (int, float)) and 0 <= seconds < 1e6:
             self.result.code_seconds += float(seconds)
         if "value" in answer:
-            return {"value": codec.decode(answer["value"], checked=True), "read_bytes": read_bytes}
+            return {"value": codec.decode(answer["value"], checked=True), "read_bytes": read_bytes,
+                    "peak_bytes": peak_bytes}
         return {"error": _clean_error(answer.get("error"))}
 
     # -- the end ----------------------------------------------------------------------------------

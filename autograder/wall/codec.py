@@ -10,6 +10,7 @@ types and NumPy arrays.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -134,8 +135,9 @@ def _float_out(v: float):
     return v
 
 
-def encode(value: Any, _depth: int = 0) -> Any:
-    """Turn a value into JSON-compatible data with type tags."""
+def encode(value: Any, _depth: int = 0, digest: bool = False) -> Any:
+    """Turn a value into JSON-compatible data with type tags. ``digest``: arrays travel as their
+    dtype, shape, placement and the SHA-256 of their bytes (see :class:`ArrayDigest`), not the bytes."""
     if _depth > 50:
         raise EncodeError(TOO_DEEP)
     if value is None or isinstance(value, (bool, str)):
@@ -148,13 +150,13 @@ def encode(value: Any, _depth: int = 0) -> Any:
         item = value.item()
         return {"$scalar": _dtype_name(value.dtype), "v": _float_out(item) if isinstance(item, float) else item}
     if isinstance(value, tuple) and type(value) is tuple:
-        return {"$tuple": [encode(v, _depth + 1) for v in value]}
+        return {"$tuple": [encode(v, _depth + 1, digest) for v in value]}
     if type(value) is list:
-        return [encode(v, _depth + 1) for v in value]
+        return [encode(v, _depth + 1, digest) for v in value]
     if type(value) is dict:
         if all(type(k) is str for k in value):
-            return {"$dict": {k: encode(v, _depth + 1) for k, v in value.items()}}
-        return {"$pairs": [[encode(k, _depth + 1), encode(v, _depth + 1)] for k, v in value.items()]}
+            return {"$dict": {k: encode(v, _depth + 1, digest) for k, v in value.items()}}
+        return {"$pairs": [[encode(k, _depth + 1, digest), encode(v, _depth + 1, digest)] for k, v in value.items()]}
     if isinstance(value, MeshArg):
         return {"$mesh": [[n, int(s)] for n, s in value.axes]}
     if isinstance(value, SpecArg):
@@ -164,13 +166,17 @@ def encode(value: Any, _depth: int = 0) -> Any:
         arr = np.asarray(value)
         if arr.dtype == object:
             raise EncodeError(OBJECT_ARRAY)
-        if arr.size > MAX_ELEMENTS:
+        if arr.size > MAX_ELEMENTS and not digest:
             raise EncodeError(TOO_LARGE)
         name = _dtype_name(arr.dtype)
         if arr.dtype == bool:  # a bool made from raw bytes (np.frombuffer) may hold any byte: 0 or 1 here
             arr = np.ascontiguousarray(arr).view(np.uint8) != 0
-        raw = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).tobytes()
-        out = {"$array": name, "lib": lib, "shape": list(arr.shape), "bytes": base64.b64encode(raw).decode("ascii")}
+        raw = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).reshape(-1).view(np.uint8)
+        if digest:
+            out = {"$digest": name, "lib": lib, "shape": list(arr.shape), "sha256": hashlib.sha256(raw.data).hexdigest()}
+        else:
+            out = {"$array": name, "lib": lib, "shape": list(arr.shape), "bytes": base64.b64encode(raw.data).decode("ascii")}
+        del arr, raw  # (one array's copy at a time)
         if lib == "jax":
             out["placement"] = _sharding_info(value)
         return out
@@ -258,6 +264,17 @@ def _decode(data: Any, depth: int, budget: _Budget | None) -> Any:
         if budget is not None and placement is not None:
             _plain(placement, depth + 1, budget)  # read by the judge only: plain data of bounded size
         return JaxArray(arr, placement) if data.get("lib") == "jax" else arr
+    if "$digest" in data:
+        dtype, shape, sha = _load_dtype(data["$digest"], budget), data["shape"], data["sha256"]
+        if budget is not None:
+            if not (isinstance(shape, list) and len(shape) <= 8 and all(type(n) is int and 0 <= n for n in shape)):
+                raise ValueError("an array shape must be a short list of sizes")
+            if not (isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha)):
+                raise ValueError("an array's digest must be 64 hexadecimal digits")
+        placement = data.get("placement")
+        if budget is not None and placement is not None:
+            _plain(placement, depth + 1, budget)
+        return ArrayDigest(dtype, tuple(shape), sha, data.get("lib") == "jax", placement)
     raise ValueError(f"unknown tagged value: {sorted(data)[:5]}")
 
 
@@ -305,8 +322,30 @@ class JaxArray(np.ndarray):
         self.placement = getattr(obj, "placement", None)
 
 
-def dumps(value: Any) -> str:
-    return json.dumps(encode(value), allow_nan=False)
+@dataclass(frozen=True, eq=False)
+class ArrayDigest:
+    """An array a worker sent as its dtype, shape, placement and the SHA-256 of its bytes
+    (little-endian, row-major): a memory-measured problem's return, whose arrays may be far larger
+    than a frame, and whose encoding must cost the worker no more than one array's copy. Equal
+    values have equal digests; learner code that could forge one must first have the right bytes."""
+
+    dtype: np.dtype
+    shape: tuple
+    sha256: str
+    jax: bool
+    placement: Any = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def same(self, other) -> bool:
+        return isinstance(other, ArrayDigest) and (self.dtype, self.shape, self.sha256, self.jax, self.placement) == \
+            (other.dtype, other.shape, other.sha256, other.jax, other.placement)
+
+
+def dumps(value: Any, digest: bool = False) -> str:
+    return json.dumps(encode(value, digest=digest), allow_nan=False)
 
 
 def loads(text: str) -> Any:

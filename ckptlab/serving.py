@@ -1,0 +1,261 @@
+"""From a training checkpoint to a serving model (Lesson 6): restore only the parameters, cast on
+restore, onto a serving mesh; measure the host memory a restore takes; turn a safetensors file into
+a sharded Orbax checkpoint one tensor at a time.
+
+    from ckptlab import serving
+    serving.save_training_state(ckpt_dir, {"embed": (8192, 1024), ...})  # params, mu, nu (float32), step
+    serving.restore_params(ckpt_dir, mesh, specs)            # the parameters alone, bfloat16, on `mesh`
+    serving.restore_peak(ckpt_dir, {"what": "params", "dtype": "bfloat16"}, mesh_shape, specs)
+    serving.convert_safetensors(path, out_dir, rename, mesh, specs)
+
+Peaks are measured as the grader measures problem 6.1's: in a fresh process, the kernel's peak
+resident set (``VmHWM``) above the resident set just before the work, after :func:`prepare_measurement`
+(one tiny Orbax save and restore, and large blocks given back to the kernel when freed). Linux only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+
+from ckptlab.twohost import run_hosts
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+def prepare_measurement(scratch: str) -> None:
+    """Make a peak measured from now on about the work alone: large blocks are mapped (and given
+    back to the kernel when freed), and what a process's first Orbax restore allocates once
+    (thread pools, TensorStore's context) is allocated already."""
+    if sys.platform == "linux":
+        try:
+            libc = ctypes.CDLL(None)
+            libc.mallopt(_M_MMAP_THRESHOLD, 256 * 1024)
+            libc.mallopt(_M_TRIM_THRESHOLD, 1024 * 1024)
+        except (OSError, AttributeError):
+            pass
+    if "orbax.checkpoint" in sys.modules:
+        _warm_orbax(os.path.join(scratch, ".ckpt-warm-up"))
+
+
+def _warm_orbax(path: str) -> None:
+    import shutil
+
+    import jax
+    import numpy as np
+    import orbax.checkpoint as ocp
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    devices = jax.devices()
+    mesh = jax.make_mesh((len(devices),), ("x",), devices=devices)
+    small = jax.device_put(np.ones((len(devices), 8), np.float32), NamedSharding(mesh, PartitionSpec("x")))
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(path, {"w": small})
+    checkpointer.wait_until_finished()
+    checkpointer.restore(path, {"w": jax.ShapeDtypeStruct(small.shape, jax.numpy.bfloat16, sharding=small.sharding)})
+    checkpointer.close()
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def status_bytes(key: str, pid: int | str = "self") -> int | None:
+    """``VmRSS``, ``VmHWM``... of ``/proc/<pid>/status``, in bytes (None where there is none)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak() -> None:
+    """Reset this process's peak resident set to its present one (``/proc/self/clear_refs``)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+# ---------------------------------------------------------------------------------------------
+# A training checkpoint, and a restore for serving
+
+def training_state(shapes: dict, seed: int = 0) -> dict:
+    """``{"params", "opt_state": {"mu", "nu"}, "step"}`` as NumPy arrays (float32), as AdamW keeps it."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    params = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+    moments = {m: {k: (rng.standard_normal(s) * scale).astype(np.float32) for k, s in shapes.items()}
+               for m, scale in (("mu", 1e-3), ("nu", 1e-6))}
+    return {"params": params, "opt_state": moments, "step": np.int64(1000)}
+
+
+def save_training_state(ckpt_dir: str, shapes: dict, seed: int = 0, devices: int = 8) -> dict:
+    """Save a training state FSDP-style (first dimension over ``devices`` devices) with Orbax's
+    StandardCheckpointer; return it (NumPy)."""
+    import jax
+    import orbax.checkpoint as ocp
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    state = training_state(shapes, seed)
+    mesh = jax.make_mesh((devices,), ("x",), devices=jax.devices()[:devices])
+    tree = jax.tree.map(lambda a: jax.device_put(a, NamedSharding(mesh, PartitionSpec(*(("x",) if a.ndim else ())))), state)
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(os.path.abspath(ckpt_dir), tree)
+    checkpointer.wait_until_finished()
+    return state
+
+
+def restore_params(ckpt_dir: str, mesh, specs: dict, dtype="bfloat16", concurrent_gb: float | None = None) -> dict:
+    """The parameters alone (``partial_restore``), cast to ``dtype`` on restore, each placed as
+    ``NamedSharding(mesh, specs[name])``. ``concurrent_gb`` caps the bytes Orbax has in flight."""
+    import jax
+    import orbax.checkpoint as ocp
+    from jax.sharding import NamedSharding
+
+    saved = ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree["params"]
+    target = {"params": {k: jax.ShapeDtypeStruct(saved[k].shape, dtype, sharding=NamedSharding(mesh, spec))
+                         for k, spec in specs.items()}}
+    handler = ocp.PyTreeCheckpointHandler(restore_concurrent_gb=concurrent_gb) if concurrent_gb else ocp.PyTreeCheckpointHandler()
+    with ocp.Checkpointer(handler) as checkpointer:
+        restored = checkpointer.restore(ckpt_dir, args=ocp.args.PyTreeRestore(
+            item=target, restore_args=ocp.checkpoint_utils.construct_restore_args(target), partial_restore=True))
+    return restored["params"]
+
+
+def restore_whole(ckpt_dir: str, mesh, specs: dict, dtype="float32") -> dict:
+    """The whole training state (moments too), each array placed as its parameter's spec says."""
+    import jax
+    import orbax.checkpoint as ocp
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    tree = ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree
+
+    def leaf(path, m):
+        spec = specs[path[-1].key] if len(m.shape) else PartitionSpec()
+        return jax.ShapeDtypeStruct(m.shape, dtype if len(m.shape) else m.dtype, sharding=NamedSharding(mesh, spec))
+
+    return ocp.StandardCheckpointer().restore(ckpt_dir, jax.tree_util.tree_map_with_path(leaf, tree))
+
+
+# ---------------------------------------------------------------------------------------------
+# safetensors -> Orbax
+
+_ST_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64",
+              "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
+
+
+def safetensors_header(path: str) -> tuple[int, dict]:
+    """(where the data starts, the header without ``__metadata__``), from the first 8 + N bytes."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+    header.pop("__metadata__", None)
+    return 8 + n, header
+
+
+def convert_safetensors(path: str, out_dir: str, rename: dict, mesh, specs: dict, all_at_once: bool = False,
+                        save_concurrent_gb: float | None = None, on_read=None) -> dict:
+    """Write the tensors of the safetensors file ``path`` as an Orbax checkpoint in ``out_dir``,
+    tensor ``old`` saved as ``rename[old]``, placed as ``NamedSharding(mesh, specs[new])``. One
+    tensor's bytes at a time are read (``all_at_once``: the whole file, as ``safetensors.numpy.load_file``
+    does, for comparison). ``save_concurrent_gb`` caps the bytes Orbax's save copies out and writes at
+    once (``save_concurrent_gb`` and ``save_device_host_concurrent_gb``); ``on_read()`` is called
+    once every tensor is on the devices, before the save. Returns the saved tree's shapes."""
+    import jax
+    import ml_dtypes  # noqa: F401 - bfloat16 for NumPy
+    import numpy as np
+    import orbax.checkpoint as ocp
+    from jax.sharding import NamedSharding
+
+    tree = {}
+    if all_at_once:
+        from safetensors.numpy import load_file
+
+        loaded = load_file(path)
+        for old, new in rename.items():
+            tree[new] = jax.device_put(loaded[old], NamedSharding(mesh, specs[new]))
+        del loaded
+    else:
+        base, header = safetensors_header(path)
+        with open(path, "rb") as f:
+            for old, new in rename.items():
+                entry = header[old]
+                begin, end = entry["data_offsets"]
+                f.seek(base + begin)
+                host = np.frombuffer(f.read(end - begin), np.dtype(_ST_DTYPES[entry["dtype"]])).reshape(entry["shape"])
+                tree[new] = jax.device_put(host, NamedSharding(mesh, specs[new]))
+                jax.block_until_ready(tree[new])
+                del host  # one tensor's host copy at a time
+    if on_read is not None:
+        on_read()
+    limits = {"save_concurrent_gb": save_concurrent_gb, "save_device_host_concurrent_gb": save_concurrent_gb} \
+        if save_concurrent_gb else {}
+    with ocp.Checkpointer(ocp.PyTreeCheckpointHandler(**limits)) as checkpointer:
+        checkpointer.save(os.path.abspath(out_dir), args=ocp.args.PyTreeSave(tree))
+    return {k: tuple(v.shape) for k, v in tree.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Measured in a fresh process
+
+_CHILD = r"""
+import json, os, sys
+from ckptlab import setup_devices
+
+setup_devices()
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+from absl import logging
+from jax.sharding import PartitionSpec
+
+from ckptlab import serving
+from ckptlab.layout import course_mesh
+
+logging.set_verbosity(logging.ERROR)
+job = json.loads(sys.argv[1])
+serving.prepare_measurement(job["scratch"])
+mesh = course_mesh(dict(job["mesh"]))
+specs = {k: PartitionSpec(*[tuple(e) if isinstance(e, list) else e for e in v]) for k, v in job["specs"].items()}
+plan = job["plan"]
+import gc
+gc.collect()
+serving.reset_peak()
+before = serving.status_bytes("VmRSS")
+read = {}
+if plan["what"] == "convert":
+    serving.convert_safetensors(job["path"], plan["out_dir"], plan["rename"], mesh, specs, plan.get("all_at_once", False),
+                                plan.get("save_concurrent_gb"),
+                                on_read=lambda: read.update(read_peak_bytes=serving.status_bytes("VmHWM") - before))
+    kept = 0
+elif plan["what"] == "whole":
+    state = serving.restore_whole(job["path"], mesh, specs, plan.get("dtype", "float32"))
+    out = {k: v.astype(plan["cast_after"]) for k, v in state["params"].items()} if plan.get("cast_after") else state["params"]
+    del state
+    kept = sum(a.nbytes for a in jax.tree.leaves(out))
+else:
+    out = serving.restore_params(job["path"], mesh, specs, plan.get("dtype", "bfloat16"), plan.get("concurrent_gb"))
+    if plan.get("cast_after"):
+        out = {k: v.astype(plan["cast_after"]) for k, v in out.items()}
+    jax.block_until_ready(out)
+    kept = sum(a.nbytes for a in jax.tree.leaves(out))
+print(json.dumps({"peak_bytes": serving.status_bytes("VmHWM") - before, "kept_bytes": kept, **read}), flush=True)
+"""
+
+
+def restore_peak(path: str, plan: dict, mesh_shape: dict, specs: dict, timeout: float = 600) -> dict:
+    """Run ``plan`` on the checkpoint (or safetensors file) ``path`` in a fresh process on the 16
+    devices; return its ``peak_bytes`` and the bytes of the arrays it ends with (``kept_bytes``).
+
+    ``plan``: ``{"what": "params" | "whole" | "convert", "dtype": ..., "cast_after": dtype or None,
+    "concurrent_gb": float or None}`` (convert: ``"out_dir"``, ``"rename"``, ``"all_at_once"``)."""
+    import tempfile
+
+    plain = {k: [list(e) if isinstance(e, tuple) else e for e in spec] for k, spec in specs.items()}
+    with tempfile.TemporaryDirectory(prefix="serving-peak-") as scratch:
+        job = {"path": os.path.abspath(path), "plan": plan, "mesh": list(mesh_shape.items()), "specs": plain,
+               "scratch": scratch}
+        (report,) = run_hosts([[sys.executable, "-c", _CHILD, json.dumps(job)]], timeout, "the measuring process")
+    return report

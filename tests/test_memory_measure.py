@@ -1,0 +1,181 @@
+"""Memory measured from the trusted side (Unit 6): the grader reads the kernel's peak resident set
+of the process running the learner's code, above the set it had before that code loaded. A learner
+gains nothing by resetting the peak, by moving the work to a child or a new program, by allocating
+before its function runs, by naming its process to look like a status line, or by paging memory
+out: at the strict level each of these is refused or counted.
+
+Each hostile test runs its attack at the strict level and, where the jail is what stops it, at the
+basic level too (no jail), where the attack must work: that shows the jail, not a broken attack,
+makes the strict test pass."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from autograder.sandbox import outside
+from tests.conftest import best_isolation
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform != "linux", reason="peaks are read from /proc")]
+
+MiB = 2**20
+BIG = 300  # MiB the attacks allocate; an honest worker's own noise is a few MiB
+
+
+def _peak(source: str, level: str, function: str = "f") -> tuple[int | None, object]:
+    worker = outside.Worker(source, function, [()], level=level, measure_memory=True, timeout=60)
+    run = worker.wait()
+    assert run.status == "ok" and not run.setup, (run.status, run.setup, run.stderr_tail)
+    (case,) = run.cases
+    return case.get("peak_bytes"), case.get("value", case.get("error"))
+
+
+def _strict() -> str:
+    level = best_isolation()
+    if level != outside.STRICT:
+        pytest.skip("no strict level on this machine")
+    return level
+
+
+_HONEST = f"""
+import numpy as np
+
+def f():
+    a = np.ones({BIG} * 2**20, np.uint8)
+    return int(a[::4096].sum() > 0)
+"""
+
+
+def test_an_allocation_is_counted_and_a_small_function_costs_little():
+    level = _strict()
+    peak, value = _peak(_HONEST, level)
+    assert value == 1 and BIG * MiB <= peak < (BIG + 20) * MiB
+    small, _ = _peak("def f():\n    return 1\n", level)
+    assert small < 8 * MiB  # what the worker held before the code loaded is not the learner's
+
+
+_RESET = f"""
+import numpy as np
+
+def f():
+    a = np.ones({BIG} * 2**20, np.uint8)
+    del a
+    try:
+        with open("/proc/self/clear_refs", "w") as out:
+            out.write("5")   # resets this process's peak resident set to its present one
+        return "reset"
+    except OSError:
+        return "refused"
+"""
+
+
+def test_resetting_the_peak_is_refused():
+    peak, value = _peak(_RESET, _strict())
+    assert value == "refused" and peak >= BIG * MiB
+    # Without the jail the reset works, and the peak the grader reads is gone.
+    peak, value = _peak(_RESET, outside.BASIC)
+    assert value == "reset" and peak < BIG * MiB // 2
+
+
+_CHILD = f"""
+import os
+import numpy as np
+
+def f():
+    try:
+        pid = os.fork()
+    except OSError:
+        a = np.ones({BIG} * 2**20, np.uint8)   # refused: the work is done here, and counted
+        return "refused"
+    if pid == 0:
+        a = np.ones({BIG} * 2**20, np.uint8)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return "forked"
+"""
+
+
+def test_a_child_process_cannot_do_the_work_uncounted():
+    peak, value = _peak(_CHILD, _strict())
+    assert value == "refused" and peak >= BIG * MiB
+    peak, value = _peak(_CHILD, outside.BASIC)
+    assert value == "forked" and peak < BIG * MiB // 2  # without the jail: a peak the grader never saw
+
+
+_EXEC = """
+import os
+import sys
+
+def f():
+    try:
+        os.execv(sys.executable, [sys.executable, "-c", "pass"])   # a new program starts a new peak
+    except OSError:
+        return "refused"
+"""
+
+
+def test_a_new_program_cannot_start_a_new_peak():
+    _, value = _peak(_EXEC, _strict())
+    assert value == "refused"
+    # Without the jail the exec happens: the process is another program, which never answers.
+    run = outside.Worker(_EXEC, "f", [()], level=outside.BASIC, measure_memory=True, timeout=30).wait()
+    assert not run.cases or "value" not in run.cases[0]
+
+
+_BEFORE = f"""
+import numpy as np
+
+_held = np.ones({BIG} * 2**20, np.uint8)   # allocated while the module loads, freed in the function
+
+def f():
+    global _held
+    _held = None
+    b = np.ones({BIG // 2} * 2**20, np.uint8)
+    return int(b[0])
+"""
+
+
+def test_memory_taken_while_the_code_loads_is_counted():
+    # The grader's point of reference is taken before the module loads: a module that takes memory
+    # first and gives it back in the function cannot make its function's peak look like nothing.
+    peak, value = _peak(_BEFORE, _strict())
+    assert value == 1 and peak >= BIG * MiB
+
+
+_NAMED = f"""
+import ctypes
+import numpy as np
+
+def f():
+    ctypes.CDLL(None).prctl(15, b"x\\nVmHWM:\\t1 kB\\n", 0, 0, 0)   # PR_SET_NAME
+    a = np.ones({BIG} * 2**20, np.uint8)
+    return open("/proc/self/comm").read().count("VmHWM")
+"""
+
+
+def test_a_process_name_cannot_pose_as_a_status_line():
+    peak, value = _peak(_NAMED, _strict())
+    assert value == 1 and peak >= BIG * MiB  # the name was set; the kernel escapes it in status
+
+
+_PAGEOUT = f"""
+import ctypes
+import mmap
+
+def f():
+    buf = mmap.mmap(-1, {BIG} * 2**20)
+    buf.write(b"x" * ({BIG} * 2**20))
+    libc = ctypes.CDLL(None, use_errno=True)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    result = libc.madvise(ctypes.c_void_p(address), ctypes.c_size_t({BIG} * 2**20), 21)   # MADV_PAGEOUT
+    return "refused" if result != 0 and ctypes.get_errno() == 1 else "paged out"
+"""
+
+
+def test_paging_memory_out_unnoted_is_refused():
+    peak, value = _peak(_PAGEOUT, _strict())
+    assert value == "refused" and peak >= BIG * MiB
+    _, value = _peak(_PAGEOUT, outside.BASIC)
+    assert value == "paged out"  # (with no swap it takes out nothing, but the kernel allows it)
+
