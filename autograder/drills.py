@@ -284,8 +284,55 @@ def steps_kept(rng) -> Question:
         facts=dict(every=every, keep=keep, last=last), unit_of_study=5)
 
 
+def serving_bytes(rng) -> Question:
+    billions = int(rng.choice([1, 7, 8, 13, 70, 405]))
+    total = billions * 2
+    return Question(
+        "serving_bytes",
+        f"A model of {billions} billion parameters was trained with AdamW, all in float32; its checkpoint holds the "
+        "parameters and both moments. A server restores only the parameters, cast to bfloat16 on restore. How many "
+        "GB (10^9 bytes) of arrays does the server end up holding, over all its devices?",
+        total, "GB",
+        f"Only the parameters, 2 bytes each in bfloat16: {billions} x 10^9 x 2 = {total:,} GB. The checkpoint holds "
+        f"{billions * 12:,} GB (4 bytes x 3 arrays per parameter); a partial restore reads the parameters' "
+        f"{billions * 4:,} GB of it, in float32, a chunk at a time, and never the moments.",
+        facts=dict(billions=billions), unit_of_study=6)
+
+
+def state_to_serving(rng) -> Question:
+    param_dtype, param_size = ("float32", 4) if rng.random() < 0.5 else ("bfloat16", 2)
+    ratio = (param_size + 4 + 4) / 2
+    return Question(
+        "state_to_serving",
+        f"A training state holds {param_dtype} parameters and AdamW's two moments in float32. How many times the "
+        "bytes of a bfloat16 copy of the parameters (what a server keeps) does the whole training state weigh?",
+        ratio, "x",
+        f"Per parameter: {param_size} bytes ({param_dtype}) + 4 (mu) + 4 (nu) = {param_size + 8} bytes, against 2 in "
+        f"bfloat16: {ratio:g}x. Restoring the whole state to keep the parameters reads {ratio:g} times what the server "
+        "keeps (Lesson 6 measures the peak too).",
+        facts=dict(param_dtype=param_dtype), unit_of_study=6)
+
+
+def replicated_copies(rng) -> Question:
+    rows = int(rng.choice([32_000, 50_000, 128_000, 152_000]))
+    cols = int(rng.choice([1024, 2048, 4096]))
+    devices = int(rng.choice([4, 8, 16]))
+    one = rows * cols * 2
+    return Question(
+        "replicated_copies",
+        f"A bfloat16 embedding of shape ({rows:,}, {cols:,}) is replicated (PartitionSpec()) over the {devices} "
+        "devices of one host, CPU devices whose memory is the host's. How many bytes of host memory do the device "
+        "copies take (answer with a unit if you like, e.g. 4 GiB)?",
+        one * devices, "bytes",
+        f"One copy is {rows:,} x {cols:,} x 2 = {one:,} bytes; replicated, each of the {devices} devices holds a full "
+        f"copy: {one * devices:,} bytes. Lesson 6 measures the growth for 16 devices: serving "
+        "specs replicate only what is small.", rel_tol=0.01,
+        facts=dict(rows=rows, cols=cols, devices=devices), unit_of_study=6)
+
+
 KINDS = {f.__name__: f for f in (dense_params, model_bytes, shard_bytes, row_restore, ep_chunks, reshard_ram,
-                                 column_runs, safetensors_offset, adam_checkpoint, save_time, steps_kept)}
+                                 column_runs, safetensors_offset, adam_checkpoint, save_time, steps_kept,
+                                 serving_bytes, state_to_serving, replicated_copies)}
 
 
 def drill(kind: str | None = None, seed: int | None = None) -> Question:

@@ -479,3 +479,25 @@ def plot_save_times(measured: Mapping[int, float], nbytes: int, bandwidth: float
     ratio = measured[shards[-1]] / measured[shards[0]]
     return _title(ax, "Save time against shards", f"{shards[-1]} shards on one host take {ratio:.2f}x the time of "
                                                   f"{shards[0]}, not 1/{shards[-1] // shards[0]}")
+
+
+def plot_peaks(peaks: Mapping[str, tuple[float, float]], budget: float | None = None, ax=None,
+               title: str = "Peak host memory of real restores", claim: str = ""):
+    """Measured peaks (label -> (peak bytes, bytes the work ends with)): a bar for each peak, the
+    kept bytes marked inside it, and a budget line if given."""
+    ax = _axes(ax, (7.5, 3.8))
+    labels = list(peaks)
+    mib = 2**20
+    ax.bar(range(len(labels)), [peaks[k][0] / mib for k in labels], color=[device_colour(2 * i) for i in range(len(labels))],
+           label="peak resident memory (measured)")
+    ax.bar(range(len(labels)), [peaks[k][1] / mib for k in labels], width=0.35, color="black", alpha=0.6,
+           label="bytes of the arrays it ends with")
+    if budget is not None:
+        ax.axhline(budget / mib, ls="--", color="black", lw=1)
+        ax.text(len(labels) - 0.5, budget / mib, " budget", va="bottom", ha="right", fontsize=8)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_ylabel("MiB")
+    ax.set_ylim(0, max([peaks[k][0] for k in labels] + [budget or 0]) / mib * 1.3)  # room for the legend
+    ax.legend(fontsize=8, loc="upper right")
+    return _title(ax, title, claim)

@@ -94,7 +94,7 @@ def _top_level_imports(source: str) -> set[str]:
 def _readme_rows(readme: str) -> dict[int, tuple[int, int]]:
     """Unit -> (problems, points) from the README's unit table."""
     rows = {}
-    for m in re.finditer(r"^\| (\d+) \|.*?\((\d+) problems, (\d+) points\)", readme, re.M):
+    for m in re.finditer(r"^\| (\d+) \|.*?\((\d+) problems?, (\d+) points", readme, re.M):
         rows[int(m.group(1))] = (int(m.group(2)), int(m.group(3)))
     return rows
 
@@ -143,5 +143,6 @@ def missing(parts: Parts | None = None) -> list[str]:
             gaps.append(f"unit {unit} drill: no drill kind with unit_of_study={unit} in autograder/drills.py")
         counts = (len(ps), sum(p.points for p in ps))
         if rows.get(unit) != counts:
-            gaps.append(f"unit {unit} README: its table row should say ({counts[0]} problems, {counts[1]} points)")
+            noun = "problem" if counts[0] == 1 else "problems"
+            gaps.append(f"unit {unit} README: its table row should say ({counts[0]} {noun}, {counts[1]} points)")
     return gaps

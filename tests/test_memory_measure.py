@@ -179,3 +179,38 @@ def test_paging_memory_out_unnoted_is_refused():
     _, value = _peak(_PAGEOUT, outside.BASIC)
     assert value == "paged out"  # (with no swap it takes out nothing, but the kernel allows it)
 
+
+_WHOLE_THEN_RESET = """
+import jax
+import jax.numpy as jnp
+import orbax.checkpoint as ocp
+from jax.sharding import NamedSharding
+
+
+def restore_for_serving(ckpt_dir, mesh, specs):
+    tree = ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree
+    def leaf(path, m):
+        spec = specs[path[-1].key] if len(m.shape) else jax.sharding.PartitionSpec()
+        return jax.ShapeDtypeStruct(m.shape, jnp.bfloat16, sharding=NamedSharding(mesh, spec))
+    state = ocp.StandardCheckpointer().restore(ckpt_dir, jax.tree_util.tree_map_with_path(leaf, tree))
+    params = state["params"]
+    del state
+    try:
+        with open("/proc/self/clear_refs", "w") as out:
+            out.write("5")
+    except OSError:
+        pass
+    return params
+"""
+
+
+@pytest.mark.parametrize("level", [outside.STRICT, outside.BASIC])
+def test_a_whole_state_restore_that_hides_its_peak_scores_nothing(grade_code, level):
+    if level == outside.STRICT:
+        _strict()
+    report = grade_code(_WHOLE_THEN_RESET, problems=["6.1"], learner="hides-its-peak", isolation=level)
+    (result,) = report.problems
+    if level == outside.STRICT:
+        assert result.status == "incorrect" and "over the budget" in result.message, result.message
+    else:  # without the jail the reset works: the forged peak passes (what strict refuses)
+        assert result.status == "correct", result.message

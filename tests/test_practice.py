@@ -253,6 +253,12 @@ def _wrong(q: drills.Question) -> list[float]:
         # the newest step; one interval too far back; counted from 1, not 0
         "steps_kept": lambda: [f["last"] // f["every"] * f["every"], q.solution - f["every"],
                                q.solution + f["every"]],
+        # float32 kept; the whole checkpoint; the float32 parameters read
+        "serving_bytes": lambda: [f["billions"] * 4, f["billions"] * 12],
+        # half of it (bytes per parameter against 4, not 2); the moments forgotten
+        "state_to_serving": lambda: [q.solution / 2, (4 if f["param_dtype"] == "float32" else 2) / 2],
+        # one copy; float32 copies
+        "replicated_copies": lambda: [f["rows"] * f["cols"] * 2, f["rows"] * f["cols"] * 4 * f["devices"]],
     }[q.kind]()
 
 

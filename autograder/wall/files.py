@@ -64,6 +64,46 @@ class CheckpointArg:
         return directory
 
 
+@dataclass(frozen=True)
+class TrainingCheckpointArg(CheckpointArg):
+    """A training run's checkpoint, as Unit 6 starts from: ``{"params": ..., "opt_state": {"mu":
+    ..., "nu": ...}, "step": ...}`` saved with Orbax's StandardCheckpointer on the training mesh.
+    ``values()`` are the parameters (``arrays`` as for :class:`CheckpointArg`); the optimizer's
+    moments have the parameters' shapes, dtypes and specs, drawn from ``seed`` too."""
+
+    step: int = 1000
+
+    def state(self) -> dict:
+        params = self.values()
+        rng = np.random.default_rng(self.seed + 1)
+        moments = {k: {name: (rng.standard_normal(v.shape) * scale).astype(v.dtype) for name, v in params.items()}
+                   for k, scale in (("mu", 1e-3), ("nu", 1e-6))}
+        return {"params": params, "opt_state": moments, "step": np.int64(self.step)}
+
+    def specs(self) -> dict:
+        return {name: spec for name, _, _, spec in self.arrays}
+
+    def save(self, directory: str) -> str:
+        import jax
+        import orbax.checkpoint as ocp
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        from ckptlab.layout import course_mesh
+
+        mesh, specs = course_mesh(dict(self.mesh)), self.specs()
+
+        def place(path, value):
+            spec = specs[path[-1].key] if np.ndim(value) else ()
+            return jax.device_put(value, NamedSharding(mesh, PartitionSpec(*spec)))
+
+        tree = jax.tree_util.tree_map_with_path(place, self.state())
+        with ORBAX:
+            checkpointer = ocp.StandardCheckpointer()
+            checkpointer.save(directory, tree)
+            checkpointer.wait_until_finished()
+        return directory
+
+
 # Damage a safetensors file can have, and the word a clear error about it must use.
 TRUNCATED = ("short", "header_cut", "huge_length", "data_cut")
 CORRUPT = ("bad_json", "not_object", "bad_utf8", "bad_entry")
@@ -203,7 +243,7 @@ class RunFolder:
     kills: tuple = ()
 
 
-FILE_KINDS = (CheckpointArg, SafetensorsArg, PreemptedRootArg, RunFolder)
+FILE_KINDS = (CheckpointArg, SafetensorsArg, PreemptedRootArg, RunFolder)  # (and their subclasses)
 
 
 def realize(value, workdir: str):

@@ -375,6 +375,62 @@ class RestoredTree:
             and a[k].placement == e[k].placement for k in e)
 
 
+@dataclass(frozen=True)
+class ServedTree(RestoredTree):
+    """The parameters restored for serving, from a memory-measured worker: its arrays come back as
+    digests (:class:`~autograder.wall.codec.ArrayDigest`), and dtype, shape, bytes and sharding
+    must all match."""
+
+    dtype: str = "bfloat16"
+
+    @property
+    def describe(self) -> str:
+        return "a dict of jax.Arrays (the parameters, keyed like the specs)"
+
+    def type_error(self, v, detail: bool = True) -> str | None:
+        from autograder.wall.codec import ArrayDigest
+
+        if type(v) is not dict:
+            return f"must return {self.describe}, but returned a {_type_name(v, detail)}"
+        for path, leaf in _leaves(v):
+            if not (isinstance(leaf, ArrayDigest) and leaf.jax):
+                return (f"must return {self.describe}, but {repr(path) if detail else 'an array'} is not a jax.Array: "
+                        "restore onto the devices, with a target sharding")
+        return None
+
+    def has_nan(self, v) -> bool:
+        return False  # (digests: NaNs show as wrong values)
+
+    def equal(self, actual, expected) -> bool:
+        a, e = dict(_leaves(actual)), dict(_leaves(expected))
+        return set(a) == set(e) and all(a[k].same(e[k]) for k in e)
+
+    def check_example(self, args, real_args, got) -> str | None:
+        """The saved parameters, cast to ``dtype`` and placed as the specs say (memory is the
+        grader's to measure: see the problem's statement)."""
+        import jax
+        import ml_dtypes  # noqa: F401 - registers bfloat16 with NumPy
+        from jax.sharding import NamedSharding
+
+        ckpt, (_, mesh, specs) = args[0], real_args
+        values = ckpt.values()
+        if not isinstance(got, dict) or set(got) != set(values):
+            return (f"must return the parameters only, a dict with keys {sorted(values)}, got "
+                    f"{sorted(got) if isinstance(got, dict) else type(got).__name__}")
+        for name, saved in values.items():
+            leaf = got[name]
+            if not isinstance(leaf, jax.Array):
+                return f"{name!r} is a {type(leaf).__name__}, not a jax.Array"
+            if leaf.dtype != np.dtype(self.dtype):
+                return f"{name!r} is {leaf.dtype}, not {self.dtype}"
+            if not np.array_equal(np.asarray(leaf), saved.astype(leaf.dtype)):
+                return f"the values of {name!r} differ from the checkpoint's parameters"
+            target = NamedSharding(mesh, specs[name])
+            if not leaf.sharding.is_equivalent_to(target, leaf.ndim):
+                return f"{name!r} is sharded as {leaf.sharding}, but the spec asks for {target}"
+        return None
+
+
 def names_dimension(message: str, dim: int) -> bool:
     """Does an error message name dimension ``dim`` ("dimension 1", "dim 1", JAX's "axis 1")?"""
     import re

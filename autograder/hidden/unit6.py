@@ -1,0 +1,104 @@
+"""Hidden tests for Unit 6: from a training checkpoint to a serving model."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from autograder.hidden import Case, Hidden
+from autograder.wall.codec import MeshArg, SpecArg
+from autograder.wall.files import TrainingCheckpointArg
+from autograder.wall.memory import serving_budget
+
+# ---------------------------------------------------------------------------------------------
+# 6.1 restore_for_serving: a fresh training checkpoint (24-64 MiB of float32 parameters, three
+# times that with the moments) for every case; the grader measures the worker's peak memory.
+
+_FSDP8 = (("x", 8),)
+
+
+def _model(rng, d: int, vocab: int = 8192):
+    """A transformer block's weights, FSDP over 8 devices as trained, and their serving specs."""
+    trained = (("embed", (vocab, d), "float32", ("x",)), ("w_in", (d, 4 * d), "float32", (None, "x")),
+               ("w_out", (4 * d, d), "float32", ("x",)), ("norm", (d,), "float32", ()))
+    return trained, int(rng.integers(0, 2**31))
+
+
+def _serving_cases(rng):
+    tp = MeshArg((("data", 2), ("model", 8)))
+    flat = MeshArg((("model", 16),))
+    # Smaller first: the peak the grader reads is the process's since before its code loaded, so a
+    # case is charged with the largest peak so far (never less than its own).
+    d1, d2 = (int(d) for d in rng.choice((512, 768, 1024), size=2, replace=False))
+    d1, d2 = min(d1, d2), max(d1, d2)
+    (a1, s1), (a2, s2) = _model(rng, d1), _model(rng, d2)
+    return [
+        Case("tensor_parallel", (TrainingCheckpointArg(a1, _FSDP8, s1), tp,
+                                 {"embed": SpecArg((None, "model")), "w_in": SpecArg((None, "model")),
+                                  "w_out": SpecArg(("model",)), "norm": SpecArg(())})),
+        Case("one_axis", (TrainingCheckpointArg(a2, _FSDP8, s2), flat,
+                          {"embed": SpecArg(("model",)), "w_in": SpecArg((None, "model")),
+                           "w_out": SpecArg(("model", None)), "norm": SpecArg(())})),
+    ]
+
+
+def param_bytes(arg: TrainingCheckpointArg) -> int:
+    """Bytes of the saved parameters (float32)."""
+    return sum(math.prod(shape) * np.dtype(dtype).itemsize for _, shape, dtype, _ in arg.arrays)
+
+
+def _check_memory(args, out) -> str | None:
+    peak = out.get("peak_bytes")
+    if peak is None:
+        return "unmeasured"
+    return "memory" if peak > serving_budget(param_bytes(args[0])) else None
+
+
+def _diagnose_serving(args, actual, expected):
+    from autograder.wall.returns import _leaves
+
+    a, e = dict(_leaves(actual)), dict(_leaves(expected))
+    if set(a) != set(e):
+        return "tree"
+    if any(a[k].dtype != e[k].dtype for k in e):
+        return "dtype"
+    if all(a[k].sha256 == e[k].sha256 for k in e):
+        if any(len(((a[k].placement or {}).get("sharding") or {}).get("devices", [])) == 8 for k in e):
+            return "no_target"
+        return "wrong_sharding"
+    return "values"
+
+
+SERVING = Hidden(
+    generate=_serving_cases,
+    messages={
+        "memory": "Right arrays, but your function's peak host memory, measured from outside, was over the budget "
+                  "(twice the saved float32 parameters, plus 16 MiB). Restore the parameters alone "
+                  "(partial_restore=True: the moments are twice their bytes again), cast on restore (a bfloat16 "
+                  "target: .astype after a float32 restore holds both), and onto the target sharding directly.",
+        "unmeasured": "The grader could not measure your function's memory on this machine (it reads the kernel's "
+                      "peak resident set in /proc: Linux only). Grade on Linux.",
+        "tree": "Return the parameters only: a dict keyed by the parameters' names (the keys of specs), not the "
+                "whole training state.",
+        "dtype": "Serve in bfloat16: restore into jax.ShapeDtypeStruct(shape, jnp.bfloat16, sharding=...), which "
+                 "casts on restore.",
+        "no_target": "The values are right but the arrays are laid out as saved, on 8 devices: give every leaf of "
+                     "the target a sharding, NamedSharding(mesh, specs[name]).",
+        "wrong_sharding": "The values are right but the shardings are not what the specs ask for: use "
+                          "NamedSharding(mesh, specs[name]) for each parameter.",
+        "values": "Some values differ from the checkpoint's parameters cast to bfloat16: restore 'params' (not a "
+                  "moment), with the saved shapes.",
+        "tensor_parallel": "Wrong when serving tensor-parallel on a 2 x 8 mesh.",
+        "one_axis": "Wrong when serving on one axis of 16 devices.",
+    },
+    diagnose=_diagnose_serving,
+    check_outcome=_check_memory,
+    on_exception="Read the parameters' shapes from ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata"
+                 ".tree['params']. A restore of a part of the tree needs partial_restore=True "
+                 "(ocp.args.PyTreeRestore).",
+)
+
+CASES = {
+    "restore_for_serving": SERVING,
+}
