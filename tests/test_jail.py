@@ -250,7 +250,7 @@ def test_the_isolation_check_says_each_guarantee_and_its_mechanism(root):
                       "ends with the problem", "memory of its whole tree", "share of the CPU", "counts every byte",
                       "machine-wide"):
         assert guarantee in done.stdout
-    assert done.stdout.count("by: ") == 10
+    assert done.stdout.count("by: ") == 11
 
 
 _WORK = """

@@ -211,6 +211,9 @@ def guarantees() -> list[tuple[str, str, str]]:
          "the kernel's count of the worker's reads (/proc/<pid>/io), read by the grader; its code runs in one "
          "thread and starts no process; seccomp refuses file memory maps and the calls that move bytes uncounted",
          ""),
+        ("a memory-measured problem (6.1) is charged its whole peak",
+         "the kernel's peak resident set of the worker (/proc/<pid>/status VmHWM), reset and read by the grader "
+         "before its code loads; seccomp refuses processes, exec and paging out; Landlock, resetting the peak", ""),
         ("never changes a machine-wide setting", "nothing under /proc/sys is written", ""),
     ]
     return rows
@@ -470,6 +473,12 @@ def start_zygote(sources=()) -> None:
         zygote.start(zygote_env(), [name for name in zygote.ON_DEMAND if name in wants])
 
 
+def _preload(source: str) -> list[str]:
+    from autograder.wall.memory import preload
+
+    return preload(source)
+
+
 class Worker:
     """A started worker; :meth:`wait` returns its :class:`RunResult` within the time limit.
 
@@ -516,7 +525,7 @@ class Worker:
         # thread it left with it (problem 5.3: a save still committing is lost, as in a job that ends).
         # A memory-measured worker's arrays come back as digests (see codec.ArrayDigest).
         self.job = {"source": source, "function": function, "exit_when_done": exit_when_done,
-                    "digest_arrays": measure_memory, "preload": zygote.needs(source) if measure_memory else []}
+                    "digest_arrays": measure_memory, "preload": _preload(source) if measure_memory else []}
         self.namespace: str | None = None
         asked = time.monotonic()
         try:
