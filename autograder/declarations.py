@@ -65,6 +65,9 @@ class Problem:
     # The grader measures the function's peak resident memory from outside (the worker's VmHWM
     # above its resident set before the learner's code loaded); its arrays return as digests.
     measure_memory: bool = False
+    # The function writes a checkpoint to an OutputFolder argument; the grader restores it in a
+    # sandboxed worker of its own and judges what it restores (engine/readback.py).
+    readback: bool = False
     preempt: bool = False  # each case runs in workers the grader kills and starts again (engine/preempted.py)
     tags: tuple[str, ...] = field(default_factory=tuple)
 

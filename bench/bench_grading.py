@@ -14,7 +14,8 @@ as ``make check`` is):
 - peak memory: of the grading process, and of the largest worker;
 - a stub-only ``make check`` (``python -m autograder grade problems/``).
 
-Targets: a whole submission of Units 1-4 in at most 8 s (Unit 5's preempted runs are shown apart), Unit 1 in at most 3 s, overhead at most 0.2 s per
+Each row shows the grading process's own peak resident memory (ru_maxrss: Unit 6 restores its references'
+checkpoints in the grader). Targets: a whole submission of Units 1-4 in at most 8 s (Unit 5's preempted runs are shown apart), Unit 1 in at most 3 s, overhead at most 0.2 s per
 problem, a stub-only check under 1 s, the grading process under 1 GiB. The class comparison with
 nbgrader is ``bench/bench_nbgrader.py``. Run: ``make bench``.
 """
@@ -121,15 +122,16 @@ def main() -> None:
         grader_peak, worker_peak, longest_wait = 0, 0, 0.0
         for name, path in submissions.items():
             print(f"\n{name} submission", flush=True)
-            print(f"  {'':14} {'min':>6} {'median':>8} {'max':>6}  {'in learner code':>15}  target")
+            print(f"  {'':14} {'min':>6} {'median':>8} {'max':>6}  {'in learner code':>15}  {'grader peak':>11}  target")
             for unit in units + [FIRST_FOUR, "all"]:
-                walls, codes, kills = [], [], []
+                walls, codes, kills, graders = [], [], [], []
                 for _ in range(args.repeat):
                     got = run(path, unit)
                     walls.append(got["wall"])
                     codes.append(sum(code for _, _, _, code, _, _, _ in got["problems"]))
                     kills.append(sum(k for *_, k in got["problems"]))
                     grader_peak = max(grader_peak, got["grader_bytes"])
+                    graders.append(got["grader_bytes"])
                     for pid, status, seconds, code, peak, waited, _ in got["problems"]:
                         worker_peak = max(worker_peak, peak)
                         longest_wait = max(longest_wait, waited)
@@ -140,7 +142,8 @@ def main() -> None:
                 target = TARGETS["whole"] if unit == FIRST_FOUR else TARGETS["unit1"] if unit == "1" else None
                 label = "whole" if unit == "all" else "units 1-4" if unit == FIRST_FOUR else f"unit {unit}"
                 killed = statistics.median(kills)
-                print(f"  {label:14} {spread(walls)}  {statistics.median(codes):13.2f} s  " + (f"<= {target:g} s: "
+                print(f"  {label:14} {spread(walls)}  {statistics.median(codes):13.2f} s  {max(graders) / 2**20:7,.0f} MiB  "
+                      + (f"<= {target:g} s: "
                       + ("met" if statistics.median(walls) <= target else "NOT MET") if target else "")
                       + (f"  (workers killed on purpose: {killed:.2f} s of worker time)" if killed else ""), flush=True)
         print("\noverhead per problem (the worker's time minus time in the learner's function; for 5.3, minus the "

@@ -482,16 +482,18 @@ def plot_save_times(measured: Mapping[int, float], nbytes: int, bandwidth: float
 
 
 def plot_peaks(peaks: Mapping[str, tuple[float, float]], budget: float | None = None, ax=None,
-               title: str = "Peak host memory of real restores", claim: str = ""):
-    """Measured peaks (label -> (peak bytes, bytes the work ends with)): a bar for each peak, the
-    kept bytes marked inside it, and a budget line if given."""
+               title: str = "Peak host memory of real restores", claim: str = "",
+               inner: str = "bytes of the arrays it ends with"):
+    """Measured peaks (label -> (peak bytes, a reference size: by default the bytes the work ends
+    with; ``inner`` names it)): a bar for each peak, the reference marked inside it, and a budget
+    line if given."""
     ax = _axes(ax, (7.5, 3.8))
     labels = list(peaks)
     mib = 2**20
     ax.bar(range(len(labels)), [peaks[k][0] / mib for k in labels], color=[device_colour(2 * i) for i in range(len(labels))],
            label="peak resident memory (measured)")
     ax.bar(range(len(labels)), [peaks[k][1] / mib for k in labels], width=0.35, color="black", alpha=0.6,
-           label="bytes of the arrays it ends with")
+           label=inner)
     if budget is not None:
         ax.axhline(budget / mib, ls="--", color="black", lw=1)
         ax.text(len(labels) - 0.5, budget / mib, " budget", va="bottom", ha="right", fontsize=8)

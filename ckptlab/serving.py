@@ -57,6 +57,14 @@ def _warm_orbax(path: str) -> None:
     checkpointer.restore(path, {"w": jax.ShapeDtypeStruct(small.shape, jax.numpy.bfloat16, sharding=small.sharding)})
     checkpointer.close()
     shutil.rmtree(path, ignore_errors=True)
+    if "orbax.checkpoint.v1" in sys.modules:  # its first save and load allocate once too (tens of MiB)
+        from orbax.checkpoint import v1 as ocp_v1
+
+        ocp_v1.partial.save(path, {"w": small})
+        ocp_v1.partial.save(path, {"b": jax.device_put(np.ones((8,), np.float32), NamedSharding(mesh, PartitionSpec()))})
+        ocp_v1.partial.finalize(path)
+        ocp_v1.load_pytree(path)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def status_bytes(key: str, pid: int | str = "self") -> int | None:
@@ -155,46 +163,58 @@ def safetensors_header(path: str) -> tuple[int, dict]:
     return 8 + n, header
 
 
-def convert_safetensors(path: str, out_dir: str, rename: dict, mesh, specs: dict, all_at_once: bool = False,
-                        save_concurrent_gb: float | None = None, on_read=None) -> dict:
+def convert_safetensors(path: str, out_dir: str, rename: dict, mesh, specs: dict, how: str = "tensor_by_tensor",
+                        on_read=None) -> dict:
     """Write the tensors of the safetensors file ``path`` as an Orbax checkpoint in ``out_dir``,
-    tensor ``old`` saved as ``rename[old]``, placed as ``NamedSharding(mesh, specs[new])``. One
-    tensor's bytes at a time are read (``all_at_once``: the whole file, as ``safetensors.numpy.load_file``
-    does, for comparison). ``save_concurrent_gb`` caps the bytes Orbax's save copies out and writes at
-    once (``save_concurrent_gb`` and ``save_device_host_concurrent_gb``); ``on_read()`` is called
-    once every tensor is on the devices, before the save. Returns the saved tree's shapes."""
+    tensor ``old`` saved as ``rename[old]``, placed as ``NamedSharding(mesh, specs[new])``.
+
+    ``how``: ``"tensor_by_tensor"`` reads one tensor's bytes, places it, adds it to the checkpoint
+    (``orbax.checkpoint.v1.partial.save``) and drops it, then finalizes; ``"one_save"`` reads one
+    tensor at a time but keeps them all and saves the whole tree once; ``"load_file"`` reads the
+    whole file first (``safetensors.numpy.load_file``), then saves tensor by tensor. ``on_read()``
+    is called once every tensor has been read. Returns the saved tree's shapes."""
     import jax
     import ml_dtypes  # noqa: F401 - bfloat16 for NumPy
     import numpy as np
-    import orbax.checkpoint as ocp
     from jax.sharding import NamedSharding
+    from orbax.checkpoint import v1 as ocp_v1
 
-    tree = {}
-    if all_at_once:
+    out_dir = os.path.abspath(out_dir)
+    shapes, tree = {}, {}
+    if how == "load_file":
         from safetensors.numpy import load_file
 
-        loaded = load_file(path)
+        loaded = load_file(path)  # the whole file, in host memory, until the loop ends
+        if on_read is not None:
+            on_read()
         for old, new in rename.items():
-            tree[new] = jax.device_put(loaded[old], NamedSharding(mesh, specs[new]))
+            ocp_v1.partial.save(out_dir, {new: jax.device_put(loaded[old], NamedSharding(mesh, specs[new]))})
+            shapes[new] = loaded[old].shape
         del loaded
-    else:
-        base, header = safetensors_header(path)
-        with open(path, "rb") as f:
-            for old, new in rename.items():
-                entry = header[old]
-                begin, end = entry["data_offsets"]
-                f.seek(base + begin)
-                host = np.frombuffer(f.read(end - begin), np.dtype(_ST_DTYPES[entry["dtype"]])).reshape(entry["shape"])
-                tree[new] = jax.device_put(host, NamedSharding(mesh, specs[new]))
-                jax.block_until_ready(tree[new])
-                del host  # one tensor's host copy at a time
+        ocp_v1.partial.finalize(out_dir)
+        return shapes
+    base, header = safetensors_header(path)
+    with open(path, "rb") as f:
+        for old, new in rename.items():
+            entry = header[old]
+            begin, end = entry["data_offsets"]
+            f.seek(base + begin)
+            host = np.frombuffer(f.read(end - begin), np.dtype(_ST_DTYPES[entry["dtype"]])).reshape(entry["shape"])
+            array = jax.device_put(host, NamedSharding(mesh, specs[new]))
+            del host  # one tensor's host copy at a time
+            shapes[new] = array.shape
+            if how == "one_save":
+                tree[new] = array
+            else:
+                ocp_v1.partial.save(out_dir, {new: array})
+            del array
     if on_read is not None:
         on_read()
-    limits = {"save_concurrent_gb": save_concurrent_gb, "save_device_host_concurrent_gb": save_concurrent_gb} \
-        if save_concurrent_gb else {}
-    with ocp.Checkpointer(ocp.PyTreeCheckpointHandler(**limits)) as checkpointer:
-        checkpointer.save(os.path.abspath(out_dir), args=ocp.args.PyTreeSave(tree))
-    return {k: tuple(v.shape) for k, v in tree.items()}
+    if how == "one_save":
+        ocp_v1.save_pytree(out_dir, tree)
+    else:
+        ocp_v1.partial.finalize(out_dir)
+    return shapes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,6 +230,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 from jax.sharding import PartitionSpec
+from orbax.checkpoint import v1 as ocp_v1
 
 from ckptlab import serving
 from ckptlab.layout import course_mesh
@@ -226,8 +247,7 @@ serving.reset_peak()
 before = serving.status_bytes("VmRSS")
 read = {}
 if plan["what"] == "convert":
-    serving.convert_safetensors(job["path"], plan["out_dir"], plan["rename"], mesh, specs, plan.get("all_at_once", False),
-                                plan.get("save_concurrent_gb"),
+    serving.convert_safetensors(job["path"], plan["out_dir"], plan["rename"], mesh, specs, plan.get("how", "tensor_by_tensor"),
                                 on_read=lambda: read.update(read_peak_bytes=serving.status_bytes("VmHWM") - before))
     kept = 0
 elif plan["what"] == "whole":
@@ -250,7 +270,8 @@ def restore_peak(path: str, plan: dict, mesh_shape: dict, specs: dict, timeout: 
     devices; return its ``peak_bytes`` and the bytes of the arrays it ends with (``kept_bytes``).
 
     ``plan``: ``{"what": "params" | "whole" | "convert", "dtype": ..., "cast_after": dtype or None,
-    "concurrent_gb": float or None}`` (convert: ``"out_dir"``, ``"rename"``, ``"all_at_once"``)."""
+    "concurrent_gb": float or None}`` (convert: ``"out_dir"``, ``"rename"``, ``"how"``, as
+    :func:`convert_safetensors` takes it)."""
     import tempfile
 
     plain = {k: [list(e) if isinstance(e, tuple) else e for e in spec] for k, spec in specs.items()}

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from autograder import registry
-from autograder.engine import extract, preempted
+from autograder.engine import extract, preempted, readback
 from autograder.engine.cases import expected_outcome, hidden_cases
 from autograder.engine.gil import SHORT_GIL_SLICES
 from autograder.engine.judge import judge
@@ -157,6 +157,12 @@ def _run_preempted(plan: _Plan, level: str):
     return out
 
 
+def _run_readback(plan: _Plan, level: str):
+    """A problem whose function writes a checkpoint: its worker, then the grader's read-back worker."""
+    workdir, plan.workdir = plan.workdir, ""  # removed by the run
+    return readback.run(plan, level, workdir)
+
+
 def _plan(problem, sub: extract.Submission, learner: str, salt: str | None, timeout: float | None) -> _Plan:
     plan = _Plan(problem, timeout=timeout or problem.timeout, result=locate(problem, sub))
     if plan.result is None:
@@ -210,7 +216,8 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
             if plan.failure is not None:
                 raise plan.failure
             with slots or contextlib.nullcontext():
-                out = _run_preempted(plan, level.level) if plan.problem.preempt else _run_worker(plan, level.level)
+                runner = _run_preempted if plan.problem.preempt else _run_readback if plan.problem.readback else _run_worker
+                out = runner(plan, level.level)
             try:
                 status, category, message = judge(plan.problem, plan.hidden, plan.cases, plan.expected, out,
                                                   plan.source, plan.timeout)

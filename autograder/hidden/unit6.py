@@ -102,3 +102,98 @@ SERVING = Hidden(
 CASES = {
     "restore_for_serving": SERVING,
 }
+
+
+# ---------------------------------------------------------------------------------------------
+# 6.2 convert_safetensors: a fresh safetensors file (64 MiB of float32, eight tensors) for every
+# case; the grader's own worker restores what the function wrote; its peak memory is measured.
+
+def _hub_model(rng, two_axes: bool, layers: int = 4):
+    """A hub's tensor names and shapes (float32), our names for them, and serving specs: every array
+    split over every device, none replicated (Orbax's save of a replicated array compiles a slice
+    program per device: memory that is the library's, not the learner's)."""
+    d = int(rng.choice((512, 1024)))
+    f = 2**20 // d  # each tensor 4 MiB... times two below: 8 MiB
+    tensors, rename, specs = [], {}, {}
+    for i in range(layers):
+        up, down = (("data", "model"), ("model", "data")) if two_axes else ((None, "model"), ("model",))
+        for hub, ours, shape, spec in ((f"model.layers.{i}.mlp.up_proj.weight", f"layer{i}_w_in", (d, 2 * f), up),
+                                       (f"model.layers.{i}.mlp.down_proj.weight", f"layer{i}_w_out", (2 * f, d), down)):
+            tensors.append((hub, shape, "float32"))
+            rename[hub] = ours
+            specs[ours] = SpecArg(spec)
+    return tuple(tensors), rename, specs
+
+
+def _convert_cases(rng):
+    from autograder.wall.files import OutputFolder, SafetensorsArg
+
+    out = []
+    for category, mesh in (("two_axes", MeshArg((("data", 2), ("model", 8)))), ("one_axis", MeshArg((("model", 16),)))):
+        tensors, rename, specs = _hub_model(rng, category == "two_axes")
+        out.append(Case(category, (SafetensorsArg(tensors, int(rng.integers(0, 2**31))), OutputFolder(), rename, mesh, specs)))
+    return out
+
+
+def _converted(path, out_dir, rename, mesh, specs):
+    """What the checkpoint must restore to: the file's tensors, renamed, placed as the specs say
+    (computed from the grader's own copy of the file)."""
+    import jax
+    from jax.sharding import NamedSharding
+    from safetensors.numpy import load_file
+
+    values = load_file(path)
+    return {new: jax.device_put(values[old], NamedSharding(mesh, specs[new])) for old, new in rename.items()}
+
+
+def _check_conversion_memory(args, out) -> str | None:
+    from autograder.wall.memory import conversion_budget
+
+    peak = out.get("peak_bytes")
+    if peak is None:
+        return "unmeasured"
+    size = len(args[0].intact())
+    return "memory" if peak > conversion_budget(size) else None
+
+
+def _diagnose_conversion(args, actual, expected):
+    from autograder.wall.returns import _leaves
+
+    a, e = dict(_leaves(actual)), dict(_leaves(expected))
+    if set(a) != set(e):
+        return "not_renamed" if set(a) == set(args[2]) else "tree"
+    if any(a[k].dtype != e[k].dtype for k in e):
+        return "dtype"
+    if all(a[k].sha256 == e[k].sha256 for k in e):
+        return "wrong_sharding"
+    return "values"
+
+
+CONVERT = Hidden(
+    generate=_convert_cases,
+    messages={
+        "memory": "The checkpoint is right, but your function's peak host memory, measured from outside, was over the "
+                  "budget (the file's size, plus 16 MiB). Read one tensor at a time (its byte range, from "
+                  "the header: not the whole file), and save it as you go (orbax.checkpoint.v1.partial.save, then "
+                  "finalize), so that neither the file nor the whole model is in memory at once.",
+        "unmeasured": "The grader could not measure your function's memory on this machine (it reads the kernel's "
+                      "peak resident set in /proc: Linux only). Grade on Linux.",
+        "not_renamed": "The checkpoint holds the file's own names: save each tensor under rename[name].",
+        "tree": "The checkpoint must hold exactly one array per tensor of the file, named rename[name].",
+        "dtype": "Keep each tensor's dtype (the file's): convert the format, not the numbers.",
+        "wrong_sharding": "The values are right but the arrays were not saved sharded as the specs say: place each one "
+                          "with NamedSharding(mesh, specs[new name]) before saving it.",
+        "values": "Some saved values differ from the file's tensors: read each tensor's bytes at 8 + N + its "
+                  "data_offsets, row-major, in its dtype.",
+        "two_axes": "Wrong when saving for a 2 x 8 mesh, each array split over both axes.",
+        "one_axis": "Wrong when saving for one axis of 16 devices.",
+    },
+    diagnose=_diagnose_conversion,
+    check_outcome=_check_conversion_memory,
+    expected=_converted,
+    on_exception="out_dir does not exist yet: Orbax's save creates it. orbax.checkpoint.v1.partial.save(out_dir, "
+                 "{name: array}) adds arrays to a checkpoint in the making; orbax.checkpoint.v1.partial.finalize(out_dir) "
+                 "makes it a checkpoint.",
+)
+
+CASES["convert_safetensors"] = CONVERT

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from autograder.declarations import Example, Problem, Unit
 from autograder.wall.codec import MeshArg, SpecArg
-from autograder.wall.files import TrainingCheckpointArg
-from autograder.wall.returns import ServedTree
+from autograder.wall.files import OutputFolder, SafetensorsArg, TrainingCheckpointArg
+from autograder.wall.returns import ServedTree, WrittenTree
 
 UNIT = Unit(
     number=6,
@@ -15,9 +15,10 @@ UNIT = Unit(
     intro=(
         "Serving starts from a training checkpoint that holds far more than the model needs (the "
         "optimizer's moments, float32 weights) on a mesh unlike the serving one. Restore only the "
-        "parameters, in bfloat16, straight onto the serving mesh, and keep the host's memory under a "
-        "budget: the grader measures your function's peak resident memory from outside, as the kernel "
-        "counts it. The lesson is `course/06_restore_for_serving.ipynb`."
+        "parameters, in bfloat16, straight onto the serving mesh, and turn a safetensors file from a model "
+        "hub into a sharded Orbax checkpoint one tensor at a time, each under a host-memory budget: the "
+        "grader measures your function's peak resident memory from outside, as the kernel counts it. The "
+        "lesson is `course/06_restore_for_serving.ipynb`."
     ),
     notebook="unit6_restore_for_serving.ipynb",
     lesson="06_restore_for_serving.ipynb",
@@ -33,10 +34,17 @@ UNIT = Unit(
         "import numpy as np\n"
         "import orbax.checkpoint as ocp\n"
         "from jax.sharding import NamedSharding, PartitionSpec\n"
+        "from orbax.checkpoint import v1 as ocp_v1\n"
         "\n"
         "from autograder.notebook import problem"
     ),
 )
+
+# A small safetensors file with a hub's names, and ours for them.
+_HUB = SafetensorsArg((("model.embed_tokens.weight", (256, 64), "float32"),
+                       ("model.layers.0.mlp.up_proj.weight", (64, 256), "float32"),
+                       ("model.norm.weight", (64,), "float32")), 7)
+_RENAME = {"model.embed_tokens.weight": "embed", "model.layers.0.mlp.up_proj.weight": "w_in", "model.norm.weight": "norm"}
 
 # A small training checkpoint saved FSDP-style on 8 devices (the hidden ones weigh 24-64 MiB).
 _TRAINED = TrainingCheckpointArg((("embed", (512, 64), "float32", ("x",)), ("mlp", (64, 256), "float32", (None, "x")),
@@ -80,5 +88,44 @@ PROBLEMS = (
         measure_memory=True,
         timeout=60.0,
         tags=("serving", "restore", "memory"),
+    ),
+    Problem(
+        id="6.2",
+        function="convert_safetensors",
+        signature=("st_path", "out_dir", "rename", "mesh", "specs"),
+        points=20,
+        title="Convert a safetensors file into a sharded Orbax checkpoint, one tensor at a time",
+        statement=(
+            "`st_path` is a safetensors file from a model hub (Unit 4's format: an 8-byte length N, a JSON "
+            "header, then the data; float32 tensors here). Write an Orbax checkpoint into `out_dir` (it does "
+            "not exist yet) holding every tensor of the file, tensor `name` saved as `rename[name]`, with its "
+            "dtype and values, placed as `NamedSharding(mesh, specs[rename[name]])`. The grader restores what "
+            "you wrote with `orbax.checkpoint.v1.load_pytree(out_dir)` in a worker of its own (the arrays come "
+            "back in the layout they were saved in) and measures your function's peak host memory from "
+            "outside: it must stay under the file's size plus 16 MiB. So neither the "
+            "whole file nor the whole model may be in memory at once: read one tensor's bytes, place it, add "
+            "it to the checkpoint (`ocp_v1.partial.save(out_dir, {new_name: array})`), drop it, and finish "
+            "with `ocp_v1.partial.finalize(out_dir)`. What you return is not looked at."
+        ),
+        returns=WrittenTree(),
+        hints=(
+            "Read the header once: `n = int.from_bytes(f.read(8), 'little')`, `header = json.loads(f.read(n))` "
+            "(skip '__metadata__'). Tensor `name` is at byte 8 + n + data_offsets[0], row-major.",
+            "`np.frombuffer(f.read(end - begin), np.float32).reshape(shape)` is one tensor; "
+            "`jax.device_put(it, NamedSharding(mesh, spec))` places it. `safetensors.numpy.load_file` reads the "
+            "whole file: over the budget.",
+            "One `ocp_v1.save_pytree(out_dir, whole_tree)` holds every array and the save's copies of them at "
+            "once; `ocp_v1.partial.save(out_dir, {name: array})` per tensor, then `ocp_v1.partial.finalize(out_dir)` "
+            "once, holds one.",
+        ),
+        examples=(
+            Example((_HUB, OutputFolder(), _RENAME, MeshArg((("model", 16),)),
+                     {"embed": SpecArg((None, "model")), "w_in": SpecArg((None, "model")), "norm": SpecArg(("model",))}),
+                    None, "three tensors renamed, each split over the 16 devices"),
+        ),
+        measure_memory=True,
+        readback=True,
+        timeout=90.0,
+        tags=("serving", "safetensors", "conversion", "memory"),
     ),
 )

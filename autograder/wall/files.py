@@ -243,7 +243,14 @@ class RunFolder:
     kills: tuple = ()
 
 
-FILE_KINDS = (CheckpointArg, SafetensorsArg, PreemptedRootArg, RunFolder)  # (and their subclasses)
+@dataclass(frozen=True)
+class OutputFolder:
+    """Where a function writes a checkpoint (problem 6.2): a path in the worker's scratch folder that
+    does not exist yet. The learner's code gets the path alone; the grader reads back what it wrote
+    (:mod:`autograder.engine.readback`)."""
+
+
+FILE_KINDS = (CheckpointArg, SafetensorsArg, PreemptedRootArg, RunFolder, OutputFolder)  # (and their subclasses)
 
 
 def realize(value, workdir: str):
@@ -255,6 +262,9 @@ def realize(value, workdir: str):
             return preempted[id(leaf)]
         if isinstance(leaf, RunFolder):  # not made: the run makes it, in the scratch folder it writes
             return os.path.join(workdir, "scratch", f"run-{uuid.uuid4().hex[:12]}")
+        if isinstance(leaf, OutputFolder):  # not made: the function writes it (its parent exists)
+            os.makedirs(os.path.join(workdir, "scratch"), exist_ok=True)
+            return os.path.join(workdir, "scratch", f"out-{uuid.uuid4().hex[:12]}")
         if isinstance(leaf, CheckpointArg):
             return leaf.save(os.path.join(workdir, f"ckpt-{uuid.uuid4().hex[:12]}"))
         if isinstance(leaf, SafetensorsArg):

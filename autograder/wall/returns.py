@@ -431,6 +431,53 @@ class ServedTree(RestoredTree):
         return None
 
 
+@dataclass(frozen=True)
+class WrittenTree(ServedTree):
+    """A checkpoint the function wrote to its output folder, as the grader's own worker restored it
+    with no target (the arrays in the layout they were saved in, as digests): names, dtypes, bytes
+    and the saved sharding must all match. The function's own return value is not looked at."""
+
+    dtype: str = ""
+
+    @property
+    def describe(self) -> str:
+        return "an Orbax checkpoint in out_dir, restorable, its arrays named and sharded as asked"
+
+    def type_error(self, v, detail: bool = True) -> str | None:
+        from autograder.wall.readback import UNREADABLE
+
+        if v == UNREADABLE:
+            return ("wrote no checkpoint the grader could restore in out_dir: save with Orbax into out_dir itself (with "
+                    "orbax.checkpoint.v1's partial save, finalize it)")
+        return super().type_error(v, detail)
+
+    def check_example(self, args, real_args, got) -> str | None:
+        """Restore what the function wrote (in the learner's kernel) and compare it with the file's tensors,
+        renamed and placed as the specs say."""
+        import jax
+        from jax.sharding import NamedSharding
+        from orbax.checkpoint import v1 as ocp
+
+        _, out_dir, rename, mesh, specs = real_args
+        values = args[0].values()
+        try:
+            written = dict(ocp.load_pytree(out_dir))
+        except Exception as exc:  # noqa: BLE001 - shown to the learner, in their own kernel
+            return f"no checkpoint could be restored from out_dir ({type(exc).__name__}: {str(exc)[:200]})"
+        if set(written) != set(rename.values()):
+            return f"the checkpoint holds {sorted(written)}, but the new names are {sorted(rename.values())}"
+        for old, new in rename.items():
+            leaf = written[new]
+            if not isinstance(leaf, jax.Array) or not np.array_equal(np.asarray(leaf), values[old]):
+                return f"{new!r} does not hold the values of the file's {old!r}"
+            if leaf.dtype != values[old].dtype:
+                return f"{new!r} was saved as {leaf.dtype}, but the file's {old!r} is {values[old].dtype}: keep its dtype"
+            target = NamedSharding(mesh, specs[new])
+            if not leaf.sharding.is_equivalent_to(target, leaf.ndim):
+                return f"{new!r} was saved sharded as {leaf.sharding.spec}, but the spec asks for {specs[new]}"
+        return None
+
+
 def names_dimension(message: str, dim: int) -> bool:
     """Does an error message name dimension ``dim`` ("dimension 1", "dim 1", JAX's "axis 1")?"""
     import re

@@ -49,8 +49,57 @@ def restore_for_serving(ckpt_dir, mesh, specs):
 """, "incorrect", "parameters only"),
 ]
 
+_CONVERT = """
+import json
+
+import numpy as np
+from orbax.checkpoint import v1 as ocp_v1
+
+
+def convert_safetensors(st_path, out_dir, rename, mesh, specs):
+    tree = {}
+    with open(st_path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        for name, new in rename.items():
+            begin, end = header[name]["data_offsets"]
+            f.seek(8 + n + begin)
+            host = np.frombuffer(f.read(end - begin), np.float32).reshape(header[name]["shape"])
+            array = jax.device_put(host, SHARDING)
+            del host
+            ADD
+    FINISH
+"""
+
+
+def _convert(sharding="NamedSharding(mesh, specs[new])", add="ocp_v1.partial.save(out_dir, {NAME: array})",
+             finish="ocp_v1.partial.finalize(out_dir)", name="new"):
+    return (_CONVERT.replace("SHARDING", sharding).replace("ADD", add).replace("FINISH", finish)
+            .replace("NAME", name))
+
+
+CONVERT = [
+    ("reads_the_whole_file", """
+from orbax.checkpoint import v1 as ocp_v1
+from safetensors.numpy import load_file
+
+
+def convert_safetensors(st_path, out_dir, rename, mesh, specs):
+    tensors = load_file(st_path)   # the whole file in memory at once
+    for name, new in rename.items():
+        ocp_v1.partial.save(out_dir, {new: jax.device_put(tensors[name], NamedSharding(mesh, specs[new]))})
+    ocp_v1.partial.finalize(out_dir)
+""", "incorrect", "over the budget"),
+    ("one_save_of_the_whole_tree", _convert(add="tree[new] = array", finish="ocp_v1.save_pytree(out_dir, tree)"),
+     "incorrect", "over the budget"),
+    ("keeps_the_hubs_names", _convert(name="name"), "incorrect", "the file's own names"),
+    ("no_sharding", _convert(sharding="jax.devices()[0]"), "incorrect", "not saved sharded as the specs say"),
+    ("never_finalizes", _convert(finish="pass"), "incorrect", "wrote no checkpoint"),
+]
+
 WRONG = {
     "restore_for_serving": SERVE,
+    "convert_safetensors": CONVERT,
 }
 
 

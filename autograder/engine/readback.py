@@ -1,0 +1,46 @@
+"""Problems whose function writes a checkpoint (6.2): the learner's worker writes it into its own
+scratch folder (kept, not a tmpfs of its own, so it outlives the worker); then a second worker, in
+the same sandbox, running the grader's own code (:mod:`autograder.wall.readback`), restores what
+was written. Each case's value becomes what that restore gave (digests of the arrays in the layout
+they were saved in, or :data:`~autograder.wall.readback.UNREADABLE`); its peak memory stays the
+learner's worker's. The grading process never parses a file learner code wrote."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from autograder.sandbox import outside as sandbox
+from autograder.wall import codec, readback
+
+READBACK_TIMEOUT = 60.0
+
+
+def _output_folder(args) -> str:
+    return next(leaf for leaf in codec.leaves(args) if isinstance(leaf, str) and os.path.basename(leaf).startswith("out-"))
+
+
+def run(plan, level: str, workdir: str) -> sandbox.RunResult:
+    """Every case of ``plan`` in one learner's worker, then every folder it wrote read back."""
+    try:
+        worker = sandbox.Worker(plan.source, plan.problem.function, plan.worker_args, timeout=plan.timeout,
+                                workdir=workdir, level=level, measure_memory=plan.problem.measure_memory,
+                                keep_scratch=True)
+        plan.expected_ready.wait()
+        if plan.failure is not None:
+            worker.kill()
+            raise plan.failure
+        result = worker.wait()
+        answered = [i for i, case in enumerate(result.cases) if "value" in case]
+        if result.status != "ok" or result.setup or not answered:
+            return result
+        folders = [(_output_folder(plan.worker_args[i]),) for i in answered]
+        reader = sandbox.Worker(readback.SOURCE, readback.FUNCTION, folders, timeout=READBACK_TIMEOUT,
+                                workdir=workdir, level=level, measure_memory=True, keep_scratch=True)
+        back = reader.wait()
+        for n, i in enumerate(answered):
+            got = back.cases[n] if back.status == "ok" and not back.setup and n < len(back.cases) else {}
+            result.cases[i] = {**result.cases[i], "value": got.get("value", readback.UNREADABLE)}
+        return result
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
