@@ -21,6 +21,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform != "linux", reas
 
 MiB = 2**20
 BIG = 300  # MiB the attacks allocate; an honest worker's own noise is a few MiB
+COUNTED = 0.95 * BIG * MiB  # (what the process held before may shrink a little meanwhile)
 
 
 def _peak(source: str, level: str, function: str = "f") -> tuple[int | None, object]:
@@ -50,7 +51,7 @@ def f():
 def test_an_allocation_is_counted_and_a_small_function_costs_little():
     level = _strict()
     peak, value = _peak(_HONEST, level)
-    assert value == 1 and BIG * MiB <= peak < (BIG + 20) * MiB
+    assert value == 1 and COUNTED <= peak < (BIG + 20) * MiB
     small, _ = _peak("def f():\n    return 1\n", level)
     assert small < 8 * MiB  # what the worker held before the code loaded is not the learner's
 
@@ -72,7 +73,7 @@ def f():
 
 def test_resetting_the_peak_is_refused():
     peak, value = _peak(_RESET, _strict())
-    assert value == "refused" and peak >= BIG * MiB
+    assert value == "refused" and peak >= COUNTED
     # Without the jail the reset works, and the peak the grader reads is gone.
     peak, value = _peak(_RESET, outside.BASIC)
     assert value == "reset" and peak < BIG * MiB // 2
@@ -98,7 +99,7 @@ def f():
 
 def test_a_child_process_cannot_do_the_work_uncounted():
     peak, value = _peak(_CHILD, _strict())
-    assert value == "refused" and peak >= BIG * MiB
+    assert value == "refused" and peak >= COUNTED
     peak, value = _peak(_CHILD, outside.BASIC)
     assert value == "forked" and peak < BIG * MiB // 2  # without the jail: a peak the grader never saw
 
@@ -140,7 +141,7 @@ def test_memory_taken_while_the_code_loads_is_counted():
     # The grader's point of reference is taken before the module loads: a module that takes memory
     # first and gives it back in the function cannot make its function's peak look like nothing.
     peak, value = _peak(_BEFORE, _strict())
-    assert value == 1 and peak >= BIG * MiB
+    assert value == 1 and peak >= COUNTED
 
 
 _NAMED = f"""
@@ -156,7 +157,7 @@ def f():
 
 def test_a_process_name_cannot_pose_as_a_status_line():
     peak, value = _peak(_NAMED, _strict())
-    assert value == 1 and peak >= BIG * MiB  # the name was set; the kernel escapes it in status
+    assert value == 1 and peak >= COUNTED  # the name was set; the kernel escapes it in status
 
 
 _PAGEOUT = f"""
@@ -175,7 +176,7 @@ def f():
 
 def test_paging_memory_out_unnoted_is_refused():
     peak, value = _peak(_PAGEOUT, _strict())
-    assert value == "refused" and peak >= BIG * MiB
+    assert value == "refused" and peak >= COUNTED
     _, value = _peak(_PAGEOUT, outside.BASIC)
     assert value == "paged out"  # (with no swap it takes out nothing, but the kernel allows it)
 
