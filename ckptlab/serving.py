@@ -25,10 +25,10 @@ from ckptlab.twohost import run_hosts
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
 
-def prepare_measurement(scratch: str) -> None:
-    """Make a peak measured from now on about the work alone: large blocks are mapped (and given
-    back to the kernel when freed), and what a process's first Orbax restore allocates once
-    (thread pools, TensorStore's context) is allocated already."""
+def give_back_freed_memory() -> None:
+    """Have the C library map large blocks (over 256 KiB) and unmap them when freed, and trim its
+    heap above 1 MiB: a process's resident set then falls when big arrays are freed (by default
+    the threshold grows with the blocks freed, and a freed block stays resident). Linux (glibc)."""
     if sys.platform == "linux":
         try:
             libc = ctypes.CDLL(None)
@@ -36,6 +36,13 @@ def prepare_measurement(scratch: str) -> None:
             libc.mallopt(_M_TRIM_THRESHOLD, 1024 * 1024)
         except (OSError, AttributeError):
             pass
+
+
+def prepare_measurement(scratch: str) -> None:
+    """Make a peak measured from now on about the work alone: large blocks are given back to the
+    kernel when freed (:func:`give_back_freed_memory`), and what a process's first Orbax restore
+    allocates once (thread pools, TensorStore's context) is allocated already."""
+    give_back_freed_memory()
     if "orbax.checkpoint" in sys.modules:
         _warm_orbax(os.path.join(scratch, ".ckpt-warm-up"))
 

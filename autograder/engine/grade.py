@@ -24,6 +24,7 @@ from autograder.engine.results import ProblemResult, Report, problem_result
 from autograder.hidden import Hidden
 from autograder.sandbox import outside as sandbox
 from autograder.wall import codec, files
+from ckptlab.serving import give_back_freed_memory
 
 
 @dataclass
@@ -192,6 +193,9 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
             # Strict workers fork from it: it imports while the references start, and then what
             # these problems' code imports.
             sandbox.start_zygote([(plan.source, plan.problem.count_reads) for plan in plans if plan.result is None])
+        # The references save and restore checkpoints of tens of MiB one problem after another: freed,
+        # their memory goes back to the kernel, so the grader's peak is the largest one, not their sum.
+        give_back_freed_memory()
         references = _References(plans)
     SHORT_GIL_SLICES.hold()
     try:

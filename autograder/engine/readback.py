@@ -36,8 +36,9 @@ def run(plan, level: str, workdir: str) -> sandbox.RunResult:
             return result
         folders = [(_output_folder(plan.worker_args[i]),) for i in answered]
         reader = sandbox.Worker(readback.SOURCE, readback.FUNCTION, folders, timeout=READBACK_TIMEOUT,
-                                workdir=workdir, level=level, measure_memory=True, keep_scratch=True)
+                                workdir=workdir, level=level, digest_arrays=True, keep_scratch=True)
         back = reader.wait()
+        result.seconds += back.seconds  # the grader's own work: overhead, never the learner's time
         for n, i in enumerate(answered):
             got = back.cases[n] if back.status == "ok" and not back.setup and n < len(back.cases) else {}
             result.cases[i] = {**result.cases[i], "value": got.get("value", readback.UNREADABLE)}

@@ -12,7 +12,7 @@ from autograder.wall.files import TrainingCheckpointArg
 from autograder.wall.memory import serving_budget
 
 # ---------------------------------------------------------------------------------------------
-# 6.1 restore_for_serving: a fresh training checkpoint (24-64 MiB of float32 parameters, three
+# 6.1 restore_for_serving: a fresh training checkpoint (24-42 MiB of float32 parameters, three
 # times that with the moments) for every case; the grader measures the worker's peak memory.
 
 _FSDP8 = (("x", 8),)
@@ -30,7 +30,7 @@ def _serving_cases(rng):
     flat = MeshArg((("model", 16),))
     # Smaller first: the peak the grader reads is the process's since before its code loaded, so a
     # case is charged with the largest peak so far (never less than its own).
-    d1, d2 = (int(d) for d in rng.choice((512, 768, 1024), size=2, replace=False))
+    d1, d2 = (int(d) for d in rng.choice((512, 640, 768), size=2, replace=False))
     d1, d2 = min(d1, d2), max(d1, d2)
     (a1, s1), (a2, s2) = _model(rng, d1), _model(rng, d2)
     return [
@@ -152,8 +152,7 @@ def _check_conversion_memory(args, out) -> str | None:
     peak = out.get("peak_bytes")
     if peak is None:
         return "unmeasured"
-    size = len(args[0].intact())
-    return "memory" if peak > conversion_budget(size) else None
+    return "memory" if peak > conversion_budget(args[0].data_bytes()) else None
 
 
 def _diagnose_conversion(args, actual, expected):

@@ -490,7 +490,8 @@ class Worker:
     def __init__(self, source: str, function: str, cases: list[tuple], *, timeout: float = DEFAULT_TIMEOUT,
                  memory_bytes: int = DEFAULT_MEMORY, file_bytes: int = DEFAULT_FILE_BYTES, workdir: str | None = None,
                  count_reads: bool = False, level: str = BASIC, bare: bool = False, namespaces: bool | None = None,
-                 keep_scratch: bool = False, exit_when_done: bool = False, measure_memory: bool = False):
+                 keep_scratch: bool = False, exit_when_done: bool = False, measure_memory: bool = False,
+                 digest_arrays: bool | None = None):
         self.timeout, self.level, self.count_reads = timeout, level, count_reads
         self.measure_memory = measure_memory
         self.memory_base: tuple[int, int] | None = None  # (pid, resident bytes) before the learner's code
@@ -523,9 +524,10 @@ class Worker:
         self.log = tempfile.TemporaryFile(prefix="ckpt-worker-log-")  # unlinked: the worker cannot find it
         # exit_when_done: the worker's process ends as soon as it has answered (one case), taking any
         # thread it left with it (problem 5.3: a save still committing is lost, as in a job that ends).
-        # A memory-measured worker's arrays come back as digests (see codec.ArrayDigest).
+        # A memory-measured worker's arrays come back as digests (see codec.ArrayDigest), as do those
+        # of a worker asked for them.
         self.job = {"source": source, "function": function, "exit_when_done": exit_when_done,
-                    "digest_arrays": measure_memory, "preload": _preload(source) if measure_memory else []}
+                    "digest_arrays": measure_memory if digest_arrays is None else digest_arrays, "preload": _preload(source) if measure_memory else []}
         self.namespace: str | None = None
         asked = time.monotonic()
         try:

@@ -46,7 +46,7 @@ _HUB = SafetensorsArg((("model.embed_tokens.weight", (256, 64), "float32"),
                        ("model.norm.weight", (64,), "float32")), 7)
 _RENAME = {"model.embed_tokens.weight": "embed", "model.layers.0.mlp.up_proj.weight": "w_in", "model.norm.weight": "norm"}
 
-# A small training checkpoint saved FSDP-style on 8 devices (the hidden ones weigh 24-64 MiB).
+# A small training checkpoint saved FSDP-style on 8 devices (the hidden ones weigh 24-42 MiB).
 _TRAINED = TrainingCheckpointArg((("embed", (512, 64), "float32", ("x",)), ("mlp", (64, 256), "float32", (None, "x")),
                                   ("norm", (64,), "float32", ())), (("x", 8),), 6)
 

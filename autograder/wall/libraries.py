@@ -8,5 +8,5 @@ that needs another library to extend (a sandbox change: review it as one).
 """
 
 LIBRARIES = ("jax", "jaxlib", "flax", "orbax", "numpy", "tensorstore", "ml_dtypes", "safetensors", "optax")
-ON_DEMAND = ("flax.linen", "flax.nnx", "ckptlab.models", "tensorstore", "orbax.checkpoint", "safetensors",
+ON_DEMAND = ("flax.linen", "flax.nnx", "ckptlab.models", "tensorstore", "orbax.checkpoint", "orbax.checkpoint.v1", "safetensors",
              "safetensors.numpy", "optax", "ckptlab.training")
