@@ -70,7 +70,7 @@ def _warm_orbax(path: str) -> None:
         ocp_v1.partial.save(path, {"w": small})
         ocp_v1.partial.save(path, {"b": jax.device_put(np.ones((8,), np.float32), NamedSharding(mesh, PartitionSpec()))})
         ocp_v1.partial.finalize(path)
-        ocp_v1.load_pytree(path)
+        ocp_v1.load(path)
         shutil.rmtree(path, ignore_errors=True)
 
 

@@ -215,3 +215,14 @@ def test_a_whole_state_restore_that_hides_its_peak_scores_nothing(grade_code, le
         assert result.status == "incorrect" and "over the budget" in result.message, result.message
     else:  # without the jail the reset works: the forged peak passes (what strict refuses)
         assert result.status == "correct", result.message
+
+
+def test_a_conversion_is_graded_on_its_checkpoint_whatever_it_returns(grade_code, root):
+    # 6.2's statement says its return value is not looked at: one that cannot be sent back (a
+    # module) costs nothing, and the checkpoint written is read back and judged as any other.
+    reference = (root / "solutions" / "unit6.py").read_text()
+    assert reference.rstrip().endswith("    ocp_v1.partial.finalize(out_dir)")
+    source = reference.rstrip() + "\n    return jax  # a module: not plain data\n"
+    report = grade_code(source, problems=["6.2"], learner="returns-a-module")
+    (result,) = report.problems
+    assert result.status == "correct", result.message

@@ -31,7 +31,9 @@ def run(plan, level: str, workdir: str) -> sandbox.RunResult:
             worker.kill()
             raise plan.failure
         result = worker.wait()
-        answered = [i for i, case in enumerate(result.cases) if "value" in case]
+        # What the function returned is not looked at: a value that could not be sent back counts as an answer.
+        answered = [i for i, case in enumerate(result.cases)
+                    if "value" in case or case.get("error", {}).get("kind") == "bad_return"]
         if result.status != "ok" or result.setup or not answered:
             return result
         folders = [(_output_folder(plan.worker_args[i]),) for i in answered]
@@ -41,7 +43,8 @@ def run(plan, level: str, workdir: str) -> sandbox.RunResult:
         result.seconds += back.seconds  # the grader's own work: overhead, never the learner's time
         for n, i in enumerate(answered):
             got = back.cases[n] if back.status == "ok" and not back.setup and n < len(back.cases) else {}
-            result.cases[i] = {**result.cases[i], "value": got.get("value", readback.UNREADABLE)}
+            case = {k: v for k, v in result.cases[i].items() if k != "error"}
+            result.cases[i] = {**case, "value": got.get("value", readback.UNREADABLE)}
         return result
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

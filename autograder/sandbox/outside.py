@@ -678,7 +678,8 @@ class Worker:
         if "value" in answer:
             return {"value": codec.decode(answer["value"], checked=True), "read_bytes": read_bytes,
                     "peak_bytes": peak_bytes}
-        return {"error": _clean_error(answer.get("error"))}
+        error = {"error": _clean_error(answer.get("error"))}
+        return error if peak_bytes is None else {**error, "peak_bytes": peak_bytes}
 
     # -- the end ----------------------------------------------------------------------------------
     def _stop(self) -> None:

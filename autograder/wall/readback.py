@@ -19,7 +19,7 @@ def {FUNCTION}(path):
     if not os.path.isdir(path) or os.path.islink(path):
         return {UNREADABLE!r}
     try:
-        return dict(ocp.load_pytree(path))
+        return dict(ocp.load(path))
     except Exception:  # noqa: BLE001 - any failure to restore is the learner's: said as one
         return {UNREADABLE!r}
 '''

@@ -461,7 +461,7 @@ class WrittenTree(ServedTree):
         _, out_dir, rename, mesh, specs = real_args
         values = args[0].values()
         try:
-            written = dict(ocp.load_pytree(out_dir))
+            written = dict(ocp.load(out_dir))
         except Exception as exc:  # noqa: BLE001 - shown to the learner, in their own kernel
             return f"no checkpoint could be restored from out_dir ({type(exc).__name__}: {str(exc)[:200]})"
         if set(written) != set(rename.values()):
