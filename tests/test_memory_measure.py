@@ -226,3 +226,18 @@ def test_a_conversion_is_graded_on_its_checkpoint_whatever_it_returns(grade_code
     report = grade_code(source, problems=["6.2"], learner="returns-a-module")
     (result,) = report.problems
     assert result.status == "correct", result.message
+
+
+def test_the_grading_process_never_parses_a_checkpoint_a_learner_wrote(grade_code, root, monkeypatch):
+    # 6.2's checkpoint is read back by a sandboxed worker of the grader's own: in the grading
+    # process, Orbax's load is never called (here it would fail the grade).
+    from orbax.checkpoint import v1 as ocp_v1
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the grading process parsed a learner's checkpoint")
+
+    monkeypatch.setattr(ocp_v1, "load", refuse)
+    monkeypatch.setattr(ocp_v1, "load_pytree", refuse)
+    report = grade_code((root / "solutions" / "unit6.py").read_text(), problems=["6.2"], learner="read-back-check")
+    (result,) = report.problems
+    assert result.status == "correct", result.message
