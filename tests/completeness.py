@@ -2,7 +2,8 @@
 
 A problem is complete with: its declaration in the registry (statement, at least two hints, a
 public example), hidden cases, a reference solution, at least four curated wrong answers (and
-their imports), its stub in the unit's problem notebook. A unit is complete with: its record
+their imports), at least three curated right answers unlike the reference (and their imports),
+its stub in the unit's problem notebook. A unit is complete with: its record
 (title, introduction, its notebook's import cell, the lesson and how many figures it draws), at
 least one drill, libraries the sandbox knows (``autograder/wall/libraries.py``) for its imports,
 and its row in the README's unit table with the registry's problem and point counts.
@@ -26,6 +27,7 @@ from autograder.wall.libraries import LIBRARIES
 
 ROOT = Path(__file__).resolve().parents[1]
 MIN_WRONG = 4
+MIN_RIGHT = 3
 MIN_HINTS = 2
 
 
@@ -57,6 +59,44 @@ def _headers() -> dict:
     return HEADERS
 
 
+def _right() -> dict:
+    from tests.right_answers import RIGHT
+
+    return RIGHT
+
+
+def _right_headers() -> dict:
+    from tests.right_answers import HEADERS
+
+    return HEADERS
+
+
+def _shape(source: str, function: str) -> str | None:
+    """The function ``function`` of ``source`` as its syntax tree, docstrings left out: two answers
+    written alike have the same shape, whatever their comments."""
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function:
+            body = node.body[1:] if node.body and isinstance(node.body[0], ast.Expr) and isinstance(
+                getattr(node.body[0], "value", None), ast.Constant) and isinstance(node.body[0].value.value, str) else node.body
+            return ast.dump(ast.Module(body=body, type_ignores=[]))
+    return None
+
+
+def _reference_shape(p: registry.Problem, reference) -> str | None:
+    import inspect
+
+    try:
+        return _shape(inspect.getsource(reference), p.function)
+    except (OSError, TypeError):
+        return None
+
+
 def _drill_units() -> set[int]:
     import numpy as np
 
@@ -76,6 +116,8 @@ class Parts:
     reference: object = _reference
     wrong: dict = field(default_factory=_wrong)
     headers: dict = field(default_factory=_headers)
+    right: dict = field(default_factory=_right)
+    right_headers: dict = field(default_factory=_right_headers)
     drill_units: set = field(default_factory=_drill_units)
     libraries: tuple = LIBRARIES
     root: Path = ROOT
@@ -109,13 +151,27 @@ def missing(parts: Parts | None = None) -> list[str]:
             gaps.append(f"{where} declaration: needs a statement, {MIN_HINTS}+ hints and a public example")
         if parts.hidden(p) is None:
             gaps.append(f"{where} hidden cases: no CASES[{p.function!r}] in autograder/hidden/unit{p.unit}.py")
-        if parts.reference(p) is None:
+        reference = parts.reference(p)
+        if reference is None:
             gaps.append(f"{where} reference: no {p.function} in solutions/unit{p.unit}.py")
         wrong = parts.wrong.get(p.id, [])
         if len(wrong) < MIN_WRONG:
             gaps.append(f"{where} wrong answers: {len(wrong)} in tests/wrong_answers/unit{p.unit}.py, {MIN_WRONG} needed")
         if wrong and p.id not in parts.headers:
             gaps.append(f"{where} wrong answers: no IMPORTS for them in tests/wrong_answers/unit{p.unit}.py")
+        right = parts.right.get(p.id, [])
+        if len(right) < MIN_RIGHT:
+            gaps.append(f"{where} right answers: {len(right)} in tests/right_answers/unit{p.unit}.py, {MIN_RIGHT} needed")
+        if right and p.id not in parts.right_headers:
+            gaps.append(f"{where} right answers: no IMPORTS for them in tests/right_answers/unit{p.unit}.py")
+        shapes = [_shape(source, p.function) for _, source in right]
+        for (name, _), shape in zip(right, shapes):
+            if shape is None:
+                gaps.append(f"{where} right answers: {name} defines no {p.function}")
+            elif reference is not None and shape == _reference_shape(p, reference):
+                gaps.append(f"{where} right answers: {name} is the reference itself; write it another way")
+            elif shapes.count(shape) > 1:
+                gaps.append(f"{where} right answers: {name} is written as another of them is")
         path = parts.root / "problems" / p.notebook
         if p.notebook not in notebooks:
             notebooks[p.notebook] = path.read_text() if path.exists() else ""

@@ -43,6 +43,12 @@ def _wrong_count(root):
     path.write_text(path.read_text().replace("(6 problems, 60 points)", "(5 problems, 50 points)"))
 
 
+def _reference_source(p):
+    import inspect
+
+    return inspect.getsource(_reference(p))
+
+
 def _without(d, key):
     return {k: v for k, v in d.items() if k != key}
 
@@ -58,6 +64,13 @@ KINDS = {
         parts, wrong={**parts.wrong, "2.3": parts.wrong["2.3"][:3]}), "2.3 orbax_chunk_shape wrong answers: 3"),
     "wrong answers' imports": (lambda parts, tmp: dataclasses.replace(
         parts, headers=_without(parts.headers, "2.3")), "2.3 orbax_chunk_shape wrong answers: no IMPORTS"),
+    "right answers": (lambda parts, tmp: dataclasses.replace(
+        parts, right={**parts.right, "2.3": parts.right["2.3"][:2]}), "2.3 orbax_chunk_shape right answers: 2"),
+    "right answers' imports": (lambda parts, tmp: dataclasses.replace(
+        parts, right_headers=_without(parts.right_headers, "2.3")), "2.3 orbax_chunk_shape right answers: no IMPORTS"),
+    "a right answer that is the reference": (lambda parts, tmp: dataclasses.replace(
+        parts, right={**parts.right, "2.3": parts.right["2.3"][:2] + [("copied", _reference_source(P))]}),
+        "2.3 orbax_chunk_shape right answers: copied is the reference itself"),
     "notebook": (lambda parts, tmp: dataclasses.replace(
         parts, root=_root_without(tmp, _drop_stub)), "2.3 orbax_chunk_shape notebook"),
     "unit record": (lambda parts, tmp: dataclasses.replace(parts, units=_without(parts.units, 2)), "unit 2 record"),
