@@ -51,11 +51,36 @@ class SaverSpec:
     rows: int = 1024  # the state's "w" is (rows, 256) float32, sharded over 8 devices
 
 
-def committed_steps(root: str) -> list[int]:
-    """Steps whose folder is named by the step and holds ``commit_success.txt``, ascending. Links
-    are never followed (the grader reads a learner's run folder with this: see
+def step_of(name: str) -> int | None:
+    """The step an entry of a checkpoint root is named for, as Orbax names a ``CheckpointManager``'s
+    step folders, whatever its options (``12``, ``step_12`` with ``step_prefix="step"``, ``00000012``
+    with ``step_format_fixed_length=8``) and their temporary folders (``step_12.orbax-checkpoint-tmp``):
+    parsed by Orbax itself (``ocp.step.step_from_checkpoint_name``); None for any other name."""
+    import orbax.checkpoint as ocp
+
+    try:
+        step = ocp.step.step_from_checkpoint_name(name)
+    except ValueError:
+        return None
+    return step if step >= 0 else None
+
+
+def committed_folders(root: str) -> dict[int, str]:
+    """Each committed step of ``root`` and its folder's name: a folder named for the step (as
+    :func:`step_of` reads it, not a temporary one) that holds ``commit_success.txt``. Links are
+    never followed (the grader reads a learner's run folder with this: see
     ``autograder/engine/preempted.py``)."""
-    return sorted(int(name) for name in entries(root) if name.isdigit() and committed(os.path.join(root, name)))
+    out = {}
+    for name in sorted(entries(root)):
+        step = None if TMP_MARK in name else step_of(name)
+        if step is not None and committed(os.path.join(root, name)):
+            out.setdefault(step, name)
+    return out
+
+
+def committed_steps(root: str) -> list[int]:
+    """The committed steps of ``root`` (:func:`committed_folders`), ascending."""
+    return sorted(committed_folders(root))
 
 
 def step_folder(path: str) -> bool:

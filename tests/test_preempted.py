@@ -213,3 +213,29 @@ def train_with_preemption(ckpt_dir, total_steps, seed):
 def test_problem_5_3_is_graded_through_real_kills():
     p = registry.get("5.3")
     assert p.preempt and p.returns.describe.startswith("a tuple (params, first_step)")
+
+
+def test_step_folders_are_read_as_orbax_names_them(tmp_path):
+    """A learner's manager may name its steps otherwise than by the number alone
+    (``CheckpointManagerOptions(step_prefix=..., step_format_fixed_length=...)``); the grader reads
+    them with Orbax's own parsing. Before, only digit-only names counted: a run saving ``step_1``,
+    ``step_2``, ... read as a run that never saved (0/20, told to save after every step)."""
+    import orbax.checkpoint as ocp
+
+    from ckptlab.preempt import step_of
+
+    for prefix, length in ((None, None), ("step", None), (None, 8), ("ckpt", 3), ("my_run", 5)):
+        fmt = ocp.step.standard_name_format(step_prefix=prefix, step_format_fixed_length=length)
+        for step in (0, 7, 123):
+            name = fmt.build_name(step)
+            assert step_of(name) == step and step_of(name + ".orbax-checkpoint-tmp") == step, name
+    assert [step_of(n) for n in ("state", "data", "step_", ".orbax-checkpoint-tmp", "notes.txt")] == [None] * 5
+    run = tmp_path / "run-prefixed"
+    for name, commit in (("step_3", True), ("step_4", True), ("step_5", False), ("step_6.orbax-checkpoint-tmp", False)):
+        (run / name).mkdir(parents=True)
+        if commit:
+            (run / name / "commit_success.txt").write_text("ok")
+    assert preempted.committed_steps(str(run)) == [3, 4]
+    assert preempted._point_reached(("commit", 1), str(run), 3) and not preempted._point_reached(("commit", 2), str(run), 3)
+    assert preempted._saving(str(run), 5) and preempted._saving(str(run), 6) and not preempted._saving(str(run), 7)
+    assert preempted._saved_again(str(run), 4, 0.0) and not preempted._saved_again(str(run), 2, 0.0)

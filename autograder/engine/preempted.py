@@ -16,24 +16,35 @@ import time
 
 from autograder.sandbox import outside as sandbox
 from autograder.wall import codec, files
-from ckptlab.preempt import TMP_MARK, committed, committed_steps, entries, step_folder
+from ckptlab.preempt import (
+    COMMIT_FILE,
+    TMP_MARK,
+    committed,
+    committed_folders,
+    committed_steps,
+    entries,
+    step_folder,
+    step_of,
+)
 
 POLL = 0.002  # seconds between two looks at the run folder
 MAX_RUNS = 8  # workers per case at most: the kills, then runs that end by themselves (a crash ends it sooner)
 
 
 # The run folder is the learner's: it is listed here, never read, and no link in it is followed
-# (a link to a folder elsewhere would make the moment of a kill say what that folder holds).
+# (a link to a folder elsewhere would make the moment of a kill say what that folder holds). Its
+# step folders are named as the learner's CheckpointManager names them (a step prefix, a fixed
+# length): read with Orbax's own parsing (ckptlab.preempt.step_of).
 
 def _saving(folder: str, beyond: int) -> bool:
     """Whether a save of a step >= ``beyond`` is under way: a temporary folder (atomic rename) or a
     step folder without its commit file (written in place)."""
     for name in entries(folder):
-        step = name.split(".")[0]
+        step = step_of(name)
         path = os.path.join(folder, name)
-        if not step.isdigit() or int(step) < beyond or not step_folder(path):
+        if step is None or step < beyond or not step_folder(path):
             continue
-        if TMP_MARK in name or (name.isdigit() and not committed(path)):
+        if TMP_MARK in name or not committed(path):
             return True
     return False
 
@@ -41,11 +52,11 @@ def _saving(folder: str, beyond: int) -> bool:
 def _saved_again(folder: str, start: int, since: float) -> bool:
     """Whether a step at or below ``start`` (where this run should have resumed) committed after
     ``since``: the run did not resume, it started over."""
-    for step in committed_steps(folder):
+    for step, name in committed_folders(folder).items():
         if step > start:
             continue
         try:
-            if os.lstat(os.path.join(folder, str(step), "commit_success.txt")).st_mtime >= since:
+            if os.lstat(os.path.join(folder, name, COMMIT_FILE)).st_mtime >= since:
                 return True
         except OSError:
             continue
