@@ -1,8 +1,8 @@
 """Reference solutions for Unit 5: checkpointing a training run.
 
-Problem 5.1 asks JAX and Orbax what each array's save writes (``ckptlab.explore.placement``, the
-lessons' explorer), as a learner may; problem 2.6 predicts the same, and the hidden tests' diagnoses
-use it.
+Problem 5.1 asks optax what the optimizer's state holds (``jax.eval_shape`` of its ``init``) and JAX
+and Orbax what each array's save writes (``ckptlab.explore.placement``, the lessons' explorer), as a
+learner may; problem 2.6 predicts the same, and the hidden tests' diagnoses use it.
 """
 
 from __future__ import annotations
@@ -16,17 +16,25 @@ from ckptlab import training
 from ckptlab.explore import placement
 
 
-def training_state_bytes(params, specs, mesh_shape, devices_per_host):
-    def per_host(shape, dtype, spec):  # what JAX and Orbax say this array's save writes, per host
-        return placement(shape, dtype, mesh_shape, spec, devices_per_host)["bytes_per_host"]
+def training_state_bytes(params, specs, mesh_shape, devices_per_host, mu_dtype=None, accumulate=1):
+    import jax.numpy as jnp
+    import optax
+
+    # Ask optax what its state holds (shapes and dtypes, nothing allocated), as a learner may.
+    abstract = {name: jax.ShapeDtypeStruct(tuple(shape), jnp.dtype(dtype)) for name, (shape, dtype) in params.items()}
+    tx = optax.adamw(1e-3, mu_dtype=mu_dtype)
+    if accumulate > 1:
+        tx = optax.MultiSteps(tx, every_k_schedule=accumulate)
+    state = {"params": abstract, "opt_state": jax.eval_shape(tx.init, abstract),
+             "step": jax.ShapeDtypeStruct((), jnp.uint32)}  # nnx.Optimizer's own step
 
     out = {}
-    for name, (shape, dtype) in params.items():
-        for host, n in per_host(shape, dtype, specs[name]).items():
-            out[host] = out.get(host, 0) + 3 * n  # the parameter, mu and nu
-    # AdamW's count (int32) and the optimizer's step (uint32): replicated scalars, written by replica 0.
-    for dtype in ("int32", "uint32"):
-        for host, n in per_host((), dtype, ()).items():
+    for path, leaf in jax.tree_util.tree_leaves_with_path(state):
+        keys = [getattr(k, "key", None) for k in path]
+        name = next((k for k in reversed(keys) if k in params), None)
+        spec = specs[name] if name is not None and leaf.ndim else ()  # a scalar is replicated
+        # what JAX and Orbax say this array's save writes, per host
+        for host, n in placement(leaf.shape, leaf.dtype, mesh_shape, spec, devices_per_host)["bytes_per_host"].items():
             out[host] = out.get(host, 0) + n
     return out
 

@@ -44,12 +44,18 @@ class _Params(nnx.Module):
 
 
 def test_training_state_bytes_match_a_real_save_of_an_nnx_optimizer(tmp_path):
-    """The whole state of a real nnx.Optimizer(adamw), sharded as each case says and saved
-    uncompressed: its chunk files hold the reference's total, and Orbax's own replica slices give
-    the reference's bytes per host."""
-    for i, (params, specs, mesh_shape, per_host) in enumerate(_cases("5.1")):
+    """The whole state of a real nnx.Optimizer(adamw(mu_dtype=...)), wrapped in optax.MultiSteps
+    where a case accumulates, sharded as each case says and saved uncompressed: its chunk files hold
+    the reference's total, and Orbax's own replica slices give the reference's bytes per host. Each
+    case's optimizer is the one its arguments name (the dtypes checked leaf by leaf)."""
+    cases = _cases("5.1")
+    assert {(c[4], c[5] > 1) for c in cases} >= {(None, False), ("float32", False), ("bfloat16", False), (None, True)}
+    for i, (params, specs, mesh_shape, per_host, mu_dtype, accumulate) in enumerate(cases):
         model = _Params(params)
-        optimizer = nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param)
+        tx = optax.adamw(1e-3, mu_dtype=mu_dtype)
+        if accumulate > 1:
+            tx = optax.MultiSteps(tx, every_k_schedule=accumulate)
+        optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
         state = {"model": nnx.state(model), "optimizer": nnx.state(optimizer)}
         mesh = course_mesh(mesh_shape)
 
@@ -61,12 +67,17 @@ def test_training_state_bytes_match_a_real_save_of_an_nnx_optimizer(tmp_path):
 
         sharded = jax.tree_util.tree_map_with_path(place, state)
         leaves = jax.tree.leaves(sharded)
-        assert len(leaves) == 3 * len(params) + 2  # parameters, mu, nu, count, step
+        per_param = 3 + (accumulate > 1)  # the parameter, mu, nu (and the accumulated gradients)
+        assert len(leaves) == per_param * len(params) + 2 + 2 * (accumulate > 1)  # count, step (mini_step, gradient_step)
+        paths = {jax.tree_util.keystr(p): leaf.dtype for p, leaf in jax.tree_util.tree_leaves_with_path(sharded)}
+        for name, (_, dtype) in params.items():
+            mu = [d for k, d in paths.items() if f"['mu']['{name}']" in k]
+            assert mu and all(d == jnp.dtype(mu_dtype or dtype) for d in mu), (name, mu_dtype, mu)
         with ocp.Checkpointer(ocp.PyTreeCheckpointHandler(use_ocdbt=False, use_compression=False)) as ckpt:
             ckpt.save(tmp_path / f"s{i}", args=ocp.args.PyTreeSave(sharded))
         chunk_bytes = sum(f.stat().st_size for f in (tmp_path / f"s{i}").rglob("*")
                           if f.is_file() and all(part.isdigit() for part in f.name.split(".")))
-        want = unit5.training_state_bytes(params, specs, mesh_shape, per_host)
+        want = unit5.training_state_bytes(params, specs, mesh_shape, per_host, mu_dtype, accumulate)
         assert chunk_bytes == sum(want.values()), (params, specs, mesh_shape)
         hosts = {h: 0 for h in want}
         for leaf in leaves:

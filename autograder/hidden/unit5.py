@@ -29,32 +29,46 @@ def _state_cases(rng):
     d, mo = mesh["data"], mesh["model"]
     return [
         Case("fsdp", ({"kernel": ((16 * k, 8 * m), "float32"), "bias": ((8 * m,), "float32")},
-                      {"kernel": ("fsdp",), "bias": ()}, fsdp, dph())),
+                      {"kernel": ("fsdp",), "bias": ()}, fsdp, dph(), None, 1)),
         Case("two_d", ({"embed": ((d * mo * k, 4 * m), "float32"), "kernel": ((d * k, mo * m), "float32"),
                         "bias": ((mo * m,), "float32")},
-                       {"embed": (("data", "model"),), "kernel": ("data", "model"), "bias": ("model",)}, mesh, dph())),
-        Case("bfloat16", ({"kernel": ((16 * k, 4 * m), "bfloat16"), "scale": ((16 * m,), "float32")},
-                          {"kernel": (None, None), "scale": ("fsdp",)}, fsdp, dph())),
+                       {"embed": (("data", "model"),), "kernel": ("data", "model"), "bias": ("model",)}, mesh, dph(),
+                       "bfloat16", 1)),
+        # bfloat16 parameters, their first moment kept in float32 (the second is not)
+        Case("mu_float32", ({"kernel": ((16 * k, 4 * m), "bfloat16"), "scale": ((16 * m,), "float32")},
+                            {"kernel": (None, None), "scale": ("fsdp",)}, fsdp, dph(), "float32", 1)),
+        # gradient accumulation beside bfloat16 parameters: the accumulator is float32
+        Case("accumulate", ({"kernel": ((d * k, mo * m), "bfloat16"), "bias": ((mo * m,), "float32")},
+                            {"kernel": ("data", "model"), "bias": ("model",)}, mesh, dph(), None,
+                            _pick(rng, (2, 4, 8)))),
         # (3, 5) has no dimension the 16 replicas divide: replica 0 writes it all, on host 0.
         Case("unsplittable", ({"kernel": ((16 * k, 16), "float16"), "gate": ((3, 5), "float32")},
-                              {"kernel": ("fsdp", None), "gate": ()}, fsdp, dph())),
-        Case("one_host", ({"kernel": ((d * k, mo * m), "float32")}, {"kernel": (None, "model")}, mesh, 16)),
+                              {"kernel": ("fsdp", None), "gate": ()}, fsdp, dph(), _pick(rng, ("float32", None)),
+                              _pick(rng, (1, 4)))),
+        Case("one_host", ({"kernel": ((d * k, mo * m), "float32")}, {"kernel": (None, "model")}, mesh, 16, None, 2)),
     ]
 
 
-def _state_variant(args, arrays=3, scalars=True, moment_dtype=None):
-    """What 5.1 comes to under a mistaken model of the state (for the diagnosis)."""
+def _state_model(args, *, parameters=True, moments=True, mu=None, nu=None, accumulator="float32", counters=True):
+    """Bytes per host under a model of the state (the truth by default; the diagnosis tries mistaken
+    ones): each parameter's arrays in their dtypes (``mu``/``nu``/``accumulator``: a dtype, or
+    "param" for the parameter's own; ``accumulator`` None: no accumulator), and the scalars."""
     from solutions.unit2 import bytes_written_per_host
 
-    params, specs, mesh, per_host = args
+    params, specs, mesh, per_host, mu_dtype, accumulate = args
     out = {h: 0 for h in range(math.prod(mesh.values()) // per_host)}
     for name, (shape, dtype) in params.items():
-        for i in range(arrays):
-            size = ITEMSIZE[moment_dtype or dtype] if i and moment_dtype else ITEMSIZE[dtype]
-            for h, n in bytes_written_per_host(shape, size, mesh, specs[name], per_host).items():
+        dtypes = [dtype] if parameters else []
+        own = lambda choice, default, dtype=dtype: dtype if choice == "param" else (choice or default)  # noqa: E731
+        if moments:
+            dtypes += [own(mu, mu_dtype or dtype), own(nu, dtype)]
+        if accumulate > 1 and accumulator:
+            dtypes.append(own(accumulator, dtype))
+        for dt in dtypes:
+            for h, n in bytes_written_per_host(shape, ITEMSIZE[dt], mesh, specs[name], per_host).items():
                 out[h] += n
-    if scalars:
-        out[0] += 8
+    if counters:  # AdamW's count, the optimizer's step; MultiSteps' mini_step and gradient_step
+        out[0] += 8 + (8 if accumulate > 1 else 0)
     return out
 
 
@@ -62,15 +76,27 @@ def _diagnose_state(args, actual, expected):
     hosts = math.prod(args[2].values()) // args[3]
     if set(actual) != set(range(hosts)):
         return "hosts"
-    for scalars in (True, False):
-        if actual == _state_variant(args, arrays=1, scalars=scalars):
-            return "params_only"
-        if actual == _state_variant(args, arrays=2, scalars=scalars):
-            return "moments_only"
-    if actual == _state_variant(args, scalars=False):
-        return "scalars"
-    if actual == _state_variant(args, moment_dtype="float32") != expected:
-        return "moment_dtype"
+    mu_dtype, accumulate = args[4], args[5]
+    mistakes = [("params_only", {"moments": False, "accumulator": None}), ("moments_only", {"parameters": False}),
+                ("params_only", {"moments": False, "accumulator": None, "counters": False}),
+                ("moments_only", {"parameters": False, "counters": False}), ("scalars", {"counters": False})]
+    if mu_dtype:
+        mistakes += [("mu_dtype_ignored", {"mu": "param"}), ("nu_in_mu_dtype", {"nu": mu_dtype})]
+    if accumulate > 1:
+        mistakes += [("no_accumulator", {"accumulator": None}), ("accumulator_dtype", {"accumulator": "param"})]
+    matches = set()
+    for category, change in mistakes:
+        wrong = _state_model(args, **change)
+        # (scalars: also AdamW's counters counted and MultiSteps' forgotten)
+        half = category == "scalars" and accumulate > 1 and all(actual[h] == wrong[h] + 8 * (h == 0) for h in actual)
+        if wrong != expected and (actual == wrong or half):
+            matches.add(category)
+    # Two mistakes can weigh the same (bfloat16 moments and a float32 accumulator, or the other way
+    # round): then this case names neither, and the other failing cases decide.
+    if len(matches) == 1:
+        return matches.pop()
+    if matches:
+        return None
     if sum(actual.values()) > sum(expected.values()):
         return "replicas"
     return None
@@ -78,22 +104,29 @@ def _diagnose_state(args, actual, expected):
 
 STATE = Hidden(
     generate=_state_cases,
-    fixed=(Case("edge", ({"w": ((16,), "float32")}, {"w": ()}, {"fsdp": 16}, 8)),),
+    fixed=(Case("edge", ({"w": ((16,), "float32")}, {"w": ()}, {"fsdp": 16}, 8, None, 1)),),
     messages={
         "hosts": "Return an entry for every host, including hosts that write nothing: host ids run from 0 to "
                  "n_devices // devices_per_host - 1.",
-        "params_only": "That is the parameters alone. AdamW keeps two more arrays per parameter, mu and nu, "
-                       "and they are saved too: a training checkpoint is about three times the model.",
-        "moments_only": "That counts mu and nu but not the parameters themselves: the state holds all three.",
-        "scalars": "Nearly: AdamW's count and the optimizer's step are saved too, two 4-byte scalars, written "
-                   "once, by replica 0 (on host 0).",
-        "moment_dtype": "The moments have the parameters' dtype (optax's adamw makes mu and nu like the params "
-                        "unless told a mu_dtype): a bfloat16 parameter's moments are bfloat16.",
+        "params_only": "That is the parameters alone. The optimizer keeps more arrays per parameter (AdamW's mu "
+                       "and nu at least), and they are saved too: a training checkpoint is several times the model.",
+        "moments_only": "That counts the optimizer's arrays but not the parameters themselves: the state holds both.",
+        "scalars": "Nearly: the state's scalar counters are saved too (AdamW's count, the optimizer's step, and "
+                   "MultiSteps' own when it accumulates), 4 bytes each, written once, by replica 0 (on host 0).",
+        "mu_dtype_ignored": "mu_dtype is the dtype optax keeps the first moment in: with mu_dtype given, mu is not "
+                            "in the parameter's dtype.",
+        "nu_in_mu_dtype": "mu_dtype applies to the first moment only: optax keeps the second moment, nu, in the "
+                          "parameter's dtype (jax.eval_shape(tx.init, ...) shows it).",
+        "no_accumulator": "With accumulate > 1, optax.MultiSteps keeps the gradients it accumulates, one more array "
+                          "per parameter, and saves them with the state.",
+        "accumulator_dtype": "MultiSteps accumulates gradients in its accumulator_dtype, float32 unless told "
+                             "otherwise, not in the parameter's dtype: a bfloat16 parameter's accumulator is float32.",
         "replicas": "More bytes than the state holds: replicated data is written once in total, split among "
                     "its replicas where a dimension divides (problem 2.6), not once per replica or per host.",
         "fsdp": "Wrong for a model sharded FSDP-style on one axis of 16 devices.",
-        "two_d": "Wrong on a 2-D mesh (data x model), with a spec entry naming two axes.",
-        "bfloat16": "Wrong with bfloat16 parameters beside float32 ones.",
+        "two_d": "Wrong on a 2-D mesh (data x model), with a spec entry naming two axes and mu kept in bfloat16.",
+        "mu_float32": "Wrong with bfloat16 parameters whose first moment is kept in float32.",
+        "accumulate": "Wrong with gradients accumulated over several micro-batches, beside bfloat16 parameters.",
         "unsplittable": "Wrong when a replicated array has no dimension its replicas divide.",
         "one_host": "Wrong with all 16 devices on one host.",
         "edge": "Wrong on a small replicated vector.",

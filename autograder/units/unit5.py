@@ -43,34 +43,42 @@ PROBLEMS = (
     Problem(
         id="5.1",
         function="training_state_bytes",
-        signature=("params", "specs", "mesh_shape", "devices_per_host"),
+        signature=("params", "specs", "mesh_shape", "devices_per_host", "mu_dtype=None", "accumulate=1"),
         points=10,
         title="What a training state weighs on each host",
         statement=(
-            "`params` maps each parameter's name to `(shape, dtype)` (dtype one of 'float32', "
-            "'bfloat16', 'float16': JAX makes float64 float32 unless x64 is on); `specs` maps the same names to their specs. The "
-            "training state of `nnx.Optimizer(model, optax.adamw(...))` holds the parameters, AdamW's "
-            "first and second moments `mu` and `nu` (each shaped, typed and sharded like the parameters), "
-            "AdamW's step `count` (an int32 scalar) and the optimizer's own `step` (a uint32 scalar), "
-            "both replicated. Return `{host: bytes}` for every host (devices_per_host consecutive device "
-            "ids each): the uncompressed bytes its devices write when Orbax saves that whole state, "
-            "replica-parallel on, as in problem 2.6 (copy your `bytes_written_per_host` into this "
-            "notebook: each notebook is graded with the helpers defined in it)." + CONVENTIONS
+            "A job trains with `nnx.Optimizer(model, tx, wrt=nnx.Param)`, where `tx = optax.adamw(learning_rate, "
+            "mu_dtype=mu_dtype)` (`mu_dtype` None or a dtype's name), wrapped as `optax.MultiSteps(tx, "
+            "every_k_schedule=accumulate)` when `accumulate > 1` (gradients accumulated over that many "
+            "micro-batches per update). `params` maps each parameter's name to `(shape, dtype)` (dtype "
+            "'float32', 'bfloat16' or 'float16'); `specs` maps the same names to their specs. Each array of the "
+            "optimizer's state that belongs to a parameter is sharded as that parameter; scalars are "
+            "replicated. Return `{host: bytes}` for every host (devices_per_host consecutive device ids each): "
+            "the uncompressed bytes its devices write when Orbax saves the parameters and the optimizer's whole "
+            "state (`nnx.state(model)`, `nnx.state(optimizer)`), replica-parallel on. Each notebook is graded "
+            "with the helpers defined in it: bring problem 2.6's rules in as you choose (your own "
+            "`bytes_written_per_host`, or JAX and Orbax asked as Lesson 2's explorer asks them)." + CONVENTIONS
         ),
         returns=Struct(("dict", "int", "int")),
         hints=(
-            "Three arrays per parameter: the parameter, mu and nu. Each is written as in problem 2.6, "
-            "so a parameter's bytes on a host count three times.",
-            "Itemsize from the dtype's name: float32 4, bfloat16 and float16 2. A scalar has "
-            "shape `()`: `math.prod(()) == 1`.",
-            "A replicated scalar has no dimension to split among its replicas: replica 0, the first "
-            "device of the mesh, writes it, so host 0 writes the two scalars' 8 bytes.",
+            "Which arrays does the state hold, in which dtypes? Ask optax without allocating anything: "
+            "`jax.eval_shape(tx.init, {name: jax.ShapeDtypeStruct(shape, dtype), ...})` lists every leaf. "
+            "`nnx.Optimizer` keeps one more, its own `step`.",
+            "Read the dtypes it gives rather than assuming them: `mu_dtype` is not the dtype of every moment, and "
+            "`MultiSteps` keeps what it accumulates in a dtype of its own, whatever the parameters' dtype.",
+            "A leaf's path names the parameter it belongs to (`jax.tree_util.tree_leaves_with_path`). A "
+            "replicated scalar has no dimension to split among its replicas: replica 0, the mesh's first "
+            "device, writes it.",
         ),
         examples=(
-            Example(({"w": ((64, 32), "float32"), "b": ((32,), "float32")}, {"w": ("x",), "b": ()}, {"x": 8}, 4),
+            Example(({"w": ((64, 32), "float32"), "b": ((32,), "float32")}, {"w": ("x",), "b": ()}, {"x": 8}, 4, None, 1),
                     {0: 12488, 1: 12480},
-                    "w (8 KiB) is split by rows and b (128 bytes) split among its 8 replicas, three times "
-                    "each; host 0 also writes count and step"),
+                    "plain AdamW: w (8 KiB) split by rows and b (128 bytes) split among its 8 replicas, three "
+                    "times each; host 0 also writes the two step counters"),
+            Example(({"w": ((64, 32), "bfloat16"), "b": ((32,), "float32")}, {"w": ("x",), "b": ()}, {"x": 8}, 4,
+                     "float32", 4),
+                    {0: 12560, 1: 12544},
+                    "bfloat16 w, mu kept in float32, gradients accumulated over 4 micro-batches"),
         ),
         tags=("training", "optimizer", "bytes"),
     ),

@@ -13,28 +13,35 @@ _STATE = """
 from ckptlab.explore import placement
 
 
-def training_state_bytes(params, specs, mesh_shape, devices_per_host):
+def training_state_bytes(params, specs, mesh_shape, devices_per_host, mu_dtype=None, accumulate=1):
     out = {h: 0 for h in range(math.prod(mesh_shape.values()) // devices_per_host)}
     for name, (shape, dtype) in params.items():
-        for i in range(ARRAYS):
-            placed = placement(shape, MOMENT if i else dtype, mesh_shape, specs[name], devices_per_host)
-            for h, n in placed["bytes_per_host"].items():
+        arrays = [dtype, MU, NU]
+        if accumulate > 1:
+            arrays.append(ACC)
+        for dt in arrays[:ARRAYS]:
+            for h, n in placement(shape, dt, mesh_shape, specs[name], devices_per_host)["bytes_per_host"].items():
                 out[h] += n
     SCALARS
     return out
 """
 
 
-def _state(arrays="3", moment="dtype", scalars="out[0] += 8"):
-    return _STATE.replace("ARRAYS", arrays).replace("MOMENT", moment).replace("SCALARS", scalars)
+def _state(arrays="len(arrays)", mu="mu_dtype or dtype", nu="dtype", acc="'float32'",
+           scalars="out[0] += 8 if accumulate == 1 else 16"):
+    return (_STATE.replace("ARRAYS", arrays).replace("MU", mu).replace("NU", nu).replace("ACC", acc)
+            .replace("SCALARS", scalars))
 
 
 STATE = [
     ("counts_only_the_parameters", _state(arrays="1"), "incorrect", "the parameters alone"),
-    ("forgets_the_parameters", _state(arrays="2"), "incorrect", "not the parameters"),
-    ("forgets_the_step_counts", _state(scalars="pass"), "incorrect", "two 4-byte scalars"),
-    ("float32_moments", _state(moment="'float32'"), "incorrect", "bfloat16 parameter's moments are bfloat16"),
-    ("scalars_on_every_host", _state(scalars="for h in out: out[h] += 8"), "incorrect", "written once"),
+    ("ignores_mu_dtype", _state(mu="dtype"), "incorrect", "with mu_dtype given, mu is not"),
+    ("nu_in_mu_dtype_too", _state(nu="mu_dtype or dtype"), "incorrect", "the first moment only"),
+    ("forgets_the_accumulator", _state(arrays="3"), "incorrect", "MultiSteps keeps the gradients it accumulates"),
+    ("accumulates_in_the_parameters_dtype", _state(acc="dtype"), "incorrect", "a bfloat16 parameter's accumulator is float32"),
+    ("forgets_multisteps_counters", _state(scalars="out[0] += 8"), "incorrect", "MultiSteps' own"),
+    ("scalars_on_every_host", _state(scalars="for h in out: out[h] += 8 if accumulate == 1 else 16"), "incorrect",
+     "written once"),
 ]
 
 _LATEST = """
