@@ -44,7 +44,7 @@ def prepare_measurement(scratch: str) -> None:
     allocates once (thread pools, TensorStore's context) is allocated already."""
     give_back_freed_memory()
     if "orbax.checkpoint" in sys.modules:
-        _warm_orbax(os.path.join(scratch, ".ckpt-warm-up"))
+        _warm_orbax(os.path.join(scratch, "ckpt-warm-up"))  # (v1 refuses to load a folder named .*)
 
 
 def _warm_orbax(path: str) -> None:
@@ -64,14 +64,15 @@ def _warm_orbax(path: str) -> None:
     checkpointer.restore(path, {"w": jax.ShapeDtypeStruct(small.shape, jax.numpy.bfloat16, sharding=small.sharding)})
     checkpointer.close()
     shutil.rmtree(path, ignore_errors=True)
-    if "orbax.checkpoint.v1" in sys.modules:  # its first save and load allocate once too (tens of MiB)
-        from orbax.checkpoint import v1 as ocp_v1
+    # Orbax's v1 API, imported with orbax.checkpoint (``orbax.checkpoint.v1`` is an attribute, not a
+    # module of that name: ``orbax.checkpoint.experimental.v1``), allocates on its first save and load too.
+    from orbax.checkpoint import v1 as ocp_v1
 
-        ocp_v1.partial.save(path, {"w": small})
-        ocp_v1.partial.save(path, {"b": jax.device_put(np.ones((8,), np.float32), NamedSharding(mesh, PartitionSpec()))})
-        ocp_v1.partial.finalize(path)
-        ocp_v1.load(path)
-        shutil.rmtree(path, ignore_errors=True)
+    ocp_v1.partial.save(path, {"w": small})
+    ocp_v1.partial.save(path, {"b": jax.device_put(np.ones((8,), np.float32), NamedSharding(mesh, PartitionSpec()))})
+    ocp_v1.partial.finalize(path)
+    ocp_v1.load(path)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def status_bytes(key: str, pid: int | str = "self") -> int | None:
@@ -84,6 +85,53 @@ def status_bytes(key: str, pid: int | str = "self") -> int | None:
     except OSError:
         pass
     return None
+
+
+class AnonymousPeak:
+    """The peak of another process's anonymous memory (``RssAnon`` + ``RssShmem`` of
+    ``/proc/<pid>/status``: what it allocated, not the file pages it maps), sampled from outside
+    every ``interval`` seconds on a thread of the caller's, above what it held when sampling began.
+
+    The kernel keeps a peak of the whole resident set (``VmHWM``), file pages included: a reader
+    that maps a file (``safetensors.safe_open``, ``np.memmap``) is charged every page it touches,
+    though those pages are the page cache's, shared and dropped by the kernel when it needs them. It
+    keeps no peak of the anonymous part alone, so this samples it: a bound from below, within
+    ``interval`` of the truth for memory held that long (a whole file held while it is converted is
+    held for far longer)."""
+
+    def __init__(self, pid: int, interval: float = 0.001):
+        import threading
+
+        self.pid, self.interval = pid, interval
+        self.base = self._now()
+        self.peak = 0 if self.base is None else self.base
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="ckpt-anon-peak")
+        self._thread.start()
+
+    def _now(self) -> int | None:
+        anon, shmem = status_bytes("RssAnon", self.pid), status_bytes("RssShmem", self.pid)
+        return None if anon is None else anon + (shmem or 0)
+
+    def _run(self) -> None:
+        while not self._done.wait(self.interval):
+            if self.sample() is None:
+                return
+
+    def sample(self) -> int | None:
+        """Look now; the peak so far above the start, in bytes (None once the process is gone)."""
+        now = self._now()
+        if now is None or self.base is None:
+            return None
+        self.peak = max(self.peak, now)
+        return self.peak - self.base
+
+    def stop(self) -> int | None:
+        """Stop sampling (after one last look); the peak above the start, in bytes."""
+        self._done.set()
+        self._thread.join()
+        last = self.sample()
+        return last if last is not None else (None if self.base is None else self.peak - self.base)
 
 
 def reset_peak() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
 
 from autograder.sandbox import outside
@@ -107,6 +108,8 @@ def test_a_child_process_cannot_do_the_work_uncounted():
 _EXEC = """
 import os
 import sys
+
+import numpy as np
 
 def f():
     try:
@@ -241,3 +244,60 @@ def test_the_grading_process_never_parses_a_checkpoint_a_learner_wrote(grade_cod
     report = grade_code((root / "solutions" / "unit6.py").read_text(), problems=["6.2"], learner="read-back-check")
     (result,) = report.problems
     assert result.status == "correct", result.message
+
+
+_MAPS = f"""
+import mmap
+
+import numpy as np
+
+def f(path):
+    with open(path, "rb") as fh:
+        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        view = np.frombuffer(mapped, np.uint8)
+        touched = int(view[::4096].sum())  # every page of the file resident in this process
+        held = np.ones({BIG // 2} * 2**20, np.uint8)  # its own memory
+        out = touched + int(held[::4096].sum())
+        del view, held
+        mapped.close()
+    return out
+"""
+
+
+def test_anonymous_memory_is_counted_and_the_pages_of_a_mapped_file_are_not(tmp_path):
+    """6.2's measure: a reader that maps its input (safetensors' safe_open does) holds the file's
+    pages resident, and the kernel's peak (VmHWM) counts them; they are the page cache's, not the
+    process's allocation, and the anonymous peak leaves them out. Control: the peak resident set did
+    grow by the whole file, so the pages really were mapped and touched."""
+    level = _strict()
+    workdir = outside.new_workdir(on_disk=True)
+    try:
+        path = f"{workdir}/input.bin"
+        with open(path, "wb") as out:
+            out.write(np.random.default_rng(0).integers(0, 255, BIG * MiB, dtype=np.uint8).tobytes())
+        run = outside.Worker(_MAPS, "f", [(path,)], level=level, measure_memory=True, timeout=60, workdir=workdir).wait()
+        assert run.status == "ok" and not run.setup, (run.status, run.setup, run.stderr_tail)
+        (case,) = run.cases
+        assert case["peak_bytes"] >= 0.95 * (BIG + BIG // 2) * MiB, case  # the file's pages and its own
+        assert 0.95 * BIG // 2 * MiB <= case["anonymous_peak_bytes"] < (BIG // 2 + 20) * MiB, case
+    finally:
+        import shutil
+
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_a_memory_measured_workers_inputs_are_not_on_a_tmpfs(monkeypatch):
+    """Where the temporary folder is a tmpfs (Debian 13's /tmp), a mapped input's pages would be
+    shared memory, counted as the reader's own: a memory-measured worker's folder goes to disk."""
+    import tempfile
+
+    if not outside._on_tmpfs("/dev/shm") or outside._on_tmpfs("/var/tmp"):
+        pytest.skip("needs a tmpfs at /dev/shm and a disk at /var/tmp")
+    monkeypatch.setattr(tempfile, "tempdir", "/dev/shm")
+    plain, measured = outside.new_workdir(), outside.new_workdir(on_disk=True)
+    try:
+        assert outside._on_tmpfs(plain) and not outside._on_tmpfs(measured), (plain, measured)
+    finally:
+        import shutil
+
+        shutil.rmtree(plain), shutil.rmtree(measured)

@@ -98,7 +98,7 @@ class _References:
 
     @staticmethod
     def _prepare(plan: _Plan) -> None:
-        workdir = sandbox.new_workdir()
+        workdir = sandbox.new_workdir(on_disk=plan.problem.measure_memory)
         lazy = plan.problem.count_reads  # its files are written one case at a time, while reads are counted
         # The references read files of their own: learner code may rewrite every file in its folder.
         reference_dir = sandbox.new_workdir() if any(files.has_files(c.args) for c in plan.cases) else workdir

@@ -149,7 +149,9 @@ def _converted(path, out_dir, rename, mesh, specs):
 def _check_conversion_memory(args, out) -> str | None:
     from autograder.wall.memory import conversion_budget
 
-    peak = out.get("peak_bytes")
+    # What the conversion allocates: the pages of the file a reader maps (safetensors' safe_open, a
+    # memory map) are the kernel's page cache, not the learner's allocation, and are not counted.
+    peak = out.get("anonymous_peak_bytes")
     if peak is None:
         return "unmeasured"
     return "memory" if peak > conversion_budget(args[0].data_bytes()) else None

@@ -54,9 +54,34 @@ class RunResult:
     killed_seconds: float = 0.0  # of ``seconds``, in workers the grader preempted (problem 5.3; benchmarks)
 
 
-def new_workdir() -> str:
-    """A fresh directory for one worker; it is removed when the worker is done."""
-    return tempfile.mkdtemp(prefix="ckpt-worker-")
+_TMPFS_MAGIC = 0x01021994
+
+
+def _on_tmpfs(path: str) -> bool:
+    """Whether ``path`` lies on a tmpfs (its files' pages are shared memory, counted as a process's
+    own when it maps them)."""
+    import ctypes
+
+    class _StatFs(ctypes.Structure):
+        _fields_ = [("f_type", ctypes.c_long), ("rest", ctypes.c_long * 15)]
+
+    try:
+        buf = _StatFs()
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.statfs(os.fsencode(path), ctypes.byref(buf)) == 0 and buf.f_type == _TMPFS_MAGIC
+    except (OSError, AttributeError):
+        return False
+
+
+def new_workdir(on_disk: bool = False) -> str:
+    """A fresh directory for one worker; it is removed when the worker is done. ``on_disk``: for a
+    memory-measured worker, not on a tmpfs where another is on disk (a temporary folder that is a
+    tmpfs, as on Debian 13, would make the pages of an input file a reader maps the reader's own
+    shared memory: see :class:`ckptlab.serving.AnonymousPeak`)."""
+    where = None
+    if on_disk and sys.platform == "linux" and _on_tmpfs(tempfile.gettempdir()):
+        where = next((d for d in ("/var/tmp",) if os.access(d, os.W_OK) and not _on_tmpfs(d)), None)
+    return tempfile.mkdtemp(prefix="ckpt-worker-", dir=where)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -495,6 +520,7 @@ class Worker:
         self.timeout, self.level, self.count_reads = timeout, level, count_reads
         self.measure_memory = measure_memory
         self.memory_base: tuple[int, int] | None = None  # (pid, resident bytes) before the learner's code
+        self.anonymous = None  # its anonymous memory's peak, sampled from then on (ckptlab.serving.AnonymousPeak)
         self.keep_scratch = keep_scratch  # the scratch folder (and workdir) outlive it: the caller removes them
         self.workdir = workdir or new_workdir()
         self.cases = list(cases)
@@ -659,6 +685,10 @@ class Worker:
             return
         base = _proc_number(pid, "status", b"VmRSS:")
         self.memory_base = None if base is None else (pid, base * 1024)
+        if base is not None:
+            from ckptlab.serving import AnonymousPeak
+
+            self.anonymous = AnonymousPeak(pid)
 
     def _peak(self) -> int | None:
         """Of a memory-measured worker, its peak resident set so far above the set it had before its
@@ -669,17 +699,21 @@ class Worker:
         peak = _proc_number(pid, "status", b"VmHWM:")
         return None if peak is None else max(0, peak * 1024 - base)
 
+    def _anonymous_peak(self) -> int | None:
+        """Of a memory-measured worker, the peak of its anonymous memory so far (sampled from here:
+        the file pages it maps are not counted) above what it held before its code loaded."""
+        return None if self.anonymous is None else self.anonymous.sample()
+
     def _case(self, answer, read_bytes, peak_bytes=None) -> dict:
         if not isinstance(answer, dict):
             raise ValueError("a case frame is not an object")
         seconds = answer.get("seconds")
         if isinstance(seconds, (int, float)) and 0 <= seconds < 1e6:
             self.result.code_seconds += float(seconds)
+        peaks = {} if peak_bytes is None else {"peak_bytes": peak_bytes, "anonymous_peak_bytes": self._anonymous_peak()}
         if "value" in answer:
-            return {"value": codec.decode(answer["value"], checked=True), "read_bytes": read_bytes,
-                    "peak_bytes": peak_bytes}
-        error = {"error": _clean_error(answer.get("error"))}
-        return error if peak_bytes is None else {**error, "peak_bytes": peak_bytes}
+            return {"value": codec.decode(answer["value"], checked=True), "read_bytes": read_bytes, **peaks}
+        return {"error": _clean_error(answer.get("error")), **peaks}
 
     # -- the end ----------------------------------------------------------------------------------
     def _stop(self) -> None:
@@ -706,6 +740,8 @@ class Worker:
                 os.close(fd)
             except OSError:
                 pass
+        if self.anonymous is not None:
+            self.anonymous.stop()
         for cgroup in self.cgroups:
             _remove_cgroup(cgroup)
         if self.scratch_full:

@@ -8,5 +8,6 @@ that needs another library to extend (a sandbox change: review it as one).
 """
 
 LIBRARIES = ("jax", "jaxlib", "flax", "orbax", "numpy", "tensorstore", "ml_dtypes", "safetensors", "optax")
-ON_DEMAND = ("flax.linen", "flax.nnx", "ckptlab.models", "tensorstore", "orbax.checkpoint", "orbax.checkpoint.v1", "safetensors",
+# (orbax.checkpoint brings its v1 API: ``orbax.checkpoint.v1`` is an attribute of it, no module of that name.)
+ON_DEMAND = ("flax.linen", "flax.nnx", "ckptlab.models", "tensorstore", "orbax.checkpoint", "safetensors",
              "safetensors.numpy", "optax", "ckptlab.training")

@@ -39,8 +39,8 @@ def conversion_budget(file_bytes: int) -> int:
 def preload(source: str) -> list[str]:
     """The library modules ``source`` imports (its import statements, read, never run; only those of
     :data:`~autograder.wall.libraries.LIBRARIES`), for :func:`prepare` to import before the baseline:
-    a module's import is the library's cost, not the learner's, and ``orbax.checkpoint.v1`` alone is
-    tens of MiB. Grader side."""
+    a module's import is the library's cost, not the learner's, and ``orbax.checkpoint`` (its v1 API
+    with it) alone is tens of MiB. Grader side."""
     import ast
 
     from autograder.engine.extract import parse
