@@ -99,3 +99,17 @@ def test_an_exception_shows_its_line_on_a_public_example_only(setup):
 def test_every_way_a_run_can_end(setup, run, status, category, says):
     got = _judge(setup, run)
     assert got[:2] == (status, category) and says in got[2], got
+
+
+def test_an_error_names_its_dimension_however_it_is_written():
+    """2.1's statement asks for a message naming the dimension by its index; common ways of writing
+    that are all read as naming it (before, 'axis=1', 'dimension #1' and 'global_shape[1]' scored 0),
+    and another dimension's index or none is not."""
+    from autograder.wall.returns import names_dimension
+
+    for said in ("dimension 1 of size 10 is not divisible by 4", "dim 1: 10 % 4 != 0", "array axis 1 of size 10",
+                 "axis=1: 10 not divisible by 4", "Dimension #1 does not divide", "global_shape[1] = 10 is not divisible",
+                 "dim index 1 (size 10)", "axis: 1"):
+        assert names_dimension(said, 1), said
+    for said in ("dimension 10 is too big", "not divisible", "dimension 0 of size 10", "shape[11]", "axis 2"):
+        assert not names_dimension(said, 1), said

@@ -169,8 +169,8 @@ SHARD_SHAPE = Hidden(
         "should_raise": "When a dimension does not divide into equal shards you must raise ValueError, not "
                         "round down: JAX never pads, and a floored shape silently drops data.",
         "wrong_exception": "Raise ValueError (or a subclass) for a dimension that does not divide.",
-        "unclear_error": "Your ValueError should name the dimension that does not divide, e.g. 'dimension 1 "
-                         "of size 10 is not divisible by 4'.",
+        "unclear_error": "Your ValueError should name the dimension that does not divide, by its index, e.g. "
+                         "'dimension 1 of size 10 is not divisible by 4'.",
         "rank": "The shard has the same rank as the array: one entry per dimension, including dimensions "
                 "the spec leaves out (they are not sharded).",
         "edge": "Wrong on an edge case: a scalar (shape ()), a 1-D array, or a spec shorter than the rank.",

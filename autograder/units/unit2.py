@@ -45,7 +45,7 @@ PROBLEMS = (
             "Return, as a tuple of ints, the shape of the shard every device holds when an array "
             "of `global_shape` is sharded over the mesh with `spec`. When a dimension is not "
             "divisible by the number of shards along it, raise `ValueError` with a message naming "
-            "that dimension, e.g. 'dimension 1 of size 10 is not divisible by 4' (JAX raises "
+            "that dimension by its index, e.g. 'dimension 1 of size 10 is not divisible by 4' (JAX raises "
             "IndivisibleError, a ValueError, there too)." + CONVENTIONS
         ),
         returns=Struct(("tuple", "int")),

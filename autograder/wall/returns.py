@@ -479,10 +479,12 @@ class WrittenTree(ServedTree):
 
 
 def names_dimension(message: str, dim: int) -> bool:
-    """Does an error message name dimension ``dim`` ("dimension 1", "dim 1", JAX's "axis 1")?"""
+    """Does an error message name dimension ``dim`` by its index, as people write it ("dimension 1",
+    "dim 1", JAX's "array axis 1", "axis=1", "dimension #1", "dim index 1", "shape[1]")?"""
     import re
 
-    return re.search(rf"\b(dimension|dim|axis)\s*{dim}\b", message, re.I) is not None
+    word = rf"\b(?:dimension|dim|axis)\s*(?:index\s*)?[#=:]?\s*{dim}\b"
+    return re.search(rf"{word}|shape\s*\[\s*{dim}\s*\]", message, re.I) is not None
 
 
 @dataclass(frozen=True)
