@@ -90,6 +90,17 @@ SHOWS = {
         "OCDBT, 8 KiB w without process 0's data files: restored, same values: True",
         "OCDBT, 4 MiB array without process 0's data files: Exception",
         "explorer: 4x with one read per chunk per host of 4 devices, 16x with no sharing; TensorStore read alone 16x"),
+    "05_training_checkpoints.ipynb": (
+        # a donation is shown by its effects: deleted and its buffers reused (on CPU, not right after save())
+        "no save                      the donated array deleted: True   buffers reused: 16 of 16",
+        "right after save()           the donated array deleted: False  buffers reused:  0 of 16",
+        "after wait_until_finished()  the donated array deleted: True   buffers reused: 16 of 16",
+        "the checkpoint holds the values as they were at save(): True",
+        # InitialSavePolicy beside the interval
+        "save_interval_steps=2; save() saved at steps [1, 2, 4, 6, 8, 10]",
+        # the bound from a plain synced write, the bytes counted by the kernel; the rest is the save's own work
+        "every save at or above the one-host bound: True", "closer to its bound than the default save on 16 shards: True",
+        "the resumed run's parameters equal the uninterrupted run's, bit for bit: True"),
     "04_shard_reads_and_presharding.ipynb": (
         "same as safetensors: True", "every device's shard equals the bytes of its runs",
         "unbuffered               right values: True; read 512 bytes for 512 needed",
@@ -127,6 +138,14 @@ def test_lessons_execute(root, name):
         assert "8 KiB here" not in "".join(c.source for c in nb.cells)
         merged = float(re.search(r"max gap 112 bytes: 16 runs in 1 read\(s\), ([\d.]+)x", text).group(1))
         assert f"fetches about {merged:.1f} bytes for every one" in " ".join(" ".join(c.source.split()) for c in nb.cells)
+    if name == "05_training_checkpoints.ipynb":
+        # the timed state is not compressible to nothing (jnp.ones is: the control), and the bandwidth
+        # that bounds the saves is measured on its own, never from the saves it bounds
+        ones = float(re.search(r"jnp.ones: +([\d.]+) KiB on disk", text).group(1))
+        kept = float(re.search(r"random floats: +[\d.]+ KiB on disk, ([\d.]+)x the arrays", text).group(1))
+        assert ones < 64 and kept > 0.85, (ones, kept)
+        source = "".join(c.source for c in nb.cells)
+        assert "min(measured.values())" not in source and "os.fsync" in source
     if name == "02_sharded_save_layouts.ipynb":
         # the small layer's OCDBT files count its bytes twice or more; the explorer predicts Orbax's files
         counted = float(re.search(r"dense_ocdbt .*\(([\d.]+)x counted\)", text).group(1))
