@@ -144,7 +144,8 @@ PROBLEMS = (
             "when the spec names an axis the mesh does not have (ValueError: Resource axis ... is not "
             "found in mesh); 'shape_mismatch' when the target shape differs from the saved one "
             "(ValueError: Requested shape ... is not compatible with the stored shape); 'indivisible' when "
-            "the mesh does not divide a dimension (IndivisibleError). Each input has at most one problem."
+            "the mesh does not divide a dimension (IndivisibleError). Each input has at most one problem, and "
+            "the mesh has at most the course's 16 devices."
             + CONVENTIONS
         ),
         returns=Struct("str"),

@@ -125,8 +125,9 @@ PROBLEMS = (
             "Each read has a fixed cost, so nearby runs are better read together, gap included. Given "
             "`runs`, a list of (offset, length) tuples in any order, return the reads as a list of "
             "(offset, length) tuples sorted by offset: covering every run, merging a run into the current "
-            "read when it overlaps it or the gap between them is at most `max_gap` bytes. This is what "
-            "Orbax's `_partition_runs` does with `min_coalesce_gap=max_gap` and no over-read ratio."
+            "read when it overlaps it or the gap between them is at most `max_gap` bytes. This is the gap rule "
+            "of Orbax's `_partition_runs` (`min_coalesce_gap=max_gap`); its over-read ratio, which cannot be "
+            "switched off and counts overlapping bytes twice, may merge more."
         ),
         returns=Struct(_RUNS),
         hints=(
