@@ -175,7 +175,9 @@ def ep_chunks(rng) -> Question:
     ep = int(rng.choice([e for e in (4, 8, 16) if experts % e == 0]))
     fsdp = int(rng.choice([16, 32, 64]))
     shape = (experts, layers, emb, mlp)
-    if rng.random() < 0.5:
+    facts = dict(shape=shape, ep=ep, fsdp=fsdp)
+    variant = rng.random()
+    if variant < 1 / 3:
         return Question(
             "ep_chunks",
             f"An MoE weight of shape {shape} was saved expert-parallel over {ep} devices (each chunk holds "
@@ -183,31 +185,60 @@ def ep_chunks(rng) -> Question:
             "(FSDP). How many saved chunks does one of its devices' slices overlap?",
             ep, "chunks",
             f"a device needs rows {emb // fsdp} of dimension 2 for every expert, and every chunk holds some experts "
-            f"with all of dimension 2: it overlaps all {ep} chunks.", facts=dict(shape=shape, ep=ep, fsdp=fsdp), unit_of_study=4)
+            f"with all of dimension 2: it overlaps all {ep} chunks.", facts=facts, unit_of_study=4)
+    if variant < 2 / 3:
+        return Question(
+            "ep_chunks",
+            f"An MoE weight of shape {shape} was saved expert-parallel over {ep} devices. A job shards dimension 2 "
+            f"over {fsdp} devices (FSDP). One of its devices, reading alone (no sharing with other devices of its "
+            "host), reads how many times the bytes it needs? (the ceiling: no read shared)",
+            fsdp, "x",
+            f"it reads every chunk, so the whole tensor, and needs 1/{fsdp} of it: {fsdp}x. Pre-sharded with chunks "
+            f"split over dimension 2 it would read only the chunk it needs.", facts=facts, unit_of_study=4)
+    per_host = int(rng.choice([d for d in (2, 4, 8) if d < fsdp]))
     return Question(
         "ep_chunks",
         f"An MoE weight of shape {shape} was saved expert-parallel over {ep} devices. A job shards dimension 2 "
-        f"over {fsdp} devices (FSDP). One of its devices, reading alone (no sharing with other devices of its "
-        "host), reads how many times the bytes it needs?",
-        fsdp, "x",
-        f"it reads every chunk, so the whole tensor, and needs 1/{fsdp} of it: {fsdp}x. Pre-sharded with chunks "
-        f"split over dimension 2 it would read only the chunk it needs.", facts=dict(shape=shape, ep=ep, fsdp=fsdp), unit_of_study=4)
+        f"over {fsdp} devices (FSDP), {per_host} devices per host. If each host read every chunk it needs once "
+        "(the floor: one read per chunk per host), how many times the bytes the host needs would it read?",
+        fsdp // per_host, "x",
+        f"the host's {per_host} devices together need {per_host}/{fsdp} of dimension 2, and each of their slices "
+        f"overlaps all {ep} chunks: read once, that is the whole tensor, {fsdp}/{per_host} = {fsdp // per_host}x "
+        f"what they need (the floor; each device alone would read {fsdp}x: a real restore lands between, Lesson 3).",
+        facts={**facts, "per_host": per_host}, unit_of_study=4)
 
 
 def row_restore(rng) -> Question:
     rows, cols = int(rng.choice([1024, 4096])), int(rng.choice([512, 1024]))
     saved, restored = int(rng.choice([4, 8])), int(rng.choice([2, 4, 8, 16]))
-    amp = max(restored // saved, 1)
-    how = (f"each of the {restored} devices needs {rows // restored} rows, inside one chunk of {rows // saved} "
-           f"rows that it reads whole: {rows // saved}/{rows // restored} = {amp}x." if restored > saved else
-           f"each device needs {rows // restored} rows: {saved // restored} whole chunk(s) of {rows // saved} rows, "
-           "exactly what it needs: 1x.")
+    facts = dict(shape=(rows, cols), saved=saved, restored=restored)
+    if rng.random() < 0.5:
+        amp = max(restored // saved, 1)
+        how = (f"each of the {restored} devices needs {rows // restored} rows, inside one chunk of {rows // saved} "
+               f"rows that it reads whole: {rows // saved}/{rows // restored} = {amp}x." if restored > saved else
+               f"each device needs {rows // restored} rows: {saved // restored} whole chunk(s) of {rows // saved} rows, "
+               "exactly what it needs: 1x.")
+        return Question(
+            "row_restore",
+            f"A ({rows}, {cols}) array was saved row-sharded over {saved} devices (one chunk per shard). It is "
+            f"restored row-sharded over {restored} devices. One device, reading alone (no sharing with other "
+            "devices of its host), reads how many times the bytes it needs? (the ceiling: no read shared)",
+            amp, "x", how, facts=facts, unit_of_study=3)
+    per_host = int(rng.choice([d for d in (2, 4, 8) if d <= restored]))
+    host_rows, chunk_rows = rows // restored * per_host, rows // saved
+    amp = max(chunk_rows // host_rows, 1)
+    how = (f"the host's {per_host} devices need {host_rows} consecutive rows, inside one chunk of {chunk_rows} rows, "
+           f"read once: {chunk_rows}/{host_rows} = {amp}x." if chunk_rows > host_rows else
+           f"the host's {per_host} devices need {host_rows} consecutive rows, {host_rows // chunk_rows} whole chunk(s) "
+           f"of {chunk_rows} rows: 1x.")
     return Question(
         "row_restore",
         f"A ({rows}, {cols}) array was saved row-sharded over {saved} devices (one chunk per shard). It is "
-        f"restored row-sharded over {restored} devices. One device, reading alone (no sharing with other "
-        "devices of its host), reads how many times the bytes it needs?",
-        amp, "x", how, facts=dict(shape=(rows, cols), saved=saved, restored=restored), unit_of_study=3)
+        f"restored row-sharded over {restored} devices, {per_host} consecutive devices per "
+        "host. If each host read every chunk it needs once (the floor: one read per chunk per host), how many "
+        "times the bytes the host needs would it read?",
+        amp, "x", how + " (Reading alone, each device would read its whole chunk: a real restore lands between, "
+        "Lesson 3.)", facts={**facts, "per_host": per_host}, unit_of_study=3)
 
 
 def column_runs(rng) -> Question:

@@ -18,6 +18,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from autograder import drills, practice, progress, registry
 from autograder.problem_notebooks import stub_source
+from ckptlab.explore import restore_reads
 from ckptlab.layout import course_mesh, real_index_domains
 from solutions import unit1
 
@@ -242,8 +243,9 @@ def _wrong(q: drills.Question) -> list[float]:
         "model_bytes": lambda: [f["layers"] * (f["width"] ** 2 + f["width"]) * size / f["devices"], q.solution / size],
         "dense_params": lambda: [f["n"] * f["features"] / f["shards"], (f["n"] + 1) * f["features"] * 32 / f["shards"]],
         "reshard_ram": lambda: [f["billions"] * size * 1e9 / 2**30, f["billions"], f["billions"] * size * 2],
-        "ep_chunks": lambda: [1, f["fsdp"] // f["ep"] or 2] if q.unit == "chunks" else [1, f["ep"]],
-        "row_restore": lambda: [f["saved"] / f["restored"] * 2, f["restored"]],
+        # (the floor: every device alone, the ceiling, is the classic mistake)
+        "ep_chunks": lambda: [1, f["fsdp"] // f["ep"] or 2] if q.unit == "chunks" else [1, f["ep"], f["fsdp"]],
+        "row_restore": lambda: [f["saved"] / f["restored"] * 2, f["restored"], max(f["restored"] // f["saved"], 1)],
         "column_runs": lambda: [1, f["devices"]],
         "safetensors_offset": lambda: [f["header"] + f["begin"], 8 + f["begin"]],
         # only the parameters; float32 moments beside bfloat16 weights
@@ -308,6 +310,12 @@ def test_dense_params_equal_flax(seed):
     assert sum(x.size for x in jax.tree.leaves(params)) / f["shards"] == q.solution
 
 
+def _chunk_grid(domain, chunk):
+    import itertools
+
+    return set(itertools.product(*(range(start // c, -(-stop // c)) for (start, stop), c in zip(domain, chunk))))
+
+
 def _chunks_overlapped(domain, chunk):
     return int(np.prod([-(-stop // c) - start // c for (start, stop), c in zip(domain, chunk)]))
 
@@ -322,10 +330,9 @@ def test_row_restore_equals_the_chunks_orbax_writes(seed, tmp_path):
     with ocp.Checkpointer(ocp.PyTreeCheckpointHandler(use_ocdbt=False)) as ckpt:
         ckpt.save(tmp_path / "ckpt", args=ocp.args.PyTreeSave({"w": x}))
     chunk = json.loads((tmp_path / "ckpt" / "w" / ".zarray").read_text())["chunks"]
-    domain = real_index_domains(f["shape"], {"x": f["restored"]}, ("x",))[0]
-    read = _chunks_overlapped(domain, chunk) * int(np.prod(chunk))
-    need = int(np.prod([b - a for a, b in domain]))
-    assert read / need == q.solution
+    reads = restore_reads(f["shape"], chunk, {"x": f["restored"]}, ("x",), devices_per_host=f.get("per_host", 1))
+    # the ceiling (a device alone), or the floor (one read per chunk per host), as the question asks
+    assert (reads["read_amplification"] if "per_host" in f else reads["no_sharing_amplification"]) == q.solution
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -341,6 +348,11 @@ def test_ep_chunks_equal_chunk_overlaps_of_jax_domains(seed):
     n = _chunks_overlapped(domain, chunk)
     need = int(np.prod([b - a for a, b in domain]))
     expected = n if q.unit == "chunks" else n * int(np.prod(chunk)) / need
+    if "per_host" in f:  # the host's devices 0..per_host-1: the chunks they overlap together, read once
+        domains = real_index_domains((experts, layers, emb // f["fsdp"] * 16, mlp), {"x": 16}, (None, None, "x"))
+        mine = [domains[d] for d in range(f["per_host"])]
+        together = len({c for dom in mine for c in _chunk_grid(dom, chunk)})
+        expected = together * int(np.prod(chunk)) / (need * f["per_host"])
     assert expected == q.solution
 
 
