@@ -317,17 +317,20 @@ def steps_kept(rng) -> Question:
 
 def serving_bytes(rng) -> Question:
     billions = int(rng.choice([1, 7, 8, 13, 70, 405]))
-    total = billions * 2
+    data, model = int(rng.choice([1, 2, 4])), int(rng.choice([8, 16]))
+    total = billions * 2 * data
     return Question(
         "serving_bytes",
         f"A model of {billions} billion parameters was trained with AdamW, all in float32; its checkpoint holds the "
-        "parameters and both moments. A server restores only the parameters, cast to bfloat16 on restore. How many "
-        "GB (10^9 bytes) of arrays does the server end up holding, over all its devices?",
+        "parameters and both moments. A server restores only the parameters, cast to bfloat16 on restore, onto a "
+        f"mesh of (data {data}, model {model}) devices, every spec naming the model axis only. How many GB (10^9 "
+        "bytes) do its devices hold, every copy counted?",
         total, "GB",
-        f"Only the parameters, 2 bytes each in bfloat16: {billions} x 10^9 x 2 = {total:,} GB. The checkpoint holds "
-        f"{billions * 12:,} GB (4 bytes x 3 arrays per parameter); a partial restore reads the parameters' "
+        f"Only the parameters, 2 bytes each in bfloat16: {billions} x 10^9 x 2 = {billions * 2:,} GB, split over the "
+        f"{model} devices of the model axis and held once per data replica ({data}): {total:,} GB. The checkpoint "
+        f"holds {billions * 12:,} GB (4 bytes x 3 arrays per parameter); a partial restore reads the parameters' "
         f"{billions * 4:,} GB of it, in float32, a chunk at a time, and never the moments.",
-        facts=dict(billions=billions), unit_of_study=6)
+        facts=dict(billions=billions, data=data, model=model), unit_of_study=6)
 
 
 def state_to_serving(rng) -> Question:

@@ -8,9 +8,11 @@ a sharded Orbax checkpoint one tensor at a time.
     serving.restore_peak(ckpt_dir, {"what": "params", "dtype": "bfloat16"}, mesh_shape, specs)
     serving.convert_safetensors(path, out_dir, rename, mesh, specs)
 
-Peaks are measured as the grader measures problem 6.1's: in a fresh process, the kernel's peak
-resident set (``VmHWM``) above the resident set just before the work, after :func:`prepare_measurement`
-(one tiny Orbax save and restore, and large blocks given back to the kernel when freed). Linux only.
+Peaks are measured as the grader measures problems 6.1 and 6.2: in a fresh process, the kernel's peak
+resident set (``VmHWM``, 6.1's) above the resident set just before the work, and the peak of the
+anonymous memory (sampled from outside, 6.2's: the pages of a file the work maps are not its own),
+after :func:`prepare_measurement` (one tiny Orbax save and restore with each API, and large blocks
+given back to the kernel when freed). Linux only.
 """
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ import ctypes
 import json
 import os
 import sys
-
-from ckptlab.twohost import run_hosts
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
@@ -224,7 +224,8 @@ def convert_safetensors(path: str, out_dir: str, rename: dict, mesh, specs: dict
     tensor ``old`` saved as ``rename[old]``, placed as ``NamedSharding(mesh, specs[new])``.
 
     ``how``: ``"tensor_by_tensor"`` reads one tensor's bytes, places it, adds it to the checkpoint
-    (``orbax.checkpoint.v1.partial.save``) and drops it, then finalizes; ``"one_save"`` reads one
+    (``orbax.checkpoint.v1.partial.save``) and drops it, then finalizes; ``"safe_open"`` does the same
+    with the safetensors library's reader (which maps the file); ``"one_save"`` reads one
     tensor at a time but keeps them all and saves the whole tree once; ``"load_file"`` reads the
     whole file first (``safetensors.numpy.load_file``), then saves tensor by tensor. ``on_read()``
     is called once every tensor has been read. Returns the saved tree's shapes."""
@@ -236,6 +237,19 @@ def convert_safetensors(path: str, out_dir: str, rename: dict, mesh, specs: dict
 
     out_dir = os.path.abspath(out_dir)
     shapes, tree = {}, {}
+    if how == "safe_open":  # the safetensors library's lazy reader: the file mapped, a tensor copied out at a time
+        from safetensors import safe_open
+
+        with safe_open(path, framework="np") as f:
+            for old, new in rename.items():
+                array = jax.device_put(f.get_tensor(old), NamedSharding(mesh, specs[new]))
+                shapes[new] = array.shape
+                ocp_v1.partial.save(out_dir, {new: array})
+                del array
+        if on_read is not None:
+            on_read()
+        ocp_v1.partial.finalize(out_dir)
+        return shapes
     if how == "load_file":
         from safetensors.numpy import load_file
 
@@ -284,7 +298,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
-from jax.sharding import PartitionSpec
+from jax.sharding import NamedSharding, PartitionSpec
 from orbax.checkpoint import v1 as ocp_v1
 
 from ckptlab import serving
@@ -296,42 +310,82 @@ serving.prepare_measurement(job["scratch"])
 mesh = course_mesh(dict(job["mesh"]))
 specs = {k: PartitionSpec(*[tuple(e) if isinstance(e, list) else e for e in v]) for k, v in job["specs"].items()}
 plan = job["plan"]
+if plan["what"] == "replicate":
+    host = np.random.default_rng(0).standard_normal(plan["shape"]).astype(plan["dtype"])
 import gc
 gc.collect()
 serving.reset_peak()
 before = serving.status_bytes("VmRSS")
+print("ready", flush=True)  # the parent samples this process's anonymous memory from now on
+sys.stdin.readline()
 read = {}
+held = lambda tree: sum(s.data.nbytes for a in jax.tree.leaves(tree) for s in a.addressable_shards)
 if plan["what"] == "convert":
     serving.convert_safetensors(job["path"], plan["out_dir"], plan["rename"], mesh, specs, plan.get("how", "tensor_by_tensor"),
                                 on_read=lambda: read.update(read_peak_bytes=serving.status_bytes("VmHWM") - before))
-    kept = 0
+    at_once = 0
+elif plan["what"] == "replicate":
+    placed = jax.device_put(host, NamedSharding(mesh, PartitionSpec()))
+    jax.block_until_ready(placed)
+    read["grown_bytes"] = serving.status_bytes("VmRSS") - before
+    at_once = held(placed)
 elif plan["what"] == "whole":
     state = serving.restore_whole(job["path"], mesh, specs, plan.get("dtype", "float32"))
+    at_once = held(state)
     out = {k: v.astype(plan["cast_after"]) for k, v in state["params"].items()} if plan.get("cast_after") else state["params"]
-    del state
-    kept = sum(a.nbytes for a in jax.tree.leaves(out))
-else:
-    out = serving.restore_params(job["path"], mesh, specs, plan.get("dtype", "bfloat16"), plan.get("concurrent_gb"))
-    if plan.get("cast_after"):
-        out = {k: v.astype(plan["cast_after"]) for k, v in out.items()}
     jax.block_until_ready(out)
-    kept = sum(a.nbytes for a in jax.tree.leaves(out))
-print(json.dumps({"peak_bytes": serving.status_bytes("VmHWM") - before, "kept_bytes": kept, **read}), flush=True)
+    at_once += held(out) if plan.get("cast_after") else 0
+    del state
+else:
+    try:
+        out = serving.restore_params(job["path"], mesh, specs, plan.get("dtype", "bfloat16"), plan.get("concurrent_gb"))
+    except ValueError as exc:  # (a concurrency limit below what one read reserves)
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        os._exit(0)
+    at_once = held(out)
+    if plan.get("cast_after"):
+        cast = {k: v.astype(plan["cast_after"]) for k, v in out.items()}
+        jax.block_until_ready(cast)
+        at_once += held(cast)
+print(json.dumps({"peak_bytes": serving.status_bytes("VmHWM") - before, "held_bytes": at_once, **read}), flush=True)
 """
 
 
 def restore_peak(path: str, plan: dict, mesh_shape: dict, specs: dict, timeout: float = 600) -> dict:
     """Run ``plan`` on the checkpoint (or safetensors file) ``path`` in a fresh process on the 16
-    devices; return its ``peak_bytes`` and the bytes of the arrays it ends with (``kept_bytes``).
+    devices. Returns ``peak_bytes``, the kernel's peak resident set above the set before the work;
+    ``anonymous_peak_bytes``, the peak of its anonymous memory above the same point, sampled from
+    this process (:class:`AnonymousPeak`, as the grader samples problem 6.2's); and ``held_bytes``,
+    the bytes the devices held at once at the work's end, every replica counted (the restored arrays,
+    and their cast beside them when the plan casts after).
 
-    ``plan``: ``{"what": "params" | "whole" | "convert", "dtype": ..., "cast_after": dtype or None,
-    "concurrent_gb": float or None}`` (convert: ``"out_dir"``, ``"rename"``, ``"how"``, as
-    :func:`convert_safetensors` takes it)."""
+    ``plan``: ``{"what": "params" | "whole" | "convert" | "replicate", "dtype": ..., "cast_after": dtype
+    or None, "concurrent_gb": float or None}`` (convert: ``"out_dir"``, ``"rename"``, ``"how"``, as
+    :func:`convert_safetensors` takes it; replicate: ``"shape"`` and ``"dtype"`` of a random array put
+    on every device of the mesh, its ``grown_bytes`` reported)."""
+    import subprocess
     import tempfile
 
     plain = {k: [list(e) if isinstance(e, tuple) else e for e in spec] for k, spec in specs.items()}
-    with tempfile.TemporaryDirectory(prefix="serving-peak-") as scratch:
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    env["JAX_PLATFORMS"] = "cpu"
+    with tempfile.TemporaryDirectory(prefix="serving-peak-") as scratch, \
+            tempfile.TemporaryFile("w+") as errors:
         job = {"path": os.path.abspath(path), "plan": plan, "mesh": list(mesh_shape.items()), "specs": plain,
                "scratch": scratch}
-        (report,) = run_hosts([[sys.executable, "-c", _CHILD, json.dumps(job)]], timeout, "the measuring process")
-    return report
+        proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(job)], env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=errors, text=True)
+        try:
+            ready = proc.stdout.readline().strip() == "ready"
+            sampler = AnonymousPeak(proc.pid) if ready else None
+            out, _ = proc.communicate("go\n" if ready else None, timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        anonymous = sampler.stop() if sampler is not None else None
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            errors.seek(0)
+            tail = "\n".join(errors.read().strip().splitlines()[-15:])
+            raise RuntimeError(f"the measuring process failed (exit code {proc.returncode}). Its last messages:\n{tail}")
+    return {**json.loads(lines[-1]), "anonymous_peak_bytes": anonymous}

@@ -101,6 +101,16 @@ SHOWS = {
         # the bound from a plain synced write, the bytes counted by the kernel; the rest is the save's own work
         "every save at or above the one-host bound: True", "closer to its bound than the default save on 16 shards: True",
         "the resumed run's parameters equal the uninterrupted run's, bit for bit: True"),
+    "06_restore_for_serving.ipynb": (
+        # a restore without shardings, by API (Lesson 3 says the same)
+        "StandardCheckpointer, no target:           ArrayImpl float32 on 8 devices, spec P('x',)",
+        "PyTreeRestore, leaves without a sharding:   numpy.ndarray bfloat16",
+        # what the devices hold counts the data axis's replicas, and bounds the peak from below
+        "kept: 32 MiB of bfloat16 parameters; the devices hold 64 MiB", "every restore between its bounds: True",
+        # the limiter reserves the chunk-aligned box around a target shard: for embed, the whole array
+        "a shard's box: 16.00 MiB of bfloat16 (the whole array: True)",
+        "ValueError: Requested more bytes than we reserved space for: 16777216 >",
+        "equal to the hub's tensor: True"),
     "04_shard_reads_and_presharding.ipynb": (
         "same as safetensors: True", "every device's shard equals the bytes of its runs",
         "unbuffered               right values: True; read 512 bytes for 512 needed",
@@ -151,6 +161,20 @@ def test_lessons_execute(root, name):
         assert ones < 64 and kept > 0.85, (ones, kept)
         source = "".join(c.source for c in nb.cells)
         assert "min(measured.values())" not in source and "os.fsync" in source
+    if name == "06_restore_for_serving.ipynb":
+        # replicas measured in a fresh process; the conversions' own memory against 6.2's budget, the
+        # mapped file's pages shown resident (the control) but not counted
+        copies = float(re.search(r"the process grew \d+ MiB \(([\d.]+) copies\)", text).group(1))
+        assert 15 <= copies <= 17, copies
+        own = {how: float(ratio) for how, ratio in re.findall(r"(\w+) +peak resident +\d+ MiB \([\d.]+x the file\); its own "
+                                                               r"memory +\d+ MiB \(([\d.]+)x the file", text)}
+        budget = 1 + 16 / 64  # the file's size plus 16 MiB, for its 64 MiB
+        assert own["tensor_by_tensor"] < budget and own["safe_open"] < budget, own
+        assert own["load_file"] > budget and own["one_save"] > budget, own
+        mapped = float(re.search(r"at least \d+ MiB \(([\d.]+)x the file\) above its own", text).group(1))
+        assert mapped > 0.5, mapped
+        source = "".join(c.source for c in nb.cells)
+        assert "Sixteen copies" not in source and "16 MiB chunks" not in source and "one tensor's worth" not in source
     if name == "02_sharded_save_layouts.ipynb":
         # the small layer's OCDBT files count its bytes twice or more; the explorer predicts Orbax's files
         counted = float(re.search(r"dense_ocdbt .*\(([\d.]+)x counted\)", text).group(1))

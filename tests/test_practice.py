@@ -255,8 +255,8 @@ def _wrong(q: drills.Question) -> list[float]:
         # the newest step; one interval too far back; counted from 1, not 0
         "steps_kept": lambda: [f["last"] // f["every"] * f["every"], q.solution - f["every"],
                                q.solution + f["every"]],
-        # float32 kept; the whole checkpoint; the float32 parameters read
-        "serving_bytes": lambda: [f["billions"] * 4, f["billions"] * 12],
+        # float32 kept; the whole checkpoint; the replicas forgotten
+        "serving_bytes": lambda: [f["billions"] * 4 * f["data"], f["billions"] * 12, f["billions"] * 2],
         # half of it (bytes per parameter against 4, not 2); the moments forgotten
         "state_to_serving": lambda: [q.solution / 2, (4 if f["param_dtype"] == "float32" else 2) / 2],
         # one copy; float32 copies
