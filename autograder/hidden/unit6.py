@@ -173,8 +173,8 @@ def _diagnose_conversion(args, actual, expected):
 CONVERT = Hidden(
     generate=_convert_cases,
     messages={
-        "memory": "The checkpoint is right, but your function's peak host memory, measured from outside, was over the "
-                  "budget (the file's size, plus 16 MiB). Read one tensor at a time (its byte range, from "
+        "memory": "The checkpoint is right, but your function's own memory (anonymous, sampled from outside: a mapped "
+                  "file's pages are not counted) went over the budget (the file's size, plus 16 MiB). Read one tensor at a time (its byte range, from "
                   "the header: not the whole file), and save it as you go (orbax.checkpoint.v1.partial.save, then "
                   "finalize), so that neither the file nor the whole model is in memory at once.",
         "unmeasured": "The grader could not measure your function's memory on this machine (it reads the kernel's "

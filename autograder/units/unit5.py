@@ -125,34 +125,32 @@ PROBLEMS = (
         points=20,
         title="A training loop that survives preemption",
         statement=(
-            "Train `training.make_model(seed)` with `training.make_optimizer(model)` for `total_steps` "
-            "steps: each step takes the next batch of `batches = training.Batches(seed)` (`x, y = "
-            "next(batches)`) and runs `step(model, optimizer, x, y)`, with `step = training.train_step()`. "
-            "Save with an `ocp.CheckpointManager` in `ckpt_dir` after every step: step s holds the state "
-            "after s training steps (`training.train_state(model, optimizer)`, a StandardSave) and the data "
-            "pipeline's position (`batches.get_state()`, a JsonSave). When `ckpt_dir` already holds a "
-            "committed step, resume from the latest: restore both items "
-            "(`training.load_train_state`, `batches.set_state`) and train the steps that remain. Before "
-            "returning, wait for the last save to commit; return `(training.params_of(model), first_step)`, "
-            "first_step being the step this call started training from (0 in a fresh folder). The grader "
-            "runs your function, kills its process with SIGKILL at moments of its choosing (during saves "
-            "and between them), starts it again with the same arguments, and compares what the last run "
-            "returns, bit for bit, with a run that was never interrupted, and its first_step with the step "
-            "it should have resumed from; then it looks for your last step on disk, committed (the process ends "
-            "as soon as your function returns, as a job's does). A run that does not resume fails, however "
-            "right its parameters."
+            "Train `training.make_model(seed)` with `training.make_optimizer(model)` for `total_steps` steps: "
+            "training step s (from 0) runs `step(model, optimizer, x, y)`, `step = training.train_step()`, on the "
+            "next batch `x, y = next(batches)` of `batches = training.Batches(seed)`. The job checkpoints into "
+            "`ckpt_dir` with an Orbax `CheckpointManager`, one step per training step: step s holds the state "
+            "after s training steps as two items, `state` (`training.train_state(model, optimizer)`) and `data` "
+            "(the pipeline's position, `batches.get_state()`). It may be killed at any moment and started again "
+            "with the same arguments: a run must then go on from the latest committed step, training only the "
+            "steps that remain, on the batches that come next. Return `(training.params_of(model), first_step)`, "
+            "first_step being the step this call started training from (0 in a fresh folder); when your "
+            "function returns, its last step must be committed on disk (the process ends with it, as a job's "
+            "does). The grader kills your process with SIGKILL at moments of its choosing (during saves and "
+            "between them), starts it again, and compares what the last run returns, bit for bit, with a run "
+            "never interrupted, and its first_step with the step it should have resumed from; then it looks for "
+            "your last step on disk, committed. A run that does not resume fails, however right its parameters."
         ),
         returns=ResumedRun(),
         hints=(
-            "`mngr = ocp.CheckpointManager(ckpt_dir)`; `latest = mngr.latest_step()` is None on a fresh "
-            "folder. The loop is `for s in range(latest or 0, total_steps)`, saving step s + 1 after "
-            "training step s.",
-            "Save both items in one step: `mngr.save(s + 1, args=ocp.args.Composite(state=ocp.args."
-            "StandardSave(training.train_state(model, optimizer)), data=ocp.args.JsonSave(batches.get_state())))`.",
-            "Restore with a target: `abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, "
-            "training.train_state(model, optimizer))`, then `mngr.restore(latest, args=ocp.args.Composite("
-            "state=ocp.args.StandardRestore(abstract), data=ocp.args.JsonRestore()))`. Restore the batches' "
-            "position too: a fresh `Batches` serves epoch 0 again. End with `mngr.wait_until_finished()`.",
+            "A manager tells you where a folder stands: `latest_step()` is None in a fresh one. The loop then runs "
+            "from there to total_steps, saving step s + 1 after training step s.",
+            "One save holds both items (`ocp.args.Composite`: a `StandardSave` and a `JsonSave`), and a restore "
+            "asks for them the same way: the state with a target built from your freshly made state (its shapes, "
+            "dtypes and shardings), the position as JSON. `training.load_train_state` and `batches.set_state` "
+            "put them back.",
+            "`save()` returns before its step commits, and your process ends with your function: wait for the "
+            "manager before returning. A fresh `Batches` serves epoch 0 again: a run that does not restore the "
+            "position trains on the wrong batches.",
         ),
         examples=(
             Example((RunFolder(), 3, 0), None, "three steps in a fresh folder, not interrupted"),

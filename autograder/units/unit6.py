@@ -17,7 +17,7 @@ UNIT = Unit(
         "optimizer's moments, float32 weights) on a mesh unlike the serving one. Restore only the "
         "parameters, in bfloat16, straight onto the serving mesh, and turn a safetensors file from a model "
         "hub into a sharded Orbax checkpoint one tensor at a time, each under a host-memory budget: the "
-        "grader measures your function's peak resident memory from outside, as the kernel counts it. The "
+        "grader measures your function's memory from outside, as the kernel counts it. The "
         "lesson is `course/06_restore_for_serving.ipynb`."
     ),
     notebook="unit6_restore_for_serving.ipynb",
@@ -66,19 +66,18 @@ PROBLEMS = (
             "grader measures your function's peak host memory from outside (the kernel's peak resident "
             "set of the process running it, above what it held before your code loaded): it must stay "
             "under twice the bytes of the saved float32 parameters plus 16 MiB, less than the whole "
-            "training state weighs. Restore the parameters alone, cast on restore, onto the target."
+            "training state weighs."
         ),
         returns=ServedTree(),
         hints=(
-            "`ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree['params']` gives each "
-            "parameter's shape without reading an array.",
-            "A target of `jax.ShapeDtypeStruct(shape, jnp.bfloat16, sharding=NamedSharding(mesh, spec))` "
-            "casts on restore: the float32 copy is never whole in memory. `.astype` after a float32 "
-            "restore holds both.",
-            "`ocp.PyTreeCheckpointer().restore(ckpt_dir, args=ocp.args.PyTreeRestore(item={'params': "
-            "target}, restore_args=ocp.checkpoint_utils.construct_restore_args({'params': target}), "
-            "partial_restore=True))` reads only the parameters; restoring the whole state first reads "
-            "the moments too (three times the bytes).",
+            "Where do the shapes come from? Orbax's checkpoint metadata describes every saved array without "
+            "reading one (a checkpointer's `metadata(ckpt_dir)`).",
+            "A restore target can carry a dtype and a sharding per leaf (`jax.ShapeDtypeStruct(shape, dtype, "
+            "sharding=...)`): Orbax casts and places as it reads, so the float32 copy of the model is never whole "
+            "in memory. `.astype` after a float32 restore holds both.",
+            "A target naming only part of the saved tree is a 'wrong tree' unless the restore is told it is "
+            "partial (`ocp.args.PyTreeRestore` has a flag for it; so does the v1 API's loading options). "
+            "Restoring the whole state first reads the moments too: three times the bytes.",
         ),
         examples=(
             Example((_TRAINED, MeshArg((("data", 2), ("model", 8))),
@@ -100,23 +99,21 @@ PROBLEMS = (
             "header, then the data; float32 tensors here). Write an Orbax checkpoint into `out_dir` (it does "
             "not exist yet) holding every tensor of the file, tensor `name` saved as `rename[name]`, with its "
             "dtype and values, placed as `NamedSharding(mesh, specs[rename[name]])`. The grader restores what "
-            "you wrote with `orbax.checkpoint.v1.load(out_dir)` in a worker of its own (the arrays come "
-            "back in the layout they were saved in) and measures your function's peak host memory from "
-            "outside: it must stay under the file's size plus 16 MiB. So neither the "
-            "whole file nor the whole model may be in memory at once: read one tensor's bytes, place it, add "
-            "it to the checkpoint (`ocp_v1.partial.save(out_dir, {new_name: array})`), drop it, and finish "
-            "with `ocp_v1.partial.finalize(out_dir)`. What you return is not looked at."
+            "you wrote with `orbax.checkpoint.v1.load(out_dir)` in a worker of its own (the arrays come back in "
+            "the layout they were saved in) and measures your function's own memory from outside (its anonymous "
+            "memory, sampled: the pages of the file a reader maps are not counted): it must stay under the "
+            "file's size plus 16 MiB. So neither the whole file nor the whole model may be in your memory at "
+            "once. What you return is not looked at."
         ),
         returns=WrittenTree(),
         hints=(
-            "Read the header once: `n = int.from_bytes(f.read(8), 'little')`, `header = json.loads(f.read(n))` "
-            "(skip '__metadata__'). Tensor `name` is at byte 8 + n + data_offsets[0], row-major.",
-            "`np.frombuffer(f.read(end - begin), np.float32).reshape(shape)` is one tensor; "
-            "`jax.device_put(it, NamedSharding(mesh, spec))` places it. `safetensors.numpy.load_file` reads the "
-            "whole file: over the budget.",
-            "One `ocp_v1.save_pytree(out_dir, whole_tree)` holds every array and the save's copies of them at "
-            "once; `ocp_v1.partial.save(out_dir, {name: array})` per tensor, then `ocp_v1.partial.finalize(out_dir)` "
-            "once, holds one.",
+            "Read one tensor at a time: the header says where each tensor's bytes are (Unit 4), or the "
+            "safetensors library's `safe_open` hands you one tensor without reading the rest.",
+            "Place each tensor on the mesh as it is read and add it to the checkpoint before reading the next: "
+            "Orbax's v1 API can build a checkpoint a few arrays at a time (`ocp_v1.partial`), then make it one "
+            "checkpoint at the end.",
+            "One save of the whole tree holds every array and the save's copies of them at once; "
+            "`safetensors.numpy.load_file` reads the whole file: both go over the budget.",
         ),
         examples=(
             Example((_HUB, OutputFolder(), _RENAME, MeshArg((("model", 16),)),
