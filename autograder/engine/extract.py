@@ -16,21 +16,19 @@ import json
 import os
 import re
 import stat
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.text import shown_name
 
-_PARSE = threading.Lock()
-
 
 def parse(source: str) -> ast.Module:
-    """``ast.parse``, one thread at a time: in CPython 3.11 two threads that build syntax trees at
-    once (a collection running a finaliser mid-parse lets the other in) can fail with "SystemError:
-    AST constructor recursion depth mismatch" (CPython issue 106905). grade-batch grades learners
-    in threads, and lost a learner's whole grade to it."""
-    with _PARSE:
+    """``ast.parse``, one thread at a time (see :data:`autograder.engine.gil.SYNTAX_TREES`: in CPython
+    3.11 two threads that build syntax trees at once can fail with a SystemError). grade-batch grades
+    learners in threads, and lost a learner's whole grade to it."""
+    from autograder.engine.gil import SYNTAX_TREES
+
+    with SYNTAX_TREES:
         return ast.parse(source)
 
 

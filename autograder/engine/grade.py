@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from autograder import registry
 from autograder.engine import extract, preempted, readback
 from autograder.engine.cases import expected_outcome, hidden_cases
-from autograder.engine.gil import SHORT_GIL_SLICES
+from autograder.engine.gil import SHORT_GIL_SLICES, serialize_syntax_trees
 from autograder.engine.judge import judge
 from autograder.engine.locate import locate
 from autograder.engine.results import ProblemResult, Report, problem_result
@@ -183,6 +183,7 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
     ``isolation`` is ``strict``, ``basic`` or ``auto`` (the best this machine has), or a level
     already resolved; ``strict`` raises :class:`~autograder.sandbox.outside.IsolationUnavailable`
     where the machine cannot give it."""
+    serialize_syntax_trees()  # before any thread of this grading builds a syntax tree
     chosen = [registry.get(p) for p in problems] if problems else list(registry.PROBLEMS)
     sub = extract.load_submissions(list(paths))
     plans = [_plan(p, sub, learner, salt, timeout) for p in chosen]
