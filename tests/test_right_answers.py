@@ -7,17 +7,19 @@ from __future__ import annotations
 import pytest
 
 from autograder import registry
+from tests.graded_together import Rounds
 from tests.right_answers import HEADERS, RIGHT
 
 pytestmark = pytest.mark.slow
 
+ROUNDS = Rounds(RIGHT, HEADERS, "right")
+
 
 @pytest.mark.parametrize(
-    ("pid", "name", "source"),
-    [pytest.param(pid, n, s, id=f"{pid}-{n}") for pid, items in RIGHT.items() for n, s in items],
+    ("pid", "name"),
+    [pytest.param(pid, n, id=f"{pid}-{n}") for pid, items in RIGHT.items() for n, _ in items],
 )
-def test_curated_right_answers_get_full_marks(grade_code, pid, name, source):
-    report = grade_code(HEADERS[pid] + source, problems=[pid], learner=f"right-{name}")
-    (result,) = report.problems
+def test_curated_right_answers_get_full_marks(grade_code, pid, name):
+    result = ROUNDS.result(grade_code, pid, name)
     assert (result.status, result.score) == ("correct", registry.get(pid).points), (
         f"a correct answer ({name}) was graded {result.status}: {result.message}")

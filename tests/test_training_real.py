@@ -48,7 +48,7 @@ def test_training_state_bytes_match_a_real_save_of_an_nnx_optimizer(tmp_path):
     where a case accumulates, sharded as each case says and saved uncompressed: its chunk files hold
     the reference's total, and Orbax's own replica slices give the reference's bytes per host. Each
     case's optimizer is the one its arguments name (the dtypes checked leaf by leaf)."""
-    cases = _cases("5.1")
+    cases = _cases("5.1", learners=("ana",))
     assert {(c[4], c[5] > 1) for c in cases} >= {(None, False), ("float32", False), ("bfloat16", False), (None, True)}
     for i, (params, specs, mesh_shape, per_host, mu_dtype, accumulate) in enumerate(cases):
         model = _Params(params)

@@ -1,0 +1,79 @@
+"""Curated right answers, graded a round at a time: a round is one submission holding at most one
+answer per problem of a unit, so a unit's answers cost a few grading runs, not one each (its
+problems graded two at a time).
+Each problem is still graded in a worker of its own, as in any submission; two answers share a round
+only if their top-level names (functions, helpers, constants) do not clash, since a submission's
+later definition of a name would shadow the earlier one (a 3.2 answer may define 3.1's function). Unit 5's are graded one at a time: its problems
+kill real processes at chosen moments, best not beside another problem's work."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+from autograder import registry
+
+ALONE_UNITS = {5}
+
+
+def _names(source: str) -> dict[str, str]:
+    """The top-level names ``source`` binds, each with the statement that binds it (two answers may
+    import a name alike; one that defines another problem's function as a helper clashes with it)."""
+    out = {}
+    for node in ast.parse(textwrap.dedent(source)).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [(a.asname or a.name).split(".")[0] for a in node.names]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        else:
+            continue
+        for name in names:
+            out[name] = ast.dump(node)
+    return out
+
+
+def rounds(answers: dict, headers: dict) -> list[tuple[str, list[tuple[str, str]]]]:
+    """``answers``: ``{problem id: [(name, source, ...), ...]}``. Returns ``[(submission source,
+    [(problem id, answer name), ...]), ...]``: every answer in exactly one round."""
+    out = []
+    by_unit: dict[int, list[str]] = {}
+    for pid in answers:
+        by_unit.setdefault(registry.get(pid).unit, []).append(pid)
+    for unit, pids in sorted(by_unit.items()):
+        left = {pid: list(answers[pid]) for pid in pids}
+        while any(left.values()):
+            taken, bound, sources = [], {}, []
+            for pid in pids:
+                for i, answer in enumerate(left[pid]):
+                    names = _names(answer[1])
+                    if all(bound.get(n, dump) == dump for n, dump in names.items()):
+                        bound.update(names)
+                        taken.append((pid, answer[0]))
+                        sources.append(answer[1])
+                        del left[pid][i]
+                        break
+                if unit in ALONE_UNITS and taken:
+                    break
+            header = headers[taken[0][0]]
+            out.append((header + "\n".join(textwrap.dedent(s) for s in sources), taken))
+    return out
+
+
+class Rounds:
+    """Grade each round once, when one of its answers is first asked for."""
+
+    def __init__(self, answers: dict, headers: dict, learner_prefix: str):
+        self.rounds = rounds(answers, headers)
+        self.prefix = learner_prefix
+        self.where = {key: i for i, (_, keys) in enumerate(self.rounds) for key in keys}
+        self.reports: dict[int, object] = {}
+
+    def result(self, grade_code, pid: str, name: str):
+        i = self.where[(pid, name)]
+        if i not in self.reports:
+            source, keys = self.rounds[i]
+            self.reports[i] = grade_code(source, problems=sorted({p for p, _ in keys}), learner=f"{self.prefix}-{i}")
+        return next(r for r in self.reports[i].problems if r.id == pid)
