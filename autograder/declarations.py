@@ -62,9 +62,13 @@ class Problem:
     timeout: float = DEFAULT_TIMEOUT  # seconds for all of this problem's cases, worker start-up included
     raises: tuple[str, ...] = ()  # exceptions that are a correct outcome on some inputs
     count_reads: bool = False  # the grader counts the bytes the function reads from files
-    # The grader measures the function's peak resident memory from outside (the worker's VmHWM
-    # above its resident set before the learner's code loaded); its arrays return as digests.
+    # The grader measures the function's memory from outside, above what the worker held before the
+    # learner's code loaded (its VmHWM, and its anonymous memory sampled: each problem's hidden tests
+    # say which they judge); its arrays return as digests.
     measure_memory: bool = False
+    # Modules of the course whose use makes the problem trivial (the lesson's own helper for it):
+    # a function that imports or names one is told to write it with the libraries instead.
+    forbidden: tuple[str, ...] = ()
     # The function writes a checkpoint to an OutputFolder argument; the grader restores it in a
     # sandboxed worker of its own and judges what it restores (engine/readback.py).
     readback: bool = False

@@ -22,6 +22,7 @@ Orbax really leaves (the watcher's poll makes the kill land a few milliseconds a
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -51,11 +52,16 @@ class SaverSpec:
     rows: int = 1024  # the state's "w" is (rows, 256) float32, sharded over 8 devices
 
 
+@functools.lru_cache(maxsize=4096)
 def step_of(name: str) -> int | None:
     """The step an entry of a checkpoint root is named for, as Orbax names a ``CheckpointManager``'s
     step folders, whatever its options (``12``, ``step_12`` with ``step_prefix="step"``, ``00000012``
     with ``step_format_fixed_length=8``) and their temporary folders (``step_12.orbax-checkpoint-tmp``):
-    parsed by Orbax itself (``ocp.step.step_from_checkpoint_name``); None for any other name."""
+    parsed by Orbax itself (``ocp.step.step_from_checkpoint_name``); None for any other name. A name
+    is read once, and a long one not at all (the grader reads a learner's run folder with this, every
+    few milliseconds: Orbax's pattern for temporary folders backtracks)."""
+    if len(name) > 96 or not (name[-1:].isdigit() or TMP_MARK in name):
+        return None
     import orbax.checkpoint as ocp
 
     try:

@@ -87,6 +87,46 @@ def status_bytes(key: str, pid: int | str = "self") -> int | None:
     return None
 
 
+_TMPFS_MAGIC = 0x01021994
+
+
+def on_tmpfs(path: str) -> bool:
+    """Whether ``path`` lies on a tmpfs: its files' pages are shared memory, and a process that maps
+    them is charged them as its own (``RssShmem``). Linux."""
+    class _StatFs(ctypes.Structure):
+        _fields_ = [("f_type", ctypes.c_long), ("rest", ctypes.c_long * 15)]
+
+    if sys.platform != "linux":
+        return False
+    try:
+        buf = _StatFs()
+        return ctypes.CDLL(None, use_errno=True).statfs(os.fsencode(path), ctypes.byref(buf)) == 0 and \
+            buf.f_type == _TMPFS_MAGIC
+    except (OSError, AttributeError):
+        return False
+
+
+def measured_tempdir(prefix: str) -> str:
+    """A fresh temporary folder for files a memory-measured process reads, on disk where the machine
+    has one: where the temporary folder is a tmpfs (Debian 13's /tmp), ``/var/tmp`` or the user's
+    cache folder; else (none on disk) the temporary folder, and a reader that maps its files is
+    charged their pages. The grader's workers and Lesson 6 both put their inputs here."""
+    import tempfile
+
+    where = None
+    if on_tmpfs(tempfile.gettempdir()):
+        cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ckpt-course")
+        for folder in ("/var/tmp", cache):
+            try:
+                os.makedirs(folder, exist_ok=True)
+            except OSError:
+                continue
+            if os.access(folder, os.W_OK) and not on_tmpfs(folder):
+                where = folder
+                break
+    return tempfile.mkdtemp(prefix=prefix, dir=where)
+
+
 class AnonymousPeak:
     """The peak of another process's anonymous memory (``RssAnon`` + ``RssShmem`` of
     ``/proc/<pid>/status``: what it allocated, not the file pages it maps), sampled from outside
@@ -103,6 +143,7 @@ class AnonymousPeak:
         import threading
 
         self.pid, self.interval = pid, interval
+        self._lock = threading.Lock()  # a sample is taken by the sampling thread and by the caller
         self.base = self._now()
         self.peak = 0 if self.base is None else self.base
         self._done = threading.Event()
@@ -110,7 +151,18 @@ class AnonymousPeak:
         self._thread.start()
 
     def _now(self) -> int | None:
-        anon, shmem = status_bytes("RssAnon", self.pid), status_bytes("RssShmem", self.pid)
+        """RssAnon + RssShmem, from one read of the status file (None once the process is gone)."""
+        anon = shmem = None
+        try:
+            with open(f"/proc/{self.pid}/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"RssAnon:"):
+                        anon = int(line.split()[1]) * 1024
+                    elif line.startswith(b"RssShmem:"):
+                        shmem = int(line.split()[1]) * 1024
+                        break
+        except (OSError, ValueError, IndexError):
+            return None
         return None if anon is None else anon + (shmem or 0)
 
     def _run(self) -> None:
@@ -123,8 +175,9 @@ class AnonymousPeak:
         now = self._now()
         if now is None or self.base is None:
             return None
-        self.peak = max(self.peak, now)
-        return self.peak - self.base
+        with self._lock:
+            self.peak = max(self.peak, now)
+            return self.peak - self.base
 
     def stop(self) -> int | None:
         """Stop sampling (after one last look); the peak above the start, in bytes."""
@@ -318,7 +371,15 @@ serving.reset_peak()
 before = serving.status_bytes("VmRSS")
 print("ready", flush=True)  # the parent samples this process's anonymous memory from now on
 sys.stdin.readline()
+
+
+def rchar():
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar"))
+
+
 read = {}
+start_reads = rchar()
 held = lambda tree: sum(s.data.nbytes for a in jax.tree.leaves(tree) for s in a.addressable_shards)
 if plan["what"] == "convert":
     serving.convert_safetensors(job["path"], plan["out_dir"], plan["rename"], mesh, specs, plan.get("how", "tensor_by_tensor"),
@@ -347,17 +408,38 @@ else:
         cast = {k: v.astype(plan["cast_after"]) for k, v in out.items()}
         jax.block_until_ready(cast)
         at_once += held(cast)
+read["read_bytes"] = rchar() - start_reads  # every read of the work, as the kernel counts it
 print(json.dumps({"peak_bytes": serving.status_bytes("VmHWM") - before, "held_bytes": at_once, **read}), flush=True)
 """
+
+
+def _wait_for_line(proc, line: str, timeout: float) -> bool:
+    """Read ``proc``'s output until ``line``, for ``timeout`` seconds at most; whether it came."""
+    import selectors
+    import time
+
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if not selector.select(max(0.0, deadline - time.monotonic())):
+                return False
+            got = proc.stdout.readline()
+            if not got:
+                return False
+            if got.strip() == line:
+                return True
+    return False
 
 
 def restore_peak(path: str, plan: dict, mesh_shape: dict, specs: dict, timeout: float = 600) -> dict:
     """Run ``plan`` on the checkpoint (or safetensors file) ``path`` in a fresh process on the 16
     devices. Returns ``peak_bytes``, the kernel's peak resident set above the set before the work;
     ``anonymous_peak_bytes``, the peak of its anonymous memory above the same point, sampled from
-    this process (:class:`AnonymousPeak`, as the grader samples problem 6.2's); and ``held_bytes``,
-    the bytes the devices held at once at the work's end, every replica counted (the restored arrays,
-    and their cast beside them when the plan casts after).
+    this process (:class:`AnonymousPeak`, as the grader samples problem 6.2's); ``held_bytes``, the
+    bytes the devices held at once at the work's end, every replica counted (the restored arrays, and
+    their cast beside them when the plan casts after); ``read_bytes``, what the work read, as the
+    kernel counts it (``rchar``).
 
     ``plan``: ``{"what": "params" | "whole" | "convert" | "replicate", "dtype": ..., "cast_after": dtype
     or None, "concurrent_gb": float or None}`` (convert: ``"out_dir"``, ``"rename"``, ``"how"``, as
@@ -375,16 +457,18 @@ def restore_peak(path: str, plan: dict, mesh_shape: dict, specs: dict, timeout: 
                "scratch": scratch}
         proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(job)], env=env, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=errors, text=True)
+        sampler, out = None, ""
         try:
-            ready = proc.stdout.readline().strip() == "ready"
-            sampler = AnonymousPeak(proc.pid) if ready else None
-            out, _ = proc.communicate("go\n" if ready else None, timeout=timeout)
+            if _wait_for_line(proc, "ready", timeout):
+                sampler = AnonymousPeak(proc.pid)
+                out, _ = proc.communicate("go\n", timeout=timeout)
         finally:
             if proc.poll() is None:
                 proc.kill()
+                proc.wait()
         anonymous = sampler.stop() if sampler is not None else None
         lines = [line for line in out.splitlines() if line.startswith("{")]
-        if proc.returncode != 0 or not lines:
+        if proc.returncode != 0 or not lines or anonymous is None:
             errors.seek(0)
             tail = "\n".join(errors.read().strip().splitlines()[-15:])
             raise RuntimeError(f"the measuring process failed (exit code {proc.returncode}). Its last messages:\n{tail}")

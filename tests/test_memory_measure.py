@@ -288,16 +288,19 @@ def test_anonymous_memory_is_counted_and_the_pages_of_a_mapped_file_are_not(tmp_
 
 def test_a_memory_measured_workers_inputs_are_not_on_a_tmpfs(monkeypatch):
     """Where the temporary folder is a tmpfs (Debian 13's /tmp), a mapped input's pages would be
-    shared memory, counted as the reader's own: a memory-measured worker's folder goes to disk."""
+    shared memory, counted as the reader's own: a memory-measured worker's folder goes to disk, and
+    Lesson 6's inputs too (the same choice)."""
+    import shutil
     import tempfile
 
-    if not outside._on_tmpfs("/dev/shm") or outside._on_tmpfs("/var/tmp"):
+    from ckptlab.serving import measured_tempdir, on_tmpfs
+
+    if not on_tmpfs("/dev/shm") or on_tmpfs("/var/tmp"):
         pytest.skip("needs a tmpfs at /dev/shm and a disk at /var/tmp")
     monkeypatch.setattr(tempfile, "tempdir", "/dev/shm")
-    plain, measured = outside.new_workdir(), outside.new_workdir(on_disk=True)
+    made = [outside.new_workdir(), outside.new_workdir(on_disk=True), measured_tempdir("unit6-")]
     try:
-        assert outside._on_tmpfs(plain) and not outside._on_tmpfs(measured), (plain, measured)
+        assert [on_tmpfs(d) for d in made] == [True, False, False], made
     finally:
-        import shutil
-
-        shutil.rmtree(plain), shutil.rmtree(measured)
+        for folder in made:
+            shutil.rmtree(folder)

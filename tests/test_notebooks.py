@@ -95,7 +95,7 @@ SHOWS = {
         "no save                      the donated array deleted: True   buffers reused: 16 of 16",
         "right after save()           the donated array deleted: False  buffers reused:  0 of 16",
         "after wait_until_finished()  the donated array deleted: True   buffers reused: 16 of 16",
-        "the checkpoint holds the values as they were at save(): True",
+        "the checkpoint holds the values as they were at save(): True", "warnings from JAX about donations: 0",
         # InitialSavePolicy beside the interval
         "save_interval_steps=2; save() saved at steps [1, 2, 4, 6, 8, 10]",
         # the bound from a plain synced write, the bytes counted by the kernel; the rest is the save's own work

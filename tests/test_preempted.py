@@ -230,6 +230,8 @@ def test_step_folders_are_read_as_orbax_names_them(tmp_path):
             name = fmt.build_name(step)
             assert step_of(name) == step and step_of(name + ".orbax-checkpoint-tmp") == step, name
     assert [step_of(n) for n in ("state", "data", "step_", ".orbax-checkpoint-tmp", "notes.txt")] == [None] * 5
+    # a long name the learner chose is not handed to Orbax's backtracking pattern every poll
+    assert step_of("_" * 127 + "1" * 127 + ".orbax-checkpoint-tmp") is None
     run = tmp_path / "run-prefixed"
     for name, commit in (("step_3", True), ("step_4", True), ("step_5", False), ("step_6.orbax-checkpoint-tmp", False)):
         (run / name).mkdir(parents=True)

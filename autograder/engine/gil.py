@@ -24,7 +24,10 @@ def _locked_parse(*args, **kwargs):
 
 def serialize_syntax_trees() -> None:
     """Make every ``ast.parse`` of this process (and so ``ast.literal_eval`` and whatever calls them)
-    take :data:`SYNTAX_TREES`; idempotent. The grading process calls it before its threads start."""
+    take :data:`SYNTAX_TREES`; idempotent, and for the process's life (a kernel that grades keeps it).
+    The grading process calls it before its threads start. Not covered: ``compile(..., ast.PyCF_ONLY_AST)``
+    called directly (nothing the grader runs does), and a finaliser that parses on the thread already
+    parsing (the lock is re-entrant: it cannot keep a thread from itself)."""
     ast.parse = _locked_parse
 
 

@@ -3,6 +3,8 @@ there to run. Shared by grading and the public checks."""
 
 from __future__ import annotations
 
+import ast
+
 from autograder.engine import extract
 from autograder.engine.results import ProblemResult, problem_result
 
@@ -38,4 +40,31 @@ def locate(problem, sub: extract.Submission) -> ProblemResult | None:
     if extract.is_stub(block.node):
         return problem_result(problem, "not_attempted", "Not attempted yet: the function is still the stub.")
     bad = _signature_error(problem, block.node)
-    return problem_result(problem, "error", bad, category="signature") if bad else None
+    if bad:
+        return problem_result(problem, "error", bad, category="signature")
+    used = _uses(sub, problem)
+    if used:
+        return problem_result(problem, "incorrect", f"{problem.function} uses the course's own {used}, the lesson's "
+                              "answer to this problem: write it with the libraries (JAX, Orbax, safetensors), as the "
+                              "lesson does inside that helper.", category="course_helper")
+    return None
+
+
+def _uses(sub: extract.Submission, problem) -> str | None:
+    """The first of ``problem.forbidden`` the function's code (its closure) imports or names."""
+    if not problem.forbidden:
+        return None
+    for block in sub.closure(problem.function):
+        for node in ast.walk(block.node):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                names = [f"{node.value.id}.{node.attr}"]
+            for name in names:
+                hit = next((f for f in problem.forbidden if name == f or name.startswith(f + ".")), None)
+                if hit:
+                    return hit
+    return None

@@ -78,6 +78,7 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
     gave none; ``resumed_at``, the latest committed step when the last worker started, is where it
     should have resumed; ``committed_after``, the latest once its process ended with its answer); that worker's RunResult, its times the whole series'; the kills made)."""
     folder = next(leaf for leaf in codec.leaves(args) if isinstance(leaf, str) and os.path.basename(leaf).startswith("run-"))
+    step_of("0")  # (Orbax, which reads step names, imported here: not on the watcher's thread, mid-run)
     made = 0
     total = 0.0
     code = 0.0

@@ -177,8 +177,8 @@ CONVERT = Hidden(
                   "file's pages are not counted) went over the budget (the file's size, plus 16 MiB). Read one tensor at a time (its byte range, from "
                   "the header: not the whole file), and save it as you go (orbax.checkpoint.v1.partial.save, then "
                   "finalize), so that neither the file nor the whole model is in memory at once.",
-        "unmeasured": "The grader could not measure your function's memory on this machine (it reads the kernel's "
-                      "peak resident set in /proc: Linux only). Grade on Linux.",
+        "unmeasured": "The grader could not measure your function's memory on this machine (it samples the worker's "
+                      "anonymous memory in /proc: Linux only). Grade on Linux.",
         "not_renamed": "The checkpoint holds the file's own names: save each tensor under rename[name].",
         "tree": "The checkpoint must hold exactly one array per tensor of the file, named rename[name].",
         "dtype": "Keep each tensor's dtype (the file's): convert the format, not the numbers.",

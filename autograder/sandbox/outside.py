@@ -54,34 +54,15 @@ class RunResult:
     killed_seconds: float = 0.0  # of ``seconds``, in workers the grader preempted (problem 5.3; benchmarks)
 
 
-_TMPFS_MAGIC = 0x01021994
-
-
-def _on_tmpfs(path: str) -> bool:
-    """Whether ``path`` lies on a tmpfs (its files' pages are shared memory, counted as a process's
-    own when it maps them)."""
-    import ctypes
-
-    class _StatFs(ctypes.Structure):
-        _fields_ = [("f_type", ctypes.c_long), ("rest", ctypes.c_long * 15)]
-
-    try:
-        buf = _StatFs()
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.statfs(os.fsencode(path), ctypes.byref(buf)) == 0 and buf.f_type == _TMPFS_MAGIC
-    except (OSError, AttributeError):
-        return False
-
-
 def new_workdir(on_disk: bool = False) -> str:
     """A fresh directory for one worker; it is removed when the worker is done. ``on_disk``: for a
-    memory-measured worker, not on a tmpfs where another is on disk (a temporary folder that is a
-    tmpfs, as on Debian 13, would make the pages of an input file a reader maps the reader's own
-    shared memory: see :class:`ckptlab.serving.AnonymousPeak`)."""
-    where = None
-    if on_disk and sys.platform == "linux" and _on_tmpfs(tempfile.gettempdir()):
-        where = next((d for d in ("/var/tmp",) if os.access(d, os.W_OK) and not _on_tmpfs(d)), None)
-    return tempfile.mkdtemp(prefix="ckpt-worker-", dir=where)
+    memory-measured worker, off a tmpfs where the machine has a disk folder (see
+    :func:`ckptlab.serving.measured_tempdir`)."""
+    if on_disk:
+        from ckptlab.serving import measured_tempdir
+
+        return measured_tempdir("ckpt-worker-")
+    return tempfile.mkdtemp(prefix="ckpt-worker-")
 
 
 # ---------------------------------------------------------------------------------------------

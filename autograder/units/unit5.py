@@ -48,7 +48,7 @@ PROBLEMS = (
         title="What a training state weighs on each host",
         statement=(
             "A job trains with `nnx.Optimizer(model, tx, wrt=nnx.Param)`, where `tx = optax.adamw(learning_rate, "
-            "mu_dtype=mu_dtype)` (`mu_dtype` None or a dtype's name), wrapped as `optax.MultiSteps(tx, "
+            "mu_dtype=mu_dtype)` (a constant learning rate; `mu_dtype` None or a dtype's name), wrapped as `optax.MultiSteps(tx, "
             "every_k_schedule=accumulate)` when `accumulate > 1` (gradients accumulated over that many "
             "micro-batches per update). `params` maps each parameter's name to `(shape, dtype)` (dtype "
             "'float32', 'bfloat16' or 'float16'); `specs` maps the same names to their specs. Each array of the "
@@ -101,16 +101,15 @@ PROBLEMS = (
         ),
         returns=Struct(("optional", "int")),
         hints=(
-            "`os.listdir(ckpt_root)`: keep names made only of digits (`name.isdigit()`); "
-            "'4.orbax-checkpoint-tmp' is a save that never finished.",
+            "Which entries of the folder are steps at all? '4.orbax-checkpoint-tmp' is a save that never "
+            "finished its rename.",
             "A step folder without `commit_success.txt` is a save still being written in place when the "
             "process died (the object-store protocol): never resume from it, however complete it looks. "
             "Orbax's own `ocp.step.is_checkpoint_finalized(path)` says True for it unless told the "
             "protocol (its `atomicity_options`).",
-            "Walk the committed steps newest first and try "
-            "`ocp.StandardCheckpointer().restore(os.path.join(ckpt_root, str(step), 'state'))`; return "
-            "the first that restores. A default `ocp.CheckpointManager(ckpt_root).latest_step()` "
-            "trusts any step folder, as the default check does.",
+            "Committed is not yet restorable: try the newest candidates first, and let a restore of their "
+            "`state` item decide (any exception means: not this one). A default `CheckpointManager`'s "
+            "`latest_step()` trusts any step folder, as the default check does.",
         ),
         examples=(
             Example((_KILLED_IN_TMP,), 3, "killed while step 4 was in its temporary folder"),
@@ -128,7 +127,8 @@ PROBLEMS = (
             "Train `training.make_model(seed)` with `training.make_optimizer(model)` for `total_steps` steps: "
             "training step s (from 0) runs `step(model, optimizer, x, y)`, `step = training.train_step()`, on the "
             "next batch `x, y = next(batches)` of `batches = training.Batches(seed)`. The job checkpoints into "
-            "`ckpt_dir` with an Orbax `CheckpointManager`, one step per training step: step s holds the state "
+            "`ckpt_dir` with an Orbax `CheckpointManager` (or the v1 API's `training.Checkpointer`, which keeps one), "
+            "one step per training step: step s holds the state "
             "after s training steps as two items, `state` (`training.train_state(model, optimizer)`) and `data` "
             "(the pipeline's position, `batches.get_state()`). It may be killed at any moment and started again "
             "with the same arguments: a run must then go on from the latest committed step, training only the "

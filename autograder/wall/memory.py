@@ -1,6 +1,7 @@
-"""Grading memory: a memory-measured problem's peak host memory, measured by the grader from
-outside (``/proc/<pid>/status``: the kernel's peak resident set of the worker, above the set it had
-just before the learner's code loaded; see :class:`autograder.sandbox.outside.Worker`).
+"""Grading memory: a memory-measured problem's host memory, measured by the grader from outside
+(``/proc/<pid>/status``, above what the worker held just before the learner's code loaded: the
+kernel's peak resident set, 6.1's; the peak of its anonymous memory, sampled, 6.2's; see
+:class:`autograder.sandbox.outside.Worker`).
 
 Before that point the worker (trusted code, no learner code yet) makes the measure about the
 learner's code alone, as Lesson 6 measures (:func:`ckptlab.serving.prepare_measurement`): it imports

@@ -37,6 +37,14 @@ def restore_for_serving(ckpt_dir, mesh, specs):
      "incorrect", "over the budget"),
     ("no_target_sharding", _serve(sharding=""), "incorrect", "with a target sharding"),
     ("keeps_float32", _serve(dtype="saved[k].dtype"), "incorrect", "Serve in bfloat16"),
+    # The lesson's own helper called: the problem's answer, not the learner's.
+    ("calls_the_lessons_helper", """
+from ckptlab import serving
+
+
+def restore_for_serving(ckpt_dir, mesh, specs):
+    return serving.restore_params(ckpt_dir, mesh, specs)
+""", "incorrect", "the course's own ckptlab.serving"),
     ("returns_the_optimizer_too", """
 def restore_for_serving(ckpt_dir, mesh, specs):
     tree = ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree
@@ -125,6 +133,13 @@ def convert_safetensors(st_path, out_dir, rename, mesh, specs):
     ("one_save_of_the_whole_tree", _convert(add="tree[new] = array", finish="ocp_v1.save_pytree(out_dir, tree)"),
      "incorrect", "over the budget"),
     ("keeps_the_hubs_names", _convert(name="name"), "incorrect", "the file's own names"),
+    ("calls_the_lessons_helper", """
+import ckptlab.serving
+
+
+def convert_safetensors(st_path, out_dir, rename, mesh, specs):
+    ckptlab.serving.convert_safetensors(st_path, out_dir, rename, mesh, specs)
+""", "incorrect", "the course's own ckptlab.serving"),
     ("no_sharding", _convert(sharding="jax.devices()[0]"), "incorrect", "not saved sharded as the specs say"),
     ("never_finalizes", _convert(finish="pass"), "incorrect", "wrote no checkpoint"),
 ]
