@@ -222,6 +222,46 @@ def test_a_worker_gets_its_share_of_the_cpu_beside_one_running_hundreds_of_proce
     assert share > 0.25, f"the worker got {share:.3f} of a core beside the hog"
 
 
+def test_without_cgroups_a_worker_still_gets_its_share_beside_one_running_hundreds_of_sessions(monkeypatch):
+    """A grader that cannot make cgroups (a normal user; emulated here by making none): the
+    scheduler shares the CPU by session (autogroup), and a worker's code may not start a session of
+    its own (seccomp refuses setsid), so a tree of 300 busy processes is one share, not 300: the
+    classmate beside it still gets a good part of a core. Before: the hog's processes each took a
+    session, the classmate about 1/150 of a core, and an honest 5.3 run was killed (issue 35)."""
+    if open("/proc/sys/kernel/sched_autogroup_enabled").read().strip() != "1":
+        pytest.skip("the kernel's autogroups are off here: sessions are not what the scheduler shares by")
+    from tests.hostile import cpu_hog
+
+    monkeypatch.setattr(outside, "_worker_cgroups", lambda *args, **kwargs: [])
+    hog = outside.Worker(cpu_hog("probe()"), "probe", [()], timeout=15, level=outside.STRICT, bare=True)
+    try:
+        run = outside.Worker(_SHARE, "probe", [()], timeout=30, level=outside.STRICT, bare=True).wait()
+    finally:
+        hog.kill()
+    assert run.status == "ok", run.stderr_tail[-500:]
+    share = run.cases[0]["value"]
+    assert share > 0.25, f"the worker got {share:.3f} of a core beside the hog"
+
+
+_SLEEPER = """
+import time
+
+def probe():
+    time.sleep(3)  # no CPU time: slow on the clock only, as on a machine busy with other work
+    return 1
+"""
+
+
+def test_a_worker_slow_on_the_clock_is_not_cut_short_before_the_clock_cap(monkeypatch):
+    """wait() gives up on a worker only past the clock cap (twice the limit), never at the limit
+    plus a margin: a worker within its CPU time on a busy machine keeps its answer. Emulated with a
+    short margin (0.5 s) and limit (2 s): the worker answers after 3 s, before the 4 s cap. Before:
+    killed at 2.5 s (and with the real margin, a 60 s problem's worker at 90 s, before its 120 s cap)."""
+    monkeypatch.setattr(outside, "JOIN_MARGIN", 0.5)
+    run = outside.Worker(_SLEEPER, "probe", [()], timeout=2, level=outside.BASIC).wait()
+    assert run.status == "ok" and run.cases[0]["value"] == 1, (run.status, run.stderr_tail[-500:])
+
+
 _LANDLOCK_REFUSED = textwrap.dedent("""
     import errno
     from autograder.sandbox import jail

@@ -7,6 +7,7 @@ Each hostile test says what its attack did without the protection it checks."""
 from __future__ import annotations
 
 import os
+import shutil
 import time
 
 import pytest
@@ -241,3 +242,76 @@ def test_step_folders_are_read_as_orbax_names_them(tmp_path):
     assert preempted._point_reached(("commit", 1), str(run), 3) and not preempted._point_reached(("commit", 2), str(run), 3)
     assert preempted._saving(str(run), 5) and preempted._saving(str(run), 6) and not preempted._saving(str(run), 7)
     assert preempted._saved_again(str(run), 4, 0.0) and not preempted._saved_again(str(run), 2, 0.0)
+
+
+def _nested_and_locked(top: str) -> None:
+    """What a hostile run leaves in its kept scratch folder: a chain of 1,500 nested folders (30
+    chains of 50, joined by renames, so no watcher's look sees it grow) holding a file, a folder
+    made with mode 0o300 (its owner may not list it) and one with 0o500 (nor remove from it)."""
+    for c in range(30):
+        os.makedirs(os.path.join(top, f"c{c}", *["d"] * 49))
+    for c in range(28, -1, -1):
+        os.rename(os.path.join(top, f"c{c + 1}"), os.path.join(top, f"c{c}", *["d"] * 49, "next"))
+    with open(os.path.join(top, "c0", "d", "f"), "w") as f:
+        f.write("x")
+    os.mkdir(os.path.join(top, "locked"), 0o300)
+    with open(os.path.join(top, "locked", "inside"), "w") as f:
+        f.write("x")
+    os.mkdir(os.path.join(top, "sealed"))
+    with open(os.path.join(top, "sealed", "inside"), "w") as f:
+        f.write("x")
+    os.chmod(os.path.join(top, "sealed"), 0o500)
+    os.symlink("/etc", os.path.join(top, "link"))
+
+
+def test_a_scratch_folder_is_removed_whatever_its_worker_left_there(tmp_path):
+    """The grader removes a kept scratch folder without recursion, without long paths and whatever
+    its modes: nothing is left, and no link is followed. The control: shutil.rmtree, which the
+    grader used before, fails on the same tree (RecursionError, or the folder left behind)."""
+    control = tmp_path / "control"
+    _nested_and_locked(str(control))
+    try:
+        shutil.rmtree(control, ignore_errors=True)
+        left = control.exists()
+    except RecursionError:
+        left = True
+    assert left, "the control removed the tree: the test shows nothing"
+    assert outside.remove_folder(str(control)) and not control.exists()
+    top = tmp_path / "scratch"
+    _nested_and_locked(str(top))
+    assert outside.remove_folder(str(top)) and not top.exists()
+    assert os.path.exists("/etc/passwd") and outside.remove_folder(str(top))  # (gone already: still True)
+
+
+_LEAVES_A_MESS = """
+import os
+
+
+def train_with_preemption(ckpt_dir, total_steps, seed):
+    os.makedirs(ckpt_dir, exist_ok=True)
+    top = os.environ["TMPDIR"]
+    for c in range(30):
+        os.makedirs(os.path.join(top, f"c{c}", *["d"] * 49))
+    for c in range(28, -1, -1):
+        os.rename(os.path.join(top, f"c{c + 1}"), os.path.join(top, f"c{c}", *["d"] * 49, "next"))
+    os.mkdir(os.path.join(top, "locked"), 0o300)
+    open(os.path.join(top, "locked", "inside"), "w").write("x")
+    return {}, 0
+"""
+
+
+def test_a_run_that_leaves_a_mess_leaves_nothing_in_the_graders_temporary_folder(grade_code, tmp_path,
+                                                                                 monkeypatch):
+    """Graded for real (5.3, whose scratch folder is kept): a run leaving a 1,500-deep chain and an
+    unlistable folder costs its own problem only; the grader's temporary folder is empty afterwards,
+    and the problem is never reported as the grader's own failure. Before: RecursionError in the
+    removal, the folder left (411 MiB in the holdout's batch), "the grader itself failed"."""
+    import tempfile
+
+    grader_tmp = tmp_path / "grader-tmp"
+    grader_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(grader_tmp))
+    report = grade_code(_LEAVES_A_MESS, problems=["5.3"], learner="messy")
+    (result,) = report.problems
+    assert result.score == 0 and "grader itself" not in result.message, (result.status, result.message)
+    assert os.listdir(grader_tmp) == [], os.listdir(grader_tmp)

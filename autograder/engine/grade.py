@@ -120,7 +120,7 @@ class _References:
             plan.expected_ready.set()
         except BaseException:
             if not plan.files_ready.is_set():
-                shutil.rmtree(workdir, ignore_errors=True)
+                sandbox.remove_folder(workdir)
             raise
         finally:
             if reference_dir != workdir:
@@ -132,7 +132,7 @@ class _References:
         self.thread.join()
         for plan in self.plans:
             if plan.workdir:
-                shutil.rmtree(plan.workdir, ignore_errors=True)
+                sandbox.remove_folder(plan.workdir)
 
 
 def _run_worker(plan: _Plan, level: str):

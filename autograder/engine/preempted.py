@@ -126,7 +126,6 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
 def run(plan, level: str, workdir: str) -> sandbox.RunResult:
     """Every case of ``plan`` (an engine plan of a preempted problem), each a series of workers;
     one RunResult for the judge, whose cases say how many kills each met (``preempted``)."""
-    import shutil
 
     result = sandbox.RunResult("ok")
     try:
@@ -144,4 +143,4 @@ def run(plan, level: str, workdir: str) -> sandbox.RunResult:
             result.cases.append(outcome)
         return result
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        sandbox.remove_folder(workdir)

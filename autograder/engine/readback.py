@@ -8,7 +8,6 @@ learner's worker's. The grading process never parses a file learner code wrote."
 from __future__ import annotations
 
 import os
-import shutil
 
 from autograder.sandbox import outside as sandbox
 from autograder.wall import codec, readback
@@ -47,4 +46,4 @@ def run(plan, level: str, workdir: str) -> sandbox.RunResult:
             result.cases[i] = {**case, "value": got.get("value", readback.UNREADABLE)}
         return result
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        sandbox.remove_folder(workdir)

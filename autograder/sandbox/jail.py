@@ -85,7 +85,11 @@ _DENY = {"socket": errno.EACCES, "ptrace": errno.EPERM, "process_vm_readv": errn
          # memory held outside any process's address space (and its limit): memfds, SysV segments
          "memfd_create": errno.EPERM, "memfd_secret": errno.EPERM, "shmget": errno.EPERM,
          # and the other System V and POSIX IPC objects, which outlive a process without an IPC namespace
-         "msgget": errno.EPERM, "semget": errno.EPERM, "mq_open": errno.EPERM}
+         "msgget": errno.EPERM, "semget": errno.EPERM, "mq_open": errno.EPERM,
+         # a session of its own: the scheduler gives each session (autogroup) a share as large as a
+         # whole worker's, so a tree of busy processes each in its own session would starve its
+         # classmates where no cgroup of the worker's own holds its CPU (a normal-user grader)
+         "setsid": errno.EPERM}
 # File metadata, which Landlock does not cover: modes (a setuid bit on a root-owned program, a
 # classmate's scratch folder made unreadable), owners, times, extended attributes, and watching
 # folders for a classmate's new files. Refused everywhere, the scratch folder included.
@@ -118,7 +122,7 @@ _NR = {
                "shmget": 29, "landlock_create_ruleset": 444, "truncate": 76, "kill": 62, "tkill": 200,
                "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "pidfd_open": 434,
                "pidfd_send_signal": 424, "msgget": 68, "semget": 64, "mq_open": 240, "execve": 59, "execveat": 322,
-               "madvise": 28, "process_madvise": 440},
+               "madvise": 28, "process_madvise": 440, "setsid": 112},
     "aarch64": {"socket": 198, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
                 "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "io_setup": 0,
                 "io_submit": 2, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "keyctl": 219,
@@ -133,7 +137,7 @@ _NR = {
                 "truncate": 45, "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
                 "rt_tgsigqueueinfo": 240, "pidfd_open": 434, "pidfd_send_signal": 424, "msgget": 186,
                 "semget": 190, "mq_open": 180, "execve": 221, "execveat": 281, "madvise": 233,
-                "process_madvise": 440},
+                "process_madvise": 440, "setsid": 157},
 }
 _MAP_ANONYMOUS = 0x20
 _RET_ALLOW, _RET_ERRNO, _RET_KILL = 0x7FFF0000, 0x00050000, 0x80000000
