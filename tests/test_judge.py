@@ -91,6 +91,7 @@ def test_an_exception_shows_its_line_on_a_public_example_only(setup):
     (RunResult("crashed", returncode=3), "error", "crashed", "exit code 3"),
     (RunResult("malformed"), "error", "malformed", "not a result"),
     (RunResult("scratch_full"), "error", "scratch_full", "scratch folder"),
+    (RunResult("crowded"), "error", "crowded", "run folder"),
     (RunResult("ok", setup={"kind": "memory", "line": 2}), "error", "memory", "while loading your code"),
     (RunResult("ok", setup={"kind": "exception", "type": "ImportError", "line": 2}), "error", "load_error",
      "ImportError while loading"),

@@ -315,3 +315,34 @@ def test_a_run_that_leaves_a_mess_leaves_nothing_in_the_graders_temporary_folder
     (result,) = report.problems
     assert result.score == 0 and "grader itself" not in result.message, (result.status, result.message)
     assert os.listdir(grader_tmp) == [], os.listdir(grader_tmp)
+
+
+_CROWDS = """
+import os
+import time
+
+
+def train_with_preemption(ckpt_dir, total_steps, seed):
+    os.makedirs(ckpt_dir, exist_ok=True)
+    for n in range(19000):  # empty files named like steps, for the grader to look at every 2 ms
+        open(os.path.join(ckpt_dir, str(100000 + n)), "w").close()
+    time.sleep(60)
+    return {}, 0
+"""
+
+
+def test_a_run_folder_crowded_with_step_names_is_stopped_not_watched():
+    """The grading process lists a run folder every 2 ms, for the whole class: a run that fills it
+    with names shaped like steps is stopped once it holds more than MAX_ENTRIES, with its own
+    message, instead of being listed and looked at until its time runs out. Before: 19,000 names
+    looked at every 2 ms for the run's whole minute, a batch ten times slower (422 s against 43 s)."""
+    workdir = outside.new_workdir()
+    args = files.realize((files.RunFolder((("commit", 1),)), 3, 0), workdir)
+    started = time.monotonic()
+    try:
+        outcome, last, made = preempted.run_case(_CROWDS, "train_with_preemption", args, (("commit", 1),),
+                                                 timeout=60, workdir=workdir, level=best_isolation())
+        assert outcome is None and last.status == "crowded" and made == 0, (outcome, last.status)
+        assert time.monotonic() - started < 50, "stopped only when its time ran out"
+    finally:
+        outside.remove_folder(workdir)

@@ -98,6 +98,12 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
         return "error", "scratch_full", (f"Your code wrote more than {sandbox.jail.SCRATCH_BYTES >> 20} MiB, or more than "
                                          f"{sandbox.jail.SCRATCH_INODES:,} files and folders, to its scratch folder, and was "
                                          "stopped. No problem needs that much: look for a loop that keeps writing.")
+    if run.status == "crowded":
+        from autograder.engine.preempted import MAX_ENTRIES
+
+        return "error", "crowded", (f"Your run folder held more than {MAX_ENTRIES} files and folders, and your run was "
+                                    "stopped. A run's checkpoint folder holds its steps (one folder each) and the save "
+                                    "under way: write nothing else there.")
     if run.status == "crashed":
         how = f"killed by signal {-run.returncode}" if (run.returncode or 0) < 0 else f"exit code {run.returncode}"
         return "error", "crashed", (f"The worker running your code stopped without a result ({how}). This usually means it "

@@ -29,6 +29,10 @@ from ckptlab.preempt import (
 
 POLL = 0.002  # seconds between two looks at the run folder
 MAX_RUNS = 8  # workers per case at most: the kills, then runs that end by themselves (a crash ends it sooner)
+# Entries a run folder may hold: a run's steps (at most ten here) and a save under way; the grader
+# lists the folder every POLL, so more would make one learner's run cost the whole class's grading
+# process (19,000 names, each looked at every 2 ms, made a batch ten times slower).
+MAX_ENTRIES = 64
 
 
 # The run folder is the learner's: it is listed here, never read, and no link in it is followed
@@ -85,6 +89,7 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
     killed_seconds = 0.0
     restarted = False
     last: sandbox.RunResult | None = None
+    crowded = threading.Event()
     for _ in range(MAX_RUNS):
         start = max(committed_steps(folder), default=0)
         kill = kills[made] if made < len(kills) else None
@@ -95,6 +100,10 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
 
         def watch(worker=worker, kill=kill, start=start, since=since, killed=killed, again=again):
             while worker.thread.is_alive():
+                if len(entries(folder)) > MAX_ENTRIES:
+                    crowded.set()
+                    worker.preempt()
+                    return
                 if start and not again.is_set() and _saved_again(folder, start, since):
                     again.set()
                 if kill is not None and _point_reached(kill, folder, start):
@@ -110,6 +119,9 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
         restarted = restarted or again.is_set()
         total += last.seconds
         code += last.code_seconds
+        if crowded.is_set():
+            last.status, last.cases = "crowded", []
+            break
         if killed.is_set():
             made += 1
             killed_seconds += last.seconds
