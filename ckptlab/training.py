@@ -204,6 +204,77 @@ def uninterrupted_params(total_steps: int, seed: int) -> dict:
     return params_of(model)
 
 
+def state_path(path) -> str:
+    """A leaf's path in a training state as ``model/layers/0/kernel``: the same whether the tree is
+    the live one (``nnx.State``, whose leaves end in ``.value``), a pure dict, or one restored
+    with no target (string keys): how the grader matches a checkpoint's leaves with its own."""
+    parts = []
+    for key in path:
+        for attr in ("key", "idx", "name"):
+            if hasattr(key, attr):
+                parts.append(str(getattr(key, attr)))
+                break
+    if parts and parts[-1] == "value":
+        parts.pop()
+    return "/".join(parts)
+
+
+def flat_state(tree) -> dict:
+    """A training state's leaves as NumPy arrays, by :func:`state_path`."""
+
+    return {state_path(path): np.asarray(leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def planted_runs(total_steps: int, seed: int, plant_seed: int) -> dict:
+    """What problem 5.3's grader needs to prove a resume from what was saved, for every step s a
+    run may stand at (1..total_steps): ``saved[s]``, the training state after s steps of the run
+    (what a committed step s must hold, by :func:`state_path`); ``planted[s]``, another valid state
+    after s steps, of a run the learner cannot compute (another model, another pipeline, from
+    ``plant_seed``), which the grader writes into that step in place of the saved one; and
+    ``final[s]``, the parameters a run ends with (by :func:`params_of`'s paths) when it restores
+    that planted state and the saved data position and trains the steps that remain; and
+    ``uninterrupted``, the parameters after all the steps, nothing planted
+    (:func:`uninterrupted_params`)."""
+    total_steps = int(total_steps)
+    step = train_step()
+    # One model and optimizer for every run, loaded with each run's values: a new model would
+    # make the jitted step trace again (half a second each).
+    model = make_model(seed)
+    optimizer = make_optimizer(model)
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(train_state(model, optimizer))
+
+    def load(flat: dict) -> None:
+        values = [jax.numpy.asarray(flat[state_path(path)]) for path, _ in leaves]
+        load_train_state(model, optimizer, jax.tree_util.tree_unflatten(treedef, values))
+
+    other_model = make_model(plant_seed)
+    starts = {seed: flat_state(train_state(model, optimizer)),
+              plant_seed: flat_state(train_state(other_model, make_optimizer(other_model)))}
+
+    def states(model_seed: int, data_seed: int):
+        load(starts[model_seed])
+        batches = Batches(data_seed)
+        out = {}
+        for s in range(1, total_steps + 1):
+            step(model, optimizer, *next(batches))
+            out[s] = (flat_state(train_state(model, optimizer)), batches.get_state())
+        return out
+
+    saved = states(seed, seed)
+    uninterrupted = params_of(model)
+    other = states(plant_seed, plant_seed)
+    final = {}
+    for s in range(1, total_steps + 1):
+        load(other[s][0])
+        batches = Batches(seed)
+        batches.set_state(saved[s][1])
+        for _ in range(total_steps - s):
+            step(model, optimizer, *next(batches))
+        final[s] = params_of(model)
+    return {"saved": {s: v[0] for s, v in saved.items()}, "planted": {s: v[0] for s, v in other.items()},
+            "final": final, "uninterrupted": uninterrupted}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ckptlab.training", description=__doc__.split("\n\n")[0])
     parser.add_argument("root")

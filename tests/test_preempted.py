@@ -346,3 +346,22 @@ def test_a_run_folder_crowded_with_step_names_is_stopped_not_watched():
         assert time.monotonic() - started < 50, "stopped only when its time ran out"
     finally:
         outside.remove_folder(workdir)
+
+
+def test_a_run_that_never_saves_forges_a_resume_only_where_the_grader_plants_nothing(grade_code, monkeypatch):
+    """Issue 35's forgery, graded for real: empty folders shaped like saves just ahead of each
+    planned kill, training from scratch in memory, the first_step the grader expects. The control,
+    a grader that only looks at the folder (as before: nothing restored, nothing planted), gives it
+    full marks; this grader restores the latest committed step itself before the last restart, and
+    it scores 0. (tests/wrong_answers/unit5.py holds it, and a run that saves for real but
+    recomputes instead of restoring, among the curated wrong answers.)"""
+    from tests.wrong_answers.unit5 import RUN, U5
+
+    source = U5 + dict((name, code) for name, code, _, _ in RUN)["fakes_its_folders"]
+    with monkeypatch.context() as m:
+        m.setattr(preempted, "_table_for", lambda *args: None)
+        (control,) = grade_code(source, problems=["5.3"], learner="forger").problems
+    assert control.status == "correct", ("the forgery fails even where nothing is planted: the test shows nothing",
+                                         control.message)
+    (result,) = grade_code(source, problems=["5.3"], learner="forger").problems
+    assert result.status == "incorrect" and result.category == "plant_unreadable", result.message

@@ -15,7 +15,7 @@ import threading
 import time
 
 from autograder.sandbox import outside as sandbox
-from autograder.wall import codec, files
+from autograder.wall import codec, files, plant
 from ckptlab.preempt import (
     COMMIT_FILE,
     TMP_MARK,
@@ -74,13 +74,82 @@ def _point_reached(kill: tuple, folder: str, start: int) -> bool:
     return _saving(folder, start + steps)
 
 
+PLANT_TIMEOUT = 60.0
+
+
+def trusted_run(code: str, *args) -> bytes:
+    """Run the course's own code (``code``, given ``args`` as sys.argv[1:] after the output path)
+    in a fresh process with a worker's XLA flags, so that it computes bit for bit what a worker
+    computes (this process's JAX compiles with other flags, and differs in the last bits); the
+    bytes it writes to the output path. Trusted code only: never a learner's."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from autograder.sandbox.outside import worker_xla_flags
+
+    with tempfile.TemporaryDirectory(prefix="ckpt-trusted-") as folder:
+        out = os.path.join(folder, "out")
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_"))},
+               "XLA_FLAGS": worker_xla_flags(), "JAX_PLATFORMS": "cpu"}
+        subprocess.run([sys.executable, "-c", code, out, *map(str, args)], env=env, check=True, capture_output=True,
+                       timeout=300)
+        with open(out, "rb") as f:
+            return f.read()
+
+
+def planted_runs(total_steps: int, seed: int, plant_seed: int) -> dict:
+    """:func:`ckptlab.training.planted_runs`, computed as a worker computes it (:func:`trusted_run`)."""
+    import pickle
+
+    code = ("import sys, pickle; from ckptlab.training import planted_runs; "
+            "pickle.dump(planted_runs(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])), open(sys.argv[1], 'wb'))")
+    return pickle.loads(trusted_run(code, total_steps, seed, plant_seed))  # written by our own code, above
+
+
+def _same_state(got, want: dict) -> bool:
+    """Whether what the plant worker restored is, leaf for leaf and bit for bit, ``want``."""
+    if not isinstance(got, dict) or set(got) != set(want):
+        return False
+    import numpy as np
+
+    return all(isinstance(got[k], np.ndarray) and got[k].dtype == want[k].dtype and got[k].shape == want[k].shape
+               and np.array_equal(got[k], want[k]) for k in want)
+
+
+def plant_state(folder: str, step: int, table: dict, *, workdir: str, level: str) -> tuple[str | None, dict | None]:
+    """Before a run's last start: restore the latest committed step's state (in a sandboxed worker
+    of the grader's own, :mod:`autograder.wall.plant`), check it is the training state after
+    ``step`` steps, and write ``table``'s planted state in its place. Returns (None, the parameters
+    a run that restores it ends with) once planted, else (why not: a key of 5.3's messages, None)."""
+    name = committed_folders(folder).get(step)
+    if name is None or step not in table["planted"]:
+        return "plant_not_state", None
+    worker = sandbox.Worker(plant.SOURCE, plant.FUNCTION, [(os.path.join(folder, name), table["planted"][step])],
+                            timeout=PLANT_TIMEOUT, workdir=workdir, level=level, keep_scratch=True)
+    back = worker.wait()
+    got = back.cases[0].get("value") if back.status == "ok" and not back.setup and back.cases else None
+    if got == plant.NOT_A_STATE or (isinstance(got, dict) and not _same_state(got.get("saved"), table["saved"][step])):
+        return "plant_not_state", None
+    if not isinstance(got, dict):
+        return "plant_unreadable", None
+    return None, table["final"][step]
+
+
 def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: float, workdir: str, level: str,
-             memory_bytes: int = sandbox.DEFAULT_MEMORY) -> tuple[dict | None, sandbox.RunResult, int]:
+             memory_bytes: int = sandbox.DEFAULT_MEMORY, plant_table=None) -> tuple[dict | None, sandbox.RunResult, int]:
     """Run one case to its end, preempting it at each of ``kills``. Returns (the case's outcome as
     the last worker gave it, with ``preempted`` (kills made), ``planned`` and ``restarted`` (a run
     saved again a step at or below where it should have resumed), or None when the last worker
     gave none; ``resumed_at``, the latest committed step when the last worker started, is where it
-    should have resumed; ``committed_after``, the latest once its process ended with its answer); that worker's RunResult, its times the whole series'; the kills made)."""
+    should have resumed; ``committed_after``, the latest once its process ended with its answer); that worker's RunResult, its times the whole series'; the kills made).
+
+    With ``plant_table`` (a function giving :func:`planted_runs`'s table for this case), once every
+    kill is made and before the last run starts, the latest
+    committed step is read back and another state planted in it (:func:`plant_state`): the outcome
+    then says ``planted_at`` (that step) and ``plant_expected`` (the parameters a run restoring it
+    ends with), or ``plant_problem`` (why the step could not be planted). The trusted computation
+    this needs runs beside the learner's first runs."""
     folder = next(leaf for leaf in codec.leaves(args) if isinstance(leaf, str) and os.path.basename(leaf).startswith("run-"))
     step_of("0")  # (Orbax, which reads step names, imported here: not on the watcher's thread, mid-run)
     made = 0
@@ -90,9 +159,26 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
     restarted = False
     last: sandbox.RunResult | None = None
     crowded = threading.Event()
+    table, planted = {}, {}
+    computing = None
+    if plant_table is not None and kills:
+        def compute():
+            try:
+                table.update(plant_table())
+            except Exception as exc:  # noqa: BLE001 - the grader's own failure: raised below, in this thread
+                table["failure"] = exc
+
+        computing = threading.Thread(target=compute, daemon=True, name="ckpt-planted-runs")
+        computing.start()
     for _ in range(MAX_RUNS):
         start = max(committed_steps(folder), default=0)
         kill = kills[made] if made < len(kills) else None
+        if computing is not None and kill is None and made and start and not planted:
+            computing.join()
+            if "failure" in table:
+                raise table["failure"]
+            problem, expected = plant_state(folder, start, table, workdir=workdir, level=level)
+            planted.update({"plant_problem": problem} if problem else {"planted_at": start, "plant_expected": expected})
         since = time.time()
         worker = sandbox.Worker(source, function, [args], timeout=timeout, workdir=workdir, level=level,
                                 memory_bytes=memory_bytes, keep_scratch=True, exit_when_done=True)
@@ -131,8 +217,17 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
     outcome = last.cases[0] if last.status == "ok" and not last.setup and last.cases else None
     if outcome is not None:
         outcome = {**outcome, "preempted": made, "planned": len(kills), "restarted": restarted, "resumed_at": start,
-                   "committed_after": max(committed_steps(folder), default=0)}
+                   "committed_after": max(committed_steps(folder), default=0), **planted}
     return outcome, last, made
+
+
+def _table_for(plan, run_folder, args):
+    """The function giving a case's plant table (its hidden tests' own, cached: the expected value
+    is computed from the same table), or None where the case plants nothing."""
+    hidden = getattr(plan, "hidden", None)
+    if not run_folder.plant or hidden is None or hidden.plant_table is None:
+        return None
+    return lambda: hidden.plant_table(int(args[1]), int(args[2]), run_folder.plant)
 
 
 def run(plan, level: str, workdir: str) -> sandbox.RunResult:
@@ -144,7 +239,8 @@ def run(plan, level: str, workdir: str) -> sandbox.RunResult:
         for case, args in zip(plan.cases, plan.worker_args):
             run_folder = next(leaf for leaf in codec.leaves(case.args) if isinstance(leaf, files.RunFolder))
             outcome, last, made = run_case(plan.source, plan.problem.function, args, run_folder.kills,
-                                           timeout=plan.timeout, workdir=workdir, level=level)
+                                           timeout=plan.timeout, workdir=workdir, level=level,
+                                           plant_table=_table_for(plan, run_folder, args))
             result.seconds += last.seconds
             result.code_seconds += last.code_seconds
             result.killed_seconds += last.killed_seconds

@@ -43,6 +43,13 @@ class Hidden:
     # tests/test_references.py holds it equal to the reference on every public example and on
     # many learners' hidden cases, and the reference to eager Flax.
     expected: Callable[..., Any] | None = None
+    # The expected value once the case has run, from what the grader itself did during it (5.3: a
+    # state it planted in the run folder before the last restart): ``expected_after(expected,
+    # outcome)``, the outcome's trusted keys only.
+    expected_after: Callable[[Any, dict], Any] | None = None
+    # 5.3: ``plant_table(total_steps, seed, plant)``, what the grader plants before a run's last
+    # restart and what a run restoring it ends with (engine/preempted.planted_runs), cached.
+    plant_table: Callable[[int, int, int], dict] | None = None
 
     def cases(self, rng: np.random.Generator) -> list[Case]:
         cases = list(self.fixed) + list(self.generate(rng))

@@ -7,9 +7,11 @@ from __future__ import annotations
 import functools
 import math
 import os
+import threading
 
 from autograder.hidden import Case, Hidden
 from autograder.wall.files import PreemptedRootArg, RunFolder
+from autograder.wall.returns import ExactArrays
 
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
 MESHES_2D = ({"data": 4, "model": 4}, {"data": 2, "model": 8}, {"data": 8, "model": 2})
@@ -229,12 +231,43 @@ def _run_cases(rng):
     kills = [("commit", int(rng.integers(1, 3))), ("mid_save", int(rng.integers(1, 3))),
              ("commit", int(rng.integers(1, 3)))]
     rng.shuffle(kills)
-    return [Case("preempted", (RunFolder(tuple(kills)), int(rng.integers(7, 10)), int(rng.integers(0, 1000))))]
+    return [Case("preempted", (RunFolder(tuple(kills), plant=int(rng.integers(1000, 2**31 - 1))), int(rng.integers(7, 10)),
+                               int(rng.integers(0, 1000))))]
 
 
 def _uninterrupted(ckpt_dir, total_steps, seed):
-    """The run never interrupted: its parameters, and first_step 0."""
+    """The run never interrupted: its parameters, and first_step 0 (where the case plants a state,
+    from the plant's table, which holds them too: one trusted process for both)."""
+    plant = getattr(ckpt_dir, "plant", 0)  # (files.RunPath)
+    if plant:
+        return dict(_plant_table(int(total_steps), int(seed), plant)["uninterrupted"]), 0
     return dict(_uninterrupted_params(int(total_steps), int(seed))), 0
+
+
+_TABLES: dict = {}
+_TABLES_LOCK = threading.Lock()
+
+
+def _plant_table(total_steps: int, seed: int, plant: int) -> dict:
+    """engine/preempted.planted_runs for one case, computed once (the expected value and the plant
+    ask for it from two threads at once: the second waits for the first). Read-only."""
+    from autograder.engine.preempted import planted_runs
+
+    key = (total_steps, seed, plant)
+    with _TABLES_LOCK:
+        if key not in _TABLES:
+            if len(_TABLES) >= 16:
+                _TABLES.pop(next(iter(_TABLES)))
+            table = planted_runs(total_steps, seed, plant)
+            parts = list(table.values())
+            while parts:
+                part = parts.pop()
+                if isinstance(part, dict):
+                    parts.extend(part.values())
+                else:
+                    part.flags.writeable = False
+            _TABLES[key] = table
+        return _TABLES[key]
 
 
 @functools.lru_cache(maxsize=64)
@@ -243,30 +276,33 @@ def _uninterrupted_params(total_steps: int, seed: int) -> dict:
     process's compile with LLVM's optimisations, and differ in the last bits). Trusted code: the
     course's own training module. Kept for the grading process's life (a fresh process is seconds; a
     class shares the public example's, and a learner graded again, its own), read-only."""
-    import subprocess
-    import sys
-    import tempfile
+    import io
 
     import numpy as np
 
-    from autograder.sandbox.outside import worker_xla_flags
+    from autograder.engine.preempted import trusted_run
 
-    with tempfile.TemporaryDirectory(prefix="ckpt-uninterrupted-") as folder:
-        out = os.path.join(folder, "params.npz")
-        code = ("import sys, numpy as np; from ckptlab.training import uninterrupted_params; "
-                "np.savez(sys.argv[1], **uninterrupted_params(int(sys.argv[2]), int(sys.argv[3])))")
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_"))},
-               "XLA_FLAGS": worker_xla_flags(), "JAX_PLATFORMS": "cpu"}
-        subprocess.run([sys.executable, "-c", code, out, str(total_steps), str(seed)], env=env, check=True,
-                       capture_output=True, timeout=300)
-        with np.load(out) as saved:
-            params = {k: saved[k] for k in saved.files}
+    code = ("import sys, numpy as np; from ckptlab.training import uninterrupted_params; "
+            "np.savez(open(sys.argv[1], 'wb'), **uninterrupted_params(int(sys.argv[2]), int(sys.argv[3])))")
+    with np.load(io.BytesIO(trusted_run(code, total_steps, seed))) as saved:
+        params = {k: saved[k] for k in saved.files}
     for value in params.values():
         value.flags.writeable = False
     return params
 
 
+def _expected_after(expected, out):
+    """Where the grader planted a state before the last run (engine/preempted.plant_state): the
+    parameters a run restoring it ends with; the uninterrupted run's stay third, and whether a run
+    saved again a step it should have resumed from fourth (for diagnoses)."""
+    params, first = expected
+    planted = out.get("plant_expected")
+    return (params if planted is None else planted, first, params, bool(out.get("restarted")))
+
+
 def _run_outcome(args, out):
+    if out.get("plant_problem"):
+        return out["plant_problem"]
     if out.get("restarted"):
         return "restarted"
     if out.get("preempted", 0) < out.get("planned", 0) or not out.get("committed_after"):
@@ -281,6 +317,10 @@ def _run_outcome(args, out):
 def _diagnose_run(args, actual, expected):
     if set(actual[0]) != set(expected[0]):
         return "keys"
+    if len(expected) > 3 and expected[3]:
+        return "restarted"  # (a run that started over ends as if nothing had been planted, too)
+    if len(expected) > 2 and expected[0] is not expected[2] and ExactArrays().equal(actual[0], expected[2]):
+        return "not_from_disk"  # a state was planted, and the run ended as if none had been
     return None
 
 
@@ -295,6 +335,17 @@ RUN = Hidden(
         "never_preempted": "Right parameters, but the grader could not preempt your run where it planned to: "
                            "save a checkpoint after every step (the grader kills your process while saves commit "
                            "and after them), and wait for the last one before returning.",
+        "plant_unreadable": "The grader could not restore your latest committed step: before the last restart it "
+                            "restores that step's `state` item itself, with Orbax. Save real checkpoints, each step "
+                            "holding the two items `state` and `data`.",
+        "plant_not_state": "Your latest committed step does not hold the training state after that many steps: "
+                           "before the last restart the grader restores its `state` item and compares it, leaf by "
+                           "leaf, with `training.train_state(model, optimizer)` after as many training steps. Save "
+                           "step s + 1 right after training step s, the whole state.",
+        "not_from_disk": "Your last run did not go on from what its latest committed step holds: before it started, "
+                         "the grader replaced that step's state with another valid one, and your run ended as if it "
+                         "had not (it trained again from scratch, or from a copy kept elsewhere). Restore the state "
+                         "and the position from the step itself.",
         "restarted": "Right parameters, but after a kill your run saved again a step that was already committed: "
                      "it started over instead of resuming from the latest committed step.",
         "lost_final_save": "Right parameters, but the last save was lost: your function returned while it was "
@@ -308,6 +359,8 @@ RUN = Hidden(
     },
     diagnose=_diagnose_run,
     check_outcome=_run_outcome,
+    expected_after=_expected_after,
+    plant_table=_plant_table,
     on_exception="After a kill the folder holds the steps that committed, and perhaps a temporary folder of "
                  "the save that was cut short: create the CheckpointManager, ask it for latest_step(), and "
                  "restore that step (the state with a target built from your own state, the data item as JSON).",

@@ -138,7 +138,10 @@ PROBLEMS = (
             "does). The grader kills your process with SIGKILL at moments of its choosing (during saves and "
             "between them), starts it again, and compares what the last run returns, bit for bit, with a run "
             "never interrupted, and its first_step with the step it should have resumed from; then it looks for "
-            "your last step on disk, committed. A run that does not resume fails, however right its parameters."
+            "your last step on disk, committed. Before the last restart the grader also restores your latest "
+            "committed step itself, checks that it holds the training state, and may put another valid state in "
+            "its place: the last run must go on from what the step holds. A run that does not resume from disk "
+            "fails, however right its parameters."
         ),
         returns=ResumedRun(),
         hints=(

@@ -246,9 +246,12 @@ class RunFolder:
     ``kills`` is ``((point, steps), ...)``, one per preemption, in order: ``("commit", k)`` kills
     the run once k steps beyond where it started have committed; ``("mid_save", k)`` once a save of a
     step at least k beyond where it started is under way. The folder outlives each worker: the next
-    one, started with the same arguments, finds what the last one left."""
+    one, started with the same arguments, finds what the last one left. ``plant``, when not 0, seeds
+    the state the grader plants in the latest committed step before the last run
+    (:func:`autograder.engine.preempted.plant_state`): hidden, so no learner can compute it."""
 
     kills: tuple = ()
+    plant: int = 0
 
 
 @dataclass(frozen=True)
@@ -256,6 +259,17 @@ class OutputFolder:
     """Where a function writes a checkpoint (problem 6.2): a path in the worker's scratch folder that
     does not exist yet. The learner's code gets the path alone; the grader reads back what it wrote
     (:mod:`autograder.engine.readback`)."""
+
+
+class RunPath(str):
+    """A realized :class:`RunFolder`: its path, still carrying the seed of the state the grader
+    plants (for the hidden tests' expected value, computed on this side). A worker gets the path
+    alone (it travels as a plain string)."""
+
+    def __new__(cls, path: str, plant: int = 0):
+        self = super().__new__(cls, path)
+        self.plant = int(plant)
+        return self
 
 
 FILE_KINDS = (CheckpointArg, SafetensorsArg, PreemptedRootArg, RunFolder, OutputFolder)  # (and their subclasses)
@@ -269,7 +283,7 @@ def realize(value, workdir: str):
         if isinstance(leaf, PreemptedRootArg):
             return preempted[id(leaf)]
         if isinstance(leaf, RunFolder):  # not made: the run makes it, in the scratch folder it writes
-            return os.path.join(workdir, "scratch", f"run-{uuid.uuid4().hex[:12]}")
+            return RunPath(os.path.join(workdir, "scratch", f"run-{uuid.uuid4().hex[:12]}"), leaf.plant)
         if isinstance(leaf, OutputFolder):  # not made: the function writes it (its parent exists)
             os.makedirs(os.path.join(workdir, "scratch"), exist_ok=True)
             return os.path.join(workdir, "scratch", f"out-{uuid.uuid4().hex[:12]}")

@@ -123,7 +123,57 @@ RUN = [
      "train only the steps that remain"),
     ("never_saves", _train(save="pass"), "incorrect", "save a checkpoint after every step"),
     ("starts_over", _train(prepare="shutil.rmtree(ckpt_dir, ignore_errors=True)"), "incorrect", "started over"),
-    ("never_restores", _train(latest="None"), "incorrect", "did not start from the latest committed step"),
+    ("never_restores", _train(latest="None"), "incorrect", "did not go on from what its latest committed step holds"),
+    # Issue 35's forgeries: no checkpoint at all, only folders shaped like saves just ahead of each
+    # kill, training from scratch in memory (training is deterministic) and reporting the expected
+    # first_step; and real saves for the grader to find, never restored (the state recomputed).
+    ("fakes_its_folders", """
+import os
+import time
+
+from ckptlab import training
+
+
+def train_with_preemption(ckpt_dir, total_steps, seed):
+    os.makedirs(ckpt_dir, exist_ok=True)
+    done = [int(n) for n in os.listdir(ckpt_dir)
+            if n.isdigit() and os.path.exists(os.path.join(ckpt_dir, n, "commit_success.txt"))]
+    first = max(done, default=0)
+    model = training.make_model(seed)
+    optimizer = training.make_optimizer(model)
+    batches = training.Batches(seed)
+    step = training.train_step()
+    for s in range(total_steps):
+        step(model, optimizer, *next(batches))
+        if s + 1 > first:
+            tmp = os.path.join(ckpt_dir, f"{s + 1}.orbax-checkpoint-tmp")
+            os.makedirs(tmp, exist_ok=True)
+            time.sleep(0.05)
+            os.rename(tmp, os.path.join(ckpt_dir, str(s + 1)))
+            open(os.path.join(ckpt_dir, str(s + 1), "commit_success.txt"), "w").write("ok")
+            time.sleep(0.05)
+    return training.params_of(model), first
+""", "incorrect", "could not restore your latest committed step"),
+    ("recomputes_instead_of_restoring", """
+from ckptlab import training
+
+
+def train_with_preemption(ckpt_dir, total_steps, seed):
+    model = training.make_model(seed)
+    optimizer = training.make_optimizer(model)
+    batches = training.Batches(seed)
+    step = training.train_step()
+    mngr = ocp.CheckpointManager(ckpt_dir)
+    first = mngr.latest_step() or 0
+    for s in range(total_steps):
+        step(model, optimizer, *next(batches))
+        if s + 1 > first:
+            mngr.save(s + 1, args=ocp.args.Composite(state=ocp.args.StandardSave(training.train_state(model, optimizer)),
+                                                     data=ocp.args.JsonSave(batches.get_state())))
+    mngr.wait_until_finished()
+    mngr.close()
+    return training.params_of(model), first
+""", "incorrect", "did not go on from what its latest committed step holds"),
     ("returns_before_the_commit", _train(wait="pass"), "incorrect", "the last save was lost"),
 ]
 
