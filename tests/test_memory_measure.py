@@ -163,7 +163,7 @@ def test_a_process_name_cannot_pose_as_a_status_line():
     assert value == 1 and peak >= COUNTED  # the name was set; the kernel escapes it in status
 
 
-_PAGEOUT = f"""
+_GIVE_BACK = f"""
 import ctypes
 import mmap
 
@@ -172,16 +172,23 @@ def f():
     buf.write(b"x" * ({BIG} * 2**20))
     libc = ctypes.CDLL(None, use_errno=True)
     address = ctypes.addressof(ctypes.c_char.from_buffer(buf))
-    result = libc.madvise(ctypes.c_void_p(address), ctypes.c_size_t({BIG} * 2**20), 21)   # MADV_PAGEOUT
-    return "refused" if result != 0 and ctypes.get_errno() == 1 else "paged out"
+    result = libc.madvise(ctypes.c_void_p(address), ctypes.c_size_t({BIG} * 2**20), ADVICE)
+    return "refused" if result != 0 and ctypes.get_errno() == 1 else "given back"
 """
 
 
-def test_paging_memory_out_unnoted_is_refused():
-    peak, value = _peak(_PAGEOUT, _strict())
+@pytest.mark.parametrize("advice", [4, 8, 9, 21], ids=["DONTNEED", "FREE", "REMOVE", "PAGEOUT"])
+def test_giving_pages_back_is_refused(advice):
+    """Pages given back (dropped, or paged out) let code allocate as much again unseen; given back
+    before the baseline's pages (freed heap, library pages: the holdout's trick, a whole-state
+    restore 103 MiB seen as 60 against an 81 MiB budget), they lower even a peak sampled from
+    outside. Refused at the strict level, where the peak counts all of it; the contrast: allowed at
+    the basic level (MADV_PAGEOUT takes nothing out without swap, but the kernel allows it)."""
+    source = _GIVE_BACK.replace("ADVICE", str(advice))
+    peak, value = _peak(source, _strict())
     assert value == "refused" and peak >= COUNTED
-    _, value = _peak(_PAGEOUT, outside.BASIC)
-    assert value == "paged out"  # (with no swap it takes out nothing, but the kernel allows it)
+    _, value = _peak(source, outside.BASIC)
+    assert value == "given back"
 
 
 _WHOLE_THEN_RESET = """
@@ -214,10 +221,10 @@ def test_a_whole_state_restore_that_hides_its_peak_scores_nothing(grade_code, le
         _strict()
     report = grade_code(_WHOLE_THEN_RESET, problems=["6.1"], learner="hides-its-peak", isolation=level)
     (result,) = report.problems
-    if level == outside.STRICT:
-        assert result.status == "incorrect" and "over the budget" in result.message, result.message
-    else:  # without the jail the reset works: the forged peak passes (what strict refuses)
-        assert result.status == "correct", result.message
+    # The peak is its anonymous memory sampled from outside, which clear_refs does not touch: the
+    # reset (refused at strict, where Landlock keeps /proc/self read-only) gains nothing at either
+    # level. (Before 6.1 was sampled so, it reset the kernel's VmHWM at basic: full marks.)
+    assert result.status == "incorrect" and "over the budget" in result.message, result.message
 
 
 def test_a_conversion_is_graded_on_its_checkpoint_whatever_it_returns(grade_code, root):

@@ -101,11 +101,14 @@ _DENY.update({name: errno.EPERM for name in (
 # For read-counted problems: every byte of a file must come through a read the kernel counts.
 _DENY_UNCOUNTED = {"splice": errno.EPERM, "tee": errno.EPERM, "vmsplice": errno.EPERM,
                    "sendfile": errno.EPERM, "copy_file_range": errno.EPERM}
-# For memory-measured problems: the process whose peak resident set the grader reads is the only
-# one, for good: no exec (a new program starts a new peak), and no advice that takes pages out of
-# the resident set without the kernel noting the peak first (MADV_COLD, MADV_PAGEOUT: to swap).
+# For memory-measured problems: the process whose memory the grader measures is the only one, for
+# good: no exec (a new program starts a new peak), and no advice that gives pages back: pages it held
+# before its baseline (freed heap, library pages), given back, would let it allocate as much unseen
+# (MADV_DONTNEED, MADV_FREE, MADV_REMOVE, MADV_DONTNEED_LOCKED: dropped; MADV_COLD, MADV_PAGEOUT: to
+# swap). The C library's own uses of them (trimming a thread's heap) ignore a refusal: that memory
+# stays, counted, as held.
 _DENY_UNMEASURED = {"execve": errno.EPERM, "execveat": errno.EPERM, "process_madvise": errno.EPERM}
-_MADV_RECLAIM = (20, 21)  # MADV_COLD, MADV_PAGEOUT
+_MADV_RECLAIM = (4, 8, 9, 20, 21, 24)  # DONTNEED, FREE, REMOVE, COLD, PAGEOUT, DONTNEED_LOCKED
 _NR = {
     "x86_64": {"socket": 41, "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311,
                "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "io_setup": 206,
@@ -315,7 +318,7 @@ def _seccomp_program(deny: dict, *, guard_pdeathsig: bool, forbid_file_maps: boo
         for name in _SIGNAL_BY_PID:  # allowed when argument 0 (its low 32 bits) is this process's pid
             prog += [jeq(nr[name], 0, 4), op(0x20, 0, 0, 16), jeq(signals_only_to, 1, 0),
                      ret(_RET_ERRNO | errno.EPERM), ld_nr]
-    if forbid_reclaim_advice:  # madvise(addr, len, MADV_COLD or MADV_PAGEOUT): argument 2
+    if forbid_reclaim_advice:  # madvise(addr, len, advice) giving pages back (_MADV_RECLAIM): argument 2
         for advice in _MADV_RECLAIM:
             prog += [jeq(nr["madvise"], 0, 4), op(0x20, 0, 0, 16 + 8 * 2), jeq(advice, 0, 1),
                      ret(_RET_ERRNO | errno.EPERM), ld_nr]

@@ -63,8 +63,8 @@ PROBLEMS = (
             "float32. `mesh` is a serving `jax.sharding.Mesh` over the 16 devices and `specs` maps each "
             "parameter's name to its serving `PartitionSpec`. Return the parameters only, as a dict "
             "`{name: jax.Array}`, in bfloat16, each sharded as `NamedSharding(mesh, specs[name])`. The "
-            "grader measures your function's peak host memory from outside (the kernel's peak resident "
-            "set of the process running it, above what it held before your code loaded): it must stay "
+            "grader measures your function's own peak host memory from outside (the anonymous memory of "
+            "the process running it, sampled, above what it held before your code loaded): it must stay "
             "under twice the bytes of the saved float32 parameters plus 16 MiB, less than the whole "
             "training state weighs."
         ),
