@@ -252,3 +252,62 @@ def test_honest_learners_keep_full_marks_beside_submissions_that_starve_the_mach
     assert reports["dan"]["score"] == unit5, [p["message"] for p in reports["dan"]["problems"] if p["score"] == 0]
     for name in hogs:
         assert reports[name]["score"] == 0
+
+
+# --- placement: what a worker reports of its own arrays ------------------------------------------
+
+_POSING = '''
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+from jax.sharding import NamedSharding
+
+
+class _Shard:
+    def __init__(self, device, data):
+        self.device, self.data = device, data
+
+
+def _posing(value, sharding):
+    cls = type("ArrayImpl", (), {"__module__": "jaxlib._jax", "__array__": lambda self, *a, **k: value})
+    fake = cls()
+    fake.shape, fake.dtype, fake.sharding = value.shape, value.dtype, sharding
+    fake.addressable_shards = [_Shard(d, value[i]) for d, i in sharding.addressable_devices_indices_map(value.shape).items()]
+    return fake
+
+
+def restore_for_serving(ckpt_dir, mesh, specs):
+    """The parameters restored as NumPy (no target sharding), each posing as a placed jax.Array."""
+    saved = ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree["params"]
+    target = {"params": {k: jax.ShapeDtypeStruct(saved[k].shape, jnp.bfloat16) for k in specs}}
+    args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray, dtype=jnp.bfloat16), target)
+    restored = ocp.PyTreeCheckpointer().restore(ckpt_dir, args=ocp.args.PyTreeRestore(
+        item=target, restore_args=args, partial_restore=True))
+    return {k: _posing(np.asarray(v), NamedSharding(mesh, specs[k])) for k, v in restored["params"].items()}
+'''
+
+
+def test_a_host_array_posing_as_a_placed_one_is_not_taken_for_one(grade_code):
+    """Issue 35: the worker's encoder took any object whose class's module starts with "jax" and
+    that has a shape, a dtype, a sharding and shards for a placed array: NumPy arrays restored with
+    no target sharding, wrapped, were graded as restored onto the serving mesh (20 points). A
+    worker now takes JAX's array class and its getters before any learner code runs, and reads
+    placement only through them. The contrast, the codec as it was (nothing pinned, as on the
+    grading side): the same kind of object is read as placed."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from autograder.wall import codec
+
+    namespace: dict = {}
+    exec(_POSING.split("def restore_for_serving")[0], namespace)  # noqa: S102 - the test's own attack
+    mesh = jax.make_mesh((16,), ("x",))
+    import numpy as np
+
+    fake = namespace["_posing"](np.ones((16, 4), np.float32), NamedSharding(mesh, PartitionSpec("x")))
+    assert not codec._PINNED, "this process is the grader's: nothing pinned"
+    assert codec.encode(fake)["placement"]["sharding"]["spec"] == ["x"]  # the attack, as it worked
+    report = grade_code(_POSING, problems=["6.1"], learner="posing")
+    (result,) = report.problems
+    assert result.status == "incorrect" and result.category == "wrong_type", (result.status, result.message)

@@ -111,6 +111,8 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
         switch_off_memory_maps()
 
     sys.meta_path.insert(0, _SayHidden())
+    # What a JAX array is, taken now, before any learner code: a placement is read only through it.
+    codec.pin_jax_types(load=bool(job.get("jax")))
     jail.seal_tasks(plan)  # a read-counted problem's code runs in this one thread
     if plan.measure_memory:
         # The grader takes this process's resident set now, before any learner code, as the

@@ -102,8 +102,33 @@ def needs_jax(value) -> bool:
     return any(isinstance(leaf, (MeshArg, SpecArg)) for leaf in leaves(value))
 
 
+def _pinned_sharding_info(value) -> dict:
+    """:func:`_sharding_info` in a worker, through the getters :func:`pin_jax_types` took: each
+    shard's device is that of the buffer itself."""
+    get = _PINNED["get"]
+    sharding = get["sharding"].__get__(value)
+    shards = []
+    for buffer in get["arrays"].__get__(value):
+        own = get["sharding"].__get__(buffer)
+        if type(buffer) is not _PINNED["array"] or type(own) is not _PINNED["single"]:
+            raise EncodeError(NOT_CONVERTIBLE)
+        shards.append([int(get["device"].__get__(own).id), [int(n) for n in get["shape"].__get__(buffer)]])
+    if type(sharding) is _PINNED["named"]:
+        spec = [list(e) if isinstance(e, tuple) else e for e in get["spec"].__get__(sharding)]
+        while spec and spec[-1] is None:
+            spec.pop()
+        mesh = get["mesh"].__get__(sharding)
+        info = {"kind": "named", "mesh": [[str(n), int(s)] for n, s in mesh.shape.items()],
+                "devices": [int(d.id) for d in np.asarray(mesh.devices).flat], "spec": spec}
+    else:
+        info = {"kind": type(sharding).__name__, "devices": sorted({d for d, _ in shards})}
+    return {"sharding": info, "shards": sorted(shards)}
+
+
 def _sharding_info(value) -> dict | None:
     """Plain description of a jax.Array's sharding and of the shard each device holds."""
+    if _PINNED.get("array") is not None:
+        return _pinned_sharding_info(value)
     try:
         from jax.sharding import NamedSharding
     except ImportError:  # pragma: no cover
@@ -184,10 +209,43 @@ def encode(value: Any, _depth: int = 0, digest: bool = False) -> Any:
 
 
 def _array_lib(value) -> str | None:
+    if _PINNED:  # in a worker: JAX's own array type only, as it was before learner code ran
+        return "jax" if _PINNED.get("array") is not None and type(value) is _PINNED["array"] else None
     module = type(value).__module__ or ""
     if module.startswith(("jax", "jaxlib")) and hasattr(value, "shape") and hasattr(value, "dtype"):
         return "jax"
     return None
+
+
+# In a worker, what JAX's arrays and shardings are, taken before any learner code ran (see
+# pin_jax_types): their exact classes and the getters the library defines for their sharding and
+# per-device buffers. Placement is read through these, never through attributes learner code could
+# have replaced on a class since.
+_PINNED: dict = {}
+
+
+def pin_jax_types(load: bool = False) -> None:
+    """Called by a worker before it loads any learner code (``load``: import JAX first, for a
+    problem whose arguments or answer hold its objects). From then on only an object of JAX's own
+    array class is sent as a placed array, its sharding and each device's shard read through the
+    getters taken now: an object of another class posing as one (its module named like JAX's), or a
+    class given a new ``sharding`` property, is not. Without JAX imported by then, no object is sent
+    as a JAX array at all. (What learner code can still do, it does inside its own process: see
+    SECURITY.md, placement.)"""
+    import sys
+
+    _PINNED["worker"] = True
+    if load and "jax" not in sys.modules:
+        import jax  # noqa: F401
+    if "jax" not in sys.modules:
+        return
+    import jax
+    from jax._src.array import ArrayImpl as array  # the class of every jax.Array (jaxlib's own type)
+
+    single, named = jax.sharding.SingleDeviceSharding, jax.sharding.NamedSharding
+    _PINNED.update(array=array, single=single, named=named, get=dict(
+        sharding=array.__dict__["_sharding"], arrays=array.__dict__["_arrays"], shape=array.__dict__["shape"],
+        device=single.__dict__["_device"], mesh=named.__dict__["mesh"], spec=named.__dict__["spec"]))
 
 
 def _float_in(v):
