@@ -178,6 +178,15 @@ def dense_checkpoint_accounting(seed, x, num_shards, features):
         def __array__(self, *args, **kwargs):
             raise ValueError(f"SECRET {x.shape} {features}")
     return Leaky()
+""", "incorrect", "not plain data"),  # (not JAX's own array class: never converted, its message never made)
+    "exfiltrates_through_a_deleted_array": ("""
+import jax.numpy as jnp
+
+
+def dense_checkpoint_accounting(seed, x, num_shards, features):
+    value = jnp.zeros(2)
+    value.delete()  # a real jax.Array whose conversion raises
+    return value
 """, "incorrect", "could not be converted to plain data"),
     "exfiltrates_through_an_exception_class_name": ("""
 def dense_checkpoint_accounting(seed, x, num_shards, features):

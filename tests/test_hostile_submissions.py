@@ -233,7 +233,7 @@ def test_honest_learners_keep_full_marks_beside_submissions_that_starve_the_mach
         (subs / f"{name}.py").write_text(code)
     for name in ("ann", "ben", "cat"):
         shutil.copy(ROOT / "solutions" / HONEST_4, subs / f"{name}.py")
-    # and one whose training run (5.3) the grader kills and restarts three times, its checkpoints
+    # and one whose training run (5.3) the grader kills and restarts twice, its checkpoints
     # in a scratch folder kept between its workers
     (subs / "dan.py").write_text((ROOT / "solutions" / "unit5.py").read_text())
     if platform == "native":

@@ -10,6 +10,7 @@ import os
 import shutil
 import time
 
+import numpy as np
 import pytest
 
 from autograder import registry
@@ -348,20 +349,60 @@ def test_a_run_folder_crowded_with_step_names_is_stopped_not_watched():
         outside.remove_folder(workdir)
 
 
+_FAKES_ITS_FOLDERS = """
+import os
+import time
+
+from ckptlab import training
+
+
+def train_with_preemption(ckpt_dir, total_steps, seed):
+    os.makedirs(ckpt_dir, exist_ok=True)
+    done = [int(n) for n in os.listdir(ckpt_dir)
+            if n.isdigit() and os.path.exists(os.path.join(ckpt_dir, n, "commit_success.txt"))]
+    first = max(done, default=0)
+    model = training.make_model(seed)
+    optimizer = training.make_optimizer(model)
+    batches = training.Batches(seed)
+    step = training.train_step()
+    for s in range(total_steps):  # from scratch, in memory: training is deterministic
+        step(model, optimizer, *next(batches))
+        if s + 1 > first:  # folders shaped like saves, just ahead of each planned kill
+            tmp = os.path.join(ckpt_dir, f"{s + 1}.orbax-checkpoint-tmp")
+            os.makedirs(tmp, exist_ok=True)
+            time.sleep(0.05)
+            os.rename(tmp, os.path.join(ckpt_dir, str(s + 1)))
+            open(os.path.join(ckpt_dir, str(s + 1), "commit_success.txt"), "w").write("ok")
+            time.sleep(0.05)
+    return training.params_of(model), first
+"""
+
+
 def test_a_run_that_never_saves_forges_a_resume_only_where_the_grader_plants_nothing(grade_code, monkeypatch):
     """Issue 35's forgery, graded for real: empty folders shaped like saves just ahead of each
-    planned kill, training from scratch in memory, the first_step the grader expects. The control,
-    a grader that only looks at the folder (as before: nothing restored, nothing planted), gives it
-    full marks; this grader restores the latest committed step itself before the last restart, and
-    it scores 0. (tests/wrong_answers/unit5.py holds it, and a run that saves for real but
-    recomputes instead of restoring, among the curated wrong answers.)"""
-    from tests.wrong_answers.unit5 import RUN, U5
+    planned kill, training from scratch in memory, the first_step the grader expects. Everything a
+    grader that only looks at the folder saw says "resumed" (the control, from the same run: every
+    kill made, first_step where it should have resumed, the last step committed, nothing saved
+    again, the parameters of a run never interrupted): it had full marks. This grader restores the
+    latest committed step itself before the last restart, and it scores 0."""
+    from autograder.hidden import unit5
 
-    source = U5 + dict((name, code) for name, code, _, _ in RUN)["fakes_its_folders"]
-    with monkeypatch.context() as m:
-        m.setattr(preempted, "_table_for", lambda *args: None)
-        (control,) = grade_code(source, problems=["5.3"], learner="forger").problems
-    assert control.status == "correct", ("the forgery fails even where nothing is planted: the test shows nothing",
-                                         control.message)
-    (result,) = grade_code(source, problems=["5.3"], learner="forger").problems
+    outcomes = []
+    real = preempted.run_case
+
+    def recorded(*args, **kwargs):
+        outcome, last, made = real(*args, **kwargs)
+        outcomes.append((args[2], outcome))
+        return outcome, last, made
+
+    monkeypatch.setattr(preempted, "run_case", recorded)
+    (result,) = grade_code(_FAKES_ITS_FOLDERS, problems=["5.3"], learner="forger").problems
     assert result.status == "incorrect" and result.category == "plant_unreadable", result.message
+    (args, outcome), = [(a, o) for a, o in outcomes if o and o["planned"]]
+    params, first = outcome["value"]
+    assert outcome["preempted"] == outcome["planned"] > 0 and first == outcome["resumed_at"] > 0
+    assert outcome["committed_after"] >= args[1] and not outcome["restarted"], outcome
+    (table,) = [t for key, t in unit5._TABLES.items() if key[:2] == (int(args[1]), int(args[2]))]
+    uninterrupted = table["uninterrupted"]  # (the grader's own, computed for this case)
+    assert set(params) == set(uninterrupted) and all(np.array_equal(params[k], uninterrupted[k]) for k in params)
+    assert "planted_at" not in outcome and outcome["plant_problem"] == "plant_unreadable"

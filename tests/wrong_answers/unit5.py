@@ -124,36 +124,9 @@ RUN = [
     ("never_saves", _train(save="pass"), "incorrect", "save a checkpoint after every step"),
     ("starts_over", _train(prepare="shutil.rmtree(ckpt_dir, ignore_errors=True)"), "incorrect", "started over"),
     ("never_restores", _train(latest="None"), "incorrect", "did not go on from what its latest committed step holds"),
-    # Issue 35's forgeries: no checkpoint at all, only folders shaped like saves just ahead of each
-    # kill, training from scratch in memory (training is deterministic) and reporting the expected
-    # first_step; and real saves for the grader to find, never restored (the state recomputed).
-    ("fakes_its_folders", """
-import os
-import time
-
-from ckptlab import training
-
-
-def train_with_preemption(ckpt_dir, total_steps, seed):
-    os.makedirs(ckpt_dir, exist_ok=True)
-    done = [int(n) for n in os.listdir(ckpt_dir)
-            if n.isdigit() and os.path.exists(os.path.join(ckpt_dir, n, "commit_success.txt"))]
-    first = max(done, default=0)
-    model = training.make_model(seed)
-    optimizer = training.make_optimizer(model)
-    batches = training.Batches(seed)
-    step = training.train_step()
-    for s in range(total_steps):
-        step(model, optimizer, *next(batches))
-        if s + 1 > first:
-            tmp = os.path.join(ckpt_dir, f"{s + 1}.orbax-checkpoint-tmp")
-            os.makedirs(tmp, exist_ok=True)
-            time.sleep(0.05)
-            os.rename(tmp, os.path.join(ckpt_dir, str(s + 1)))
-            open(os.path.join(ckpt_dir, str(s + 1), "commit_success.txt"), "w").write("ok")
-            time.sleep(0.05)
-    return training.params_of(model), first
-""", "incorrect", "could not restore your latest committed step"),
+    # Issue 35's forgery of real saves never restored (the state recomputed: training is
+    # deterministic); the one with no checkpoint at all, folders shaped like saves, is
+    # tests/test_preempted.py's.
     ("recomputes_instead_of_restoring", """
 from ckptlab import training
 
