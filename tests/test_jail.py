@@ -559,3 +559,25 @@ def test_a_scratch_folder_spread_over_many_folders_or_nested_deep_is_measured_al
     deep = tmp_path / "deep"
     os.makedirs(deep / os.path.join(*["d"] * 100))
     assert outside.scratch_over(str(deep), 2**30, 10**6)
+
+
+_FORKED_CHILD = """
+import os
+import time
+
+def probe(n):
+    if os.fork() == 0:
+        return "child"  # a copy of the worker, back in the worker's loop
+    time.sleep(0.3)
+    return "parent"
+"""
+
+
+def test_a_process_the_learners_code_forks_never_answers_for_the_worker():
+    """A child forked by learner code that returns from the function is a copy of the worker,
+    holding its channel: it exits silently instead of answering (and reading the next case). Before:
+    its answer came first ("child"), and the two processes shared the next frames."""
+    from tests.conftest import best_isolation
+
+    run = outside.Worker(_FORKED_CHILD, "probe", [(1,), (2,)], timeout=30, level=best_isolation()).wait()
+    assert run.status == "ok" and [c.get("value") for c in run.cases] == ["parent", "parent"], (run.status, run.cases)

@@ -77,34 +77,27 @@ def _point_reached(kill: tuple, folder: str, start: int) -> bool:
 PLANT_TIMEOUT = 60.0
 
 
-def trusted_run(code: str, *args) -> bytes:
-    """Run the course's own code (``code``, given ``args`` as sys.argv[1:] after the output path)
-    in a fresh process with a worker's XLA flags, so that it computes bit for bit what a worker
-    computes (this process's JAX compiles with other flags, and differs in the last bits); the
-    bytes it writes to the output path. Trusted code only: never a learner's."""
-    import subprocess
-    import sys
-    import tempfile
+TRUSTED_TIMEOUT = 120.0
 
-    from autograder.sandbox.outside import worker_xla_flags
 
-    with tempfile.TemporaryDirectory(prefix="ckpt-trusted-") as folder:
-        out = os.path.join(folder, "out")
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_"))},
-               "XLA_FLAGS": worker_xla_flags(), "JAX_PLATFORMS": "cpu"}
-        subprocess.run([sys.executable, "-c", code, out, *map(str, args)], env=env, check=True, capture_output=True,
-                       timeout=300)
-        with open(out, "rb") as f:
-            return f.read()
+def trusted_worker(source: str, function: str, args: tuple):
+    """The course's own code (``function`` of ``source``), run in a worker started as a learner's
+    is (forked from the zygote with the same libraries loaded and the same XLA flags: it computes
+    bit for bit what a learner's worker computes; this process's JAX compiles with other flags, and
+    differs in the last bits); its return value. Trusted code only, never a learner's: its worker
+    runs nothing else."""
+    level = sandbox.BASIC if sandbox.strict_missing() else sandbox.STRICT
+    run = sandbox.Worker(source, function, [args], timeout=TRUSTED_TIMEOUT, level=level).wait()
+    if run.status != "ok" or run.setup or not run.cases or "value" not in run.cases[0]:
+        raise RuntimeError(f"the course's own {function} failed in a worker ({run.status}, {run.setup or ''}): "
+                           f"{run.stderr_tail[-1000:]}")
+    return run.cases[0]["value"]
 
 
 def planted_runs(total_steps: int, seed: int, plant_seed: int) -> dict:
-    """:func:`ckptlab.training.planted_runs`, computed as a worker computes it (:func:`trusted_run`)."""
-    import pickle
-
-    code = ("import sys, pickle; from ckptlab.training import planted_runs; "
-            "pickle.dump(planted_runs(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])), open(sys.argv[1], 'wb'))")
-    return pickle.loads(trusted_run(code, total_steps, seed, plant_seed))  # written by our own code, above
+    """:func:`ckptlab.training.planted_runs`, computed as a worker computes it (:func:`trusted_worker`)."""
+    return trusted_worker("from ckptlab.training import planted_runs\n", "planted_runs",
+                          (int(total_steps), int(seed), int(plant_seed)))
 
 
 def _same_state(got, want: dict) -> bool:

@@ -273,20 +273,14 @@ def _plant_table(total_steps: int, seed: int, plant: int) -> dict:
 
 @functools.lru_cache(maxsize=64)
 def _uninterrupted_params(total_steps: int, seed: int) -> dict:
-    """Computed as a worker computes it: in a process of its own with a worker's XLA flags (this
-    process's compile with LLVM's optimisations, and differ in the last bits). Trusted code: the
-    course's own training module. Kept for the grading process's life (a fresh process is seconds; a
-    class shares the public example's, and a learner graded again, its own), read-only."""
-    import io
+    """Computed as a worker computes it: in a worker of its own (engine/preempted.trusted_worker;
+    this process's compile with other flags, and differ in the last bits). Trusted code: the
+    course's own training module. Kept for the grading process's life (a class shares the public
+    example's, and a learner graded again, its own), read-only."""
+    from autograder.engine.preempted import trusted_worker
 
-    import numpy as np
-
-    from autograder.engine.preempted import trusted_run
-
-    code = ("import sys, numpy as np; from ckptlab.training import uninterrupted_params; "
-            "np.savez(open(sys.argv[1], 'wb'), **uninterrupted_params(int(sys.argv[2]), int(sys.argv[3])))")
-    with np.load(io.BytesIO(trusted_run(code, total_steps, seed))) as saved:
-        params = {k: saved[k] for k in saved.files}
+    params = trusted_worker("from ckptlab.training import uninterrupted_params\n", "uninterrupted_params",
+                            (int(total_steps), int(seed)))
     for value in params.values():
         value.flags.writeable = False
     return params
