@@ -1,6 +1,6 @@
 """Curated right answers, graded a round at a time: a round is one submission holding at most one
-answer per problem of a unit, so a unit's answers cost a few grading runs, not one each (its
-problems graded two at a time).
+answer per problem of a unit, so a unit's answers cost a few grading runs, not one each; the rounds
+are graded as one class, two at a time.
 Each problem is still graded in a worker of its own, as in any submission; two answers share a round
 only if their top-level names (functions, helpers, constants) do not clash, since a submission's
 later definition of a name would shadow the earlier one (a 3.2 answer may define 3.1's function). Unit 5's are graded one at a time: its problems
@@ -63,17 +63,41 @@ def rounds(answers: dict, headers: dict) -> list[tuple[str, list[tuple[str, str]
 
 
 class Rounds:
-    """Grade each round once, when one of its answers is first asked for."""
+    """Every round graded once, when one of its answers is first asked for: all rounds as one class
+    (grade-batch, two learners at a time, at the strict level where the machine has it), each round
+    a learner of its own."""
 
     def __init__(self, answers: dict, headers: dict, learner_prefix: str):
         self.rounds = rounds(answers, headers)
         self.prefix = learner_prefix
         self.where = {key: i for i, (_, keys) in enumerate(self.rounds) for key in keys}
-        self.reports: dict[int, object] = {}
+        self.results: dict | None = None
 
-    def result(self, grade_code, pid: str, name: str):
-        i = self.where[(pid, name)]
-        if i not in self.reports:
-            source, keys = self.rounds[i]
-            self.reports[i] = grade_code(source, problems=sorted({p for p, _ in keys}), learner=f"{self.prefix}-{i}")
-        return next(r for r in self.reports[i].problems if r.id == pid)
+    def _grade_all(self) -> dict:
+        import json
+        import tempfile
+        from pathlib import Path
+        from types import SimpleNamespace
+
+        from autograder.batch import grade_batch
+        from tests.conftest import best_isolation
+
+        self._folder = tempfile.TemporaryDirectory(prefix="ckpt-rounds-")  # (removed with this object)
+        subs, out = Path(self._folder.name, "subs"), Path(self._folder.name, "out")
+        subs.mkdir()
+        for i, (source, _) in enumerate(self.rounds):
+            (subs / f"{self.prefix}-{i}.py").write_text(source)
+        pids = {pid for _, keys in self.rounds for pid, _ in keys}
+        grade_batch(subs, out, jobs=2, progress=False, isolation=best_isolation(),
+                    problems=tuple(p for p in registry.PROBLEMS if p.id in pids))
+        results = {}
+        for i, (_, keys) in enumerate(self.rounds):
+            report = json.loads((out / "learners" / f"{self.prefix}-{i}.json").read_text())
+            for pid, name in keys:
+                results[pid, name] = SimpleNamespace(**next(p for p in report["problems"] if p["id"] == pid))
+        return results
+
+    def result(self, pid: str, name: str):
+        if self.results is None:
+            self.results = self._grade_all()
+        return self.results[pid, name]

@@ -19,7 +19,7 @@ ROUNDS = Rounds(RIGHT, HEADERS, "right")
     ("pid", "name"),
     [pytest.param(pid, n, id=f"{pid}-{n}") for pid, items in RIGHT.items() for n, _ in items],
 )
-def test_curated_right_answers_get_full_marks(grade_code, pid, name):
-    result = ROUNDS.result(grade_code, pid, name)
+def test_curated_right_answers_get_full_marks(pid, name):
+    result = ROUNDS.result(pid, name)
     assert (result.status, result.score) == ("correct", registry.get(pid).points), (
         f"a correct answer ({name}) was graded {result.status}: {result.message}")
