@@ -113,7 +113,10 @@ class ProblemHandle:
 
         While ``nbgrader validate`` runs the notebook, a check that does not pass raises
         :class:`CheckFailed`, so Validate lists the cell instead of reporting success."""
-        result = self._check(fn)
+        try:
+            result = self._check(fn)
+        finally:
+            _remove_example_files()
         if os.environ.get("NBGRADER_EXECUTION") == "validate" and not result.passed:
             raise CheckFailed(result)
         return result
@@ -212,17 +215,32 @@ def _in_ipython() -> bool:
         return False
 
 
+_EXAMPLE_FOLDERS: list[str] = []  # the temporary folders of the check under way
+
+
 def _real_args(args):
-    """Fresh copies of an example's arguments, with checkpoints saved (in a temporary directory)
-    and meshes and specs built as JAX objects."""
+    """Fresh copies of an example's arguments, with checkpoints saved (in a temporary directory,
+    removed when the check is done: :func:`_remove_example_files`) and meshes and specs built as
+    JAX objects."""
     from autograder.wall import codec, files
 
     args = copy.deepcopy(args)
     if files.has_files(args):
         import tempfile
 
-        args = files.realize(args, tempfile.mkdtemp(prefix="ckpt-example-"))
+        folder = tempfile.mkdtemp(prefix="ckpt-example-")
+        _EXAMPLE_FOLDERS.append(folder)
+        args = files.realize(args, folder)
     return codec.materialize(args)
+
+
+def _remove_example_files() -> None:
+    """Remove the folders a check's examples were written to (a checkpoint each: megabytes a run of
+    the check cell would otherwise leave in the temporary folder, every time)."""
+    import shutil
+
+    while _EXAMPLE_FOLDERS:
+        shutil.rmtree(_EXAMPLE_FOLDERS.pop(), ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import textwrap
 from pathlib import Path
@@ -16,6 +18,7 @@ setup_devices()  # before any test touches JAX
 # Progress records of grading runs (and of kernels and CLIs the tests start) go to a throwaway
 # folder, never into the home of whoever runs the tests.
 os.environ["CKPT_COURSE_HOME"] = tempfile.mkdtemp(prefix="ckpt-course-home-")
+atexit.register(shutil.rmtree, os.environ["CKPT_COURSE_HOME"], True)  # (not left in /tmp, run after run)
 
 
 @pytest.fixture(scope="session")

@@ -425,3 +425,19 @@ def test_unit1_is_graded_without_starting_jax_in_the_grading_process(root):
               "print(json.dumps([r.score, r.max_score, 'jax' in sys.modules, 'flax' in sys.modules]))\n")
     out = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=300)
     assert json.loads(out.stdout.splitlines()[-1]) == [40, 40, False, False], out.stderr[-2000:]
+
+
+def test_a_notebook_check_leaves_no_files_behind(tmp_path, monkeypatch, root):
+    """A check whose examples are files (4.4's safetensors files) writes them into a temporary
+    folder, and removes it when done, passed or not: each run of a check cell used to leave its
+    files (megabytes: 349 folders, 140 MB in this machine's /tmp)."""
+    import tempfile
+
+    from autograder.notebook import problem
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    namespace: dict = {}
+    exec((root / "solutions" / "unit4.py").read_text(), namespace)  # noqa: S102 - the reference, as a notebook runs it
+    assert problem("4.4").check(namespace["read_shard"]).passed
+    assert problem("4.4").check(lambda *args: None).status == "incorrect"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("ckpt-example-")], list(tmp_path.iterdir())
