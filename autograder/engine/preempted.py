@@ -94,6 +94,13 @@ def trusted_worker(source: str, function: str, args: tuple):
     return run.cases[0]["value"]
 
 
+def uninterrupted_params(total_steps: int, seed: int) -> dict:
+    """:func:`ckptlab.training.uninterrupted_params`, computed as a worker computes it
+    (:func:`trusted_worker`)."""
+    return trusted_worker("from ckptlab.training import uninterrupted_params\n", "uninterrupted_params",
+                          (int(total_steps), int(seed)))
+
+
 def planted_runs(total_steps: int, seed: int, plant_seed: int) -> dict:
     """:func:`ckptlab.training.planted_runs`, computed as a worker computes it (:func:`trusted_worker`)."""
     return trusted_worker("from ckptlab.training import planted_runs\n", "planted_runs",
