@@ -201,15 +201,9 @@ def probe():
 """
 
 
-def test_a_worker_gets_its_share_of_the_cpu_beside_one_running_hundreds_of_processes():
-    """A worker whose code runs 300 busy processes in sessions of their own takes one share of
-    the CPU, not 300: a classmate's worker beside it still gets most of a core (each worker's
-    tree is one cgroup). Before: about 1/150 of a core, and an honest classmate took 10 times as
-    long (23.5 s for Unit 4, 1 s alone); four learners lost problems to timeouts."""
-    import os
-
-    if os.geteuid() != 0:
-        pytest.skip("an equal CPU share for each worker needs a root grader's cgroups")
+def _share_beside_a_hog() -> None:
+    """A worker measures the share of a core it gets beside one whose code runs 300 busy processes,
+    each trying a session of its own: more than a quarter of a core."""
     from tests.hostile import cpu_hog
 
     hog = outside.Worker(cpu_hog("probe()"), "probe", [()], timeout=15, level=outside.STRICT, bare=True)
@@ -220,6 +214,18 @@ def test_a_worker_gets_its_share_of_the_cpu_beside_one_running_hundreds_of_proce
     assert run.status == "ok", run.stderr_tail[-500:]
     share = run.cases[0]["value"]
     assert share > 0.25, f"the worker got {share:.3f} of a core beside the hog"
+
+
+def test_a_worker_gets_its_share_of_the_cpu_beside_one_running_hundreds_of_processes():
+    """A worker whose code runs 300 busy processes in sessions of their own takes one share of
+    the CPU, not 300: a classmate's worker beside it still gets most of a core (each worker's
+    tree is one cgroup). Before: about 1/150 of a core, and an honest classmate took 10 times as
+    long (23.5 s for Unit 4, 1 s alone); four learners lost problems to timeouts."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("an equal CPU share for each worker needs a root grader's cgroups")
+    _share_beside_a_hog()
 
 
 def test_without_cgroups_a_worker_still_gets_its_share_beside_one_running_hundreds_of_sessions(monkeypatch):
@@ -230,17 +236,8 @@ def test_without_cgroups_a_worker_still_gets_its_share_beside_one_running_hundre
     session, the classmate about 1/150 of a core, and an honest 5.3 run was killed (issue 35)."""
     if open("/proc/sys/kernel/sched_autogroup_enabled").read().strip() != "1":
         pytest.skip("the kernel's autogroups are off here: sessions are not what the scheduler shares by")
-    from tests.hostile import cpu_hog
-
     monkeypatch.setattr(outside, "_worker_cgroups", lambda *args, **kwargs: [])
-    hog = outside.Worker(cpu_hog("probe()"), "probe", [()], timeout=15, level=outside.STRICT, bare=True)
-    try:
-        run = outside.Worker(_SHARE, "probe", [()], timeout=30, level=outside.STRICT, bare=True).wait()
-    finally:
-        hog.kill()
-    assert run.status == "ok", run.stderr_tail[-500:]
-    share = run.cases[0]["value"]
-    assert share > 0.25, f"the worker got {share:.3f} of a core beside the hog"
+    _share_beside_a_hog()
 
 
 _SLEEPER = """

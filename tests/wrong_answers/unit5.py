@@ -124,29 +124,13 @@ RUN = [
     ("never_saves", _train(save="pass"), "incorrect", "save a checkpoint after every step"),
     ("starts_over", _train(prepare="shutil.rmtree(ckpt_dir, ignore_errors=True)"), "incorrect", "started over"),
     ("never_restores", _train(latest="None"), "incorrect", "did not go on from what its latest committed step holds"),
-    # Issue 35's forgery of real saves never restored (the state recomputed: training is
-    # deterministic); the one with no checkpoint at all, folders shaped like saves, is
+    # Issue 35's forgery of real saves whose restore is never used (the state recomputed: training
+    # is deterministic); the one with no checkpoint at all, folders shaped like saves, is
     # tests/test_preempted.py's.
-    ("recomputes_instead_of_restoring", """
-from ckptlab import training
-
-
-def train_with_preemption(ckpt_dir, total_steps, seed):
-    model = training.make_model(seed)
-    optimizer = training.make_optimizer(model)
-    batches = training.Batches(seed)
-    step = training.train_step()
-    mngr = ocp.CheckpointManager(ckpt_dir)
-    first = mngr.latest_step() or 0
-    for s in range(total_steps):
-        step(model, optimizer, *next(batches))
-        if s + 1 > first:
-            mngr.save(s + 1, args=ocp.args.Composite(state=ocp.args.StandardSave(training.train_state(model, optimizer)),
-                                                     data=ocp.args.JsonSave(batches.get_state())))
-    mngr.wait_until_finished()
-    mngr.close()
-    return training.params_of(model), first
-""", "incorrect", "did not go on from what its latest committed step holds"),
+    ("recomputes_instead_of_restoring", _train(load="pass", position="pass", first="0", save=(
+        "if s + 1 > (latest or 0): mngr.save(s + 1, args=ocp.args.Composite(state=ocp.args.StandardSave("
+        "training.train_state(model, optimizer)), data=ocp.args.JsonSave(batches.get_state())))")),
+     "incorrect", "did not go on from what its latest committed step holds"),
     ("returns_before_the_commit", _train(wait="pass"), "incorrect", "the last save was lost"),
 ]
 
