@@ -85,6 +85,30 @@ def needs(source: str, count_reads: bool = False) -> list[str]:
     return [m for m in ON_DEMAND if m in found]
 
 
+_JAX_USERS = ("jax", "jaxlib", "flax", "orbax", "optax", "ckptlab")  # packages whose import brings in JAX
+
+
+def imports_jax(source: str) -> bool:
+    """Whether ``source`` imports JAX or a package that does (its import statements, read, never run):
+    a worker running it may return JAX arrays, so it takes JAX's types before that code loads."""
+    from autograder.engine.extract import parse  # (one thread at a time)
+
+    try:
+        tree = parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module]
+        else:
+            continue
+        if any(name.split(".")[0] in _JAX_USERS for name in names):
+            return True
+    return False
+
+
 # ---------------------------------------------------------------------------------------------
 # The zygote process
 
