@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # Harm, persistence and processes are judged by their effects: the function does its damage and
 # returns a wrong answer.
@@ -550,7 +553,168 @@ def parse_safetensors_header(path, _done=_rewrite_everything()):
 ''', contrast=False, doc="rewrite its input files, so that the references compute answers from them too"),
 ]
 
-assert len({a.name for a in ATTACKS}) == len(ATTACKS)
+
+
+# ---------------------------------------------------------------------------------------------
+# The surfaces Units 3, 5 and 6 added (issue 35): a run the grader kills and restarts (5.3), memory
+# measured from outside (6.1, 6.2), arrays a worker sends back (3.3, 6.1). Each graded as a class by
+# tests/test_hostile.py and one by one by the unit tests beside the protection.
+
+LEAVES_A_MESS = """
+import os
+
+
+def train_with_preemption(ckpt_dir, total_steps, seed):
+    os.makedirs(ckpt_dir, exist_ok=True)
+    top = os.environ["TMPDIR"]
+    for c in range(30):
+        os.makedirs(os.path.join(top, f"c{c}", *["d"] * 49))
+    for c in range(28, -1, -1):
+        os.rename(os.path.join(top, f"c{c + 1}"), os.path.join(top, f"c{c}", *["d"] * 49, "next"))
+    os.mkdir(os.path.join(top, "locked"), 0o300)
+    open(os.path.join(top, "locked", "inside"), "w").write("x")
+    return {}, 0
+"""
+
+CROWDS = """
+import os
+import time
+
+
+def train_with_preemption(ckpt_dir, total_steps, seed):
+    os.makedirs(ckpt_dir, exist_ok=True)
+    for n in range(19000):  # empty files named like steps, for the grader to look at every 2 ms
+        open(os.path.join(ckpt_dir, str(100000 + n)), "w").close()
+    time.sleep(60)
+    return {}, 0
+"""
+
+FAKES_ITS_FOLDERS = """
+import os
+import time
+
+from ckptlab import training
+
+
+def train_with_preemption(ckpt_dir, total_steps, seed):
+    os.makedirs(ckpt_dir, exist_ok=True)
+    done = [int(n) for n in os.listdir(ckpt_dir)
+            if n.isdigit() and os.path.exists(os.path.join(ckpt_dir, n, "commit_success.txt"))]
+    first = max(done, default=0)
+    model = training.make_model(seed)
+    optimizer = training.make_optimizer(model)
+    batches = training.Batches(seed)
+    step = training.train_step()
+    for s in range(total_steps):  # from scratch, in memory: training is deterministic
+        step(model, optimizer, *next(batches))
+        if s + 1 > first:  # folders shaped like saves, just ahead of each planned kill
+            tmp = os.path.join(ckpt_dir, f"{s + 1}.orbax-checkpoint-tmp")
+            os.makedirs(tmp, exist_ok=True)
+            time.sleep(0.05)
+            os.rename(tmp, os.path.join(ckpt_dir, str(s + 1)))
+            open(os.path.join(ckpt_dir, str(s + 1), "commit_success.txt"), "w").write("ok")
+            time.sleep(0.05)
+    return training.params_of(model), first
+"""
+
+POSING = '''
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+from jax.sharding import NamedSharding
+
+
+class _Shard:
+    def __init__(self, device, data):
+        self.device, self.data = device, data
+
+
+def _posing(value, sharding):
+    cls = type("ArrayImpl", (), {"__module__": "jaxlib._jax", "__array__": lambda self, *a, **k: value})
+    fake = cls()
+    fake.shape, fake.dtype, fake.sharding = value.shape, value.dtype, sharding
+    fake.addressable_shards = [_Shard(d, value[i]) for d, i in sharding.addressable_devices_indices_map(value.shape).items()]
+    return fake
+
+
+def restore_for_serving(ckpt_dir, mesh, specs):
+    """The parameters restored as NumPy (no target sharding), each posing as a placed jax.Array."""
+    saved = ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree["params"]
+    target = {"params": {k: jax.ShapeDtypeStruct(saved[k].shape, jnp.bfloat16) for k in specs}}
+    args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray, dtype=jnp.bfloat16), target)
+    restored = ocp.PyTreeCheckpointer().restore(ckpt_dir, args=ocp.args.PyTreeRestore(
+        item=target, restore_args=args, partial_restore=True))
+    return {k: _posing(np.asarray(v), NamedSharding(mesh, specs[k])) for k, v in restored["params"].items()}
+'''
+
+
+def reference(unit: int, rename: dict | None = None) -> str:
+    """A reference file's text as part of a submission (its future import dropped: a submission's
+    text may be prefixed), its functions renamed as asked."""
+    text = (ROOT / "solutions" / f"unit{unit}.py").read_text().replace("from __future__ import annotations\n", "")
+    for old, new in (rename or {}).items():
+        text = text.replace(f"def {old}(", f"def {new}(")
+    return text
+
+
+# Pages given back to the kernel (MADV_DONTNEED): what lowered a peak from inside. The right answer
+# only once the advice was taken, so that points mean the advice was allowed (at the basic level,
+# with no jail, they must be earned: the contrast).
+_GIVES_BACK = '''
+def _given_back():
+    import ctypes
+    import mmap
+    buf = mmap.mmap(-1, 2**20)
+    buf.write(b"x" * 2**20)
+    libc = ctypes.CDLL(None, use_errno=True)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    return libc.madvise(ctypes.c_void_p(address), ctypes.c_size_t(2**20), 4) == 0
+'''
+
+POSING_RESHARD = '''
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+from jax.sharding import NamedSharding, PartitionSpec
+''' + POSING.split("def restore_for_serving")[0].split("from jax.sharding import NamedSharding")[1] + '''
+
+def restore_resharded(ckpt_dir, mesh, specs):
+    """Restored as NumPy (no target sharding), each leaf posing as a placed jax.Array."""
+    saved = dict(ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree)
+    args = jax.tree.map(lambda spec: ocp.RestoreArgs(restore_type=np.ndarray), specs,
+                        is_leaf=lambda x: isinstance(x, PartitionSpec))
+    restored = ocp.PyTreeCheckpointer().restore(ckpt_dir, args=ocp.args.PyTreeRestore(
+        item=jax.tree.map(lambda m: 0, saved), restore_args=args))
+    return jax.tree.map(lambda spec, v: _posing(np.asarray(v), NamedSharding(mesh, spec)), specs, restored,
+                        is_leaf=lambda x: isinstance(x, PartitionSpec))
+'''
+
+SURFACES = [
+    Attack("forge_resume", "score", "5.3", FAKES_ITS_FOLDERS, contrast=False,
+           doc="never save: folders shaped like saves ahead of each kill, training from scratch in memory"),
+    Attack("leave_a_mess", "harm", "5.3", LEAVES_A_MESS, contrast=False,
+           doc="a 1,500-deep chain of folders and an unlistable one left in its kept scratch folder"),
+    Attack("crowd_the_run_folder", "harm", "5.3", CROWDS, contrast=False,
+           doc="19,000 names shaped like steps in the run folder the grader watches"),
+    Attack("give_back_restoring", "score", "6.1", _GIVES_BACK + reference(6, {"restore_for_serving": "_right", "convert_safetensors": "_unused"}) + '''
+
+def restore_for_serving(ckpt_dir, mesh, specs):
+    return _right(ckpt_dir, mesh, specs) if _given_back() else None
+''', doc="give pages back to the kernel (MADV_DONTNEED) while measured"),
+    Attack("give_back_converting", "score", "6.2", _GIVES_BACK + reference(6, {"convert_safetensors": "_right", "restore_for_serving": "_unused"}) + '''
+
+def convert_safetensors(st_path, out_dir, rename, mesh, specs):
+    if _given_back():
+        _right(st_path, out_dir, rename, mesh, specs)
+''', doc="give pages back to the kernel (MADV_DONTNEED) while measured"),
+    Attack("pose_as_served", "score", "6.1", POSING, contrast=False,
+           doc="host arrays restored without a target sharding, posing as placed jax.Arrays"),
+    Attack("pose_as_resharded", "score", "3.3", POSING_RESHARD, contrast=False,
+           doc="host arrays restored without a target sharding, posing as placed jax.Arrays"),
+]
+
+assert len({a.name for a in ATTACKS + SURFACES}) == len(ATTACKS) + len(SURFACES)
 
 
 def cpu_hog(signature: str) -> str:

@@ -18,6 +18,7 @@ from autograder.engine import preempted
 from autograder.sandbox import outside
 from autograder.wall import files
 from tests.conftest import best_isolation
+from tests.hostile import CROWDS, FAKES_ITS_FOLDERS, LEAVES_A_MESS
 
 pytestmark = pytest.mark.slow
 
@@ -284,23 +285,6 @@ def test_a_scratch_folder_is_removed_whatever_its_worker_left_there(tmp_path):
     assert os.path.exists("/etc/passwd") and outside.remove_folder(str(top))  # (gone already: still True)
 
 
-_LEAVES_A_MESS = """
-import os
-
-
-def train_with_preemption(ckpt_dir, total_steps, seed):
-    os.makedirs(ckpt_dir, exist_ok=True)
-    top = os.environ["TMPDIR"]
-    for c in range(30):
-        os.makedirs(os.path.join(top, f"c{c}", *["d"] * 49))
-    for c in range(28, -1, -1):
-        os.rename(os.path.join(top, f"c{c + 1}"), os.path.join(top, f"c{c}", *["d"] * 49, "next"))
-    os.mkdir(os.path.join(top, "locked"), 0o300)
-    open(os.path.join(top, "locked", "inside"), "w").write("x")
-    return {}, 0
-"""
-
-
 def test_a_run_that_leaves_a_mess_leaves_nothing_in_the_graders_temporary_folder(grade_code, tmp_path,
                                                                                  monkeypatch):
     """Graded for real (5.3, whose scratch folder is kept): a run leaving a 1,500-deep chain and an
@@ -312,24 +296,10 @@ def test_a_run_that_leaves_a_mess_leaves_nothing_in_the_graders_temporary_folder
     grader_tmp = tmp_path / "grader-tmp"
     grader_tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(grader_tmp))
-    report = grade_code(_LEAVES_A_MESS, problems=["5.3"], learner="messy")
+    report = grade_code(LEAVES_A_MESS, problems=["5.3"], learner="messy")
     (result,) = report.problems
     assert result.score == 0 and "grader itself" not in result.message, (result.status, result.message)
     assert os.listdir(grader_tmp) == [], os.listdir(grader_tmp)
-
-
-_CROWDS = """
-import os
-import time
-
-
-def train_with_preemption(ckpt_dir, total_steps, seed):
-    os.makedirs(ckpt_dir, exist_ok=True)
-    for n in range(19000):  # empty files named like steps, for the grader to look at every 2 ms
-        open(os.path.join(ckpt_dir, str(100000 + n)), "w").close()
-    time.sleep(60)
-    return {}, 0
-"""
 
 
 def test_a_run_folder_crowded_with_step_names_is_stopped_not_watched():
@@ -341,41 +311,12 @@ def test_a_run_folder_crowded_with_step_names_is_stopped_not_watched():
     args = files.realize((files.RunFolder((("commit", 1),)), 3, 0), workdir)
     started = time.monotonic()
     try:
-        outcome, last, made = preempted.run_case(_CROWDS, "train_with_preemption", args, (("commit", 1),),
+        outcome, last, made = preempted.run_case(CROWDS, "train_with_preemption", args, (("commit", 1),),
                                                  timeout=60, workdir=workdir, level=best_isolation())
         assert outcome is None and last.status == "crowded" and made == 0, (outcome, last.status)
         assert time.monotonic() - started < 50, "stopped only when its time ran out"
     finally:
         outside.remove_folder(workdir)
-
-
-_FAKES_ITS_FOLDERS = """
-import os
-import time
-
-from ckptlab import training
-
-
-def train_with_preemption(ckpt_dir, total_steps, seed):
-    os.makedirs(ckpt_dir, exist_ok=True)
-    done = [int(n) for n in os.listdir(ckpt_dir)
-            if n.isdigit() and os.path.exists(os.path.join(ckpt_dir, n, "commit_success.txt"))]
-    first = max(done, default=0)
-    model = training.make_model(seed)
-    optimizer = training.make_optimizer(model)
-    batches = training.Batches(seed)
-    step = training.train_step()
-    for s in range(total_steps):  # from scratch, in memory: training is deterministic
-        step(model, optimizer, *next(batches))
-        if s + 1 > first:  # folders shaped like saves, just ahead of each planned kill
-            tmp = os.path.join(ckpt_dir, f"{s + 1}.orbax-checkpoint-tmp")
-            os.makedirs(tmp, exist_ok=True)
-            time.sleep(0.05)
-            os.rename(tmp, os.path.join(ckpt_dir, str(s + 1)))
-            open(os.path.join(ckpt_dir, str(s + 1), "commit_success.txt"), "w").write("ok")
-            time.sleep(0.05)
-    return training.params_of(model), first
-"""
 
 
 def test_a_run_that_never_saves_forges_a_resume_only_where_the_grader_plants_nothing(grade_code, monkeypatch):
@@ -396,7 +337,7 @@ def test_a_run_that_never_saves_forges_a_resume_only_where_the_grader_plants_not
         return outcome, last, made
 
     monkeypatch.setattr(preempted, "run_case", recorded)
-    (result,) = grade_code(_FAKES_ITS_FOLDERS, problems=["5.3"], learner="forger").problems
+    (result,) = grade_code(FAKES_ITS_FOLDERS, problems=["5.3"], learner="forger").problems
     assert result.status == "incorrect" and result.category == "plant_unreadable", result.message
     (args, outcome), = [(a, o) for a, o in outcomes if o and o["planned"]]
     params, first = outcome["value"]
