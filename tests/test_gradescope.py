@@ -15,6 +15,7 @@ import pytest
 
 from autograder import registry
 from autograder.gradescope import VISIBILITY, build_zip
+from tests.hostile import SURFACES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,6 +51,12 @@ def test_zip_runs_against_a_fake_autograder_tree(tmp_path):
     (fake / "submission").mkdir()
     shutil.copy(ROOT / "solutions" / "unit4.py", fake / "submission" / "unit4.py")
     (fake / "submission" / "unit2.py").write_text("def shard_shape(global_shape, mesh_shape, spec):\n    raise KeyError(spec)\n")
+    # and issue 35's attacks on Units 3, 5 and 6: a forged resume, pages given back while measured,
+    # host arrays posing as placed ones
+    attacks = {a.problem: a.source({"ROOT": str(ROOT)}) for a in SURFACES
+               if a.name in ("forge_resume", "give_back_converting", "pose_as_resharded")}
+    for pid, code in attacks.items():
+        (fake / "submission" / f"unit{pid[0]}.py").write_text(code)
     (fake / "submission_metadata.json").write_text(json.dumps({"id": 1, "users": [{"email": "ada@example.org", "id": "4242"}]}))
 
     env = {**os.environ, "AUTOGRADER_ROOT": str(fake), "PYTHON": sys.executable,
@@ -63,6 +70,9 @@ def test_zip_runs_against_a_fake_autograder_tree(tmp_path):
     assert results["score"] == sum(p.points for p in registry.PROBLEMS if p.unit == 4)
     assert by_number["2.1"]["score"] == 0 and "Raised KeyError" in by_number["2.1"]["output"]
     assert "Hint:" in by_number["2.1"]["output"]
+    for pid, said in (("5.3", "could not restore your latest committed step"), ("6.2", "wrote no checkpoint"),
+                      ("3.3", "cannot return a value of type")):
+        assert by_number[pid]["score"] == 0 and said in by_number[pid]["output"], by_number[pid]
     # The learner id from Gradescope's metadata chooses the hidden cases, as `grade --learner` does.
     from autograder.engine.grade import grade
 

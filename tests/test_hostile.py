@@ -30,7 +30,7 @@ from autograder import registry
 from autograder.sandbox import outside
 from solutions import unit4
 from tests import platforms
-from tests.hostile import ATTACKS, EFFECTS
+from tests.hostile import ATTACKS, EFFECTS, SURFACES, reference
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(outside.strict_missing()),
                                                    reason="this machine cannot give the strict level")]
@@ -136,10 +136,11 @@ class Class:
     """A folder of submissions, graded with the grade-batch command at one isolation level."""
 
     def __init__(self, tmp: Path, level: str, attacks: list, landlock_abi: str = "", platform: str = "native",
-                 user: bool = False):
+                 user: bool = False, honest: str | None = None, classmates: tuple = HONEST):
         self.tmp, self.level, self.attacks, self.platform = tmp, level, attacks, platform
         self.subs, self.out, self.progress = tmp / "submissions", tmp / "results", tmp / "progress"
-        for folder in (self.subs, self.out, self.progress):
+        self.grader_tmp = tmp / "grader-tmp"  # the grader's own temporary folder: empty when it is done
+        for folder in (self.subs, self.out, self.progress, self.grader_tmp):
             folder.mkdir()
         home = tmp / "home"
         home.mkdir()
@@ -147,8 +148,8 @@ class Class:
         self.listeners = Listeners(tmp)
         self.tmp_mark = f"/tmp/ckpt-hostile-{TOKEN}-{level}"
         self.home_name = f"ckpt-hostile-{TOKEN}-{level}"
-        reference = (ROOT / "solutions" / "unit4.py").read_text()
-        for name in HONEST:
+        reference = honest or (ROOT / "solutions" / "unit4.py").read_text()
+        for name in classmates:
             (self.subs / f"{name}.py").write_text(reference)
         for attack in attacks:
             constants = {"ROOT": str(ROOT), "SITE": _site_packages(), "TOKEN": TOKEN, "LEARNER": attack.name,
@@ -159,11 +160,12 @@ class Class:
         self.before_tree = tree_state(ROOT)
         self.before_procs = set(sandbox_processes())
         env = {**os.environ, "CKPT_COURSE_SALT": f"secret-{TOKEN}", "CKPT_COURSE_HOME": str(self.progress),
+               "TMPDIR": str(self.grader_tmp),
                **({"CKPT_TEST_LANDLOCK_ABI": landlock_abi} if landlock_abi else {})}
         python, wrap = sys.executable, []
         if user:  # the grader as a user with no privilege: its own Python, and folders of its own to write
             python = platforms.user_python(tmp.parent / "ckpt-user-python")
-            for folder in (tmp, self.out, self.progress, home):
+            for folder in (tmp, self.out, self.progress, home, self.grader_tmp):
                 os.chown(folder, platforms.USER, platforms.USER)
             env["HOME"] = str(home)
         if platform != "native" or user:
@@ -173,6 +175,7 @@ class Class:
                                    str(self.out), "-j", "2", "--quiet", "--isolation", level], cwd=ROOT, env=env,
                                   capture_output=True, text=True, timeout=1200)
         self.listeners.close()
+        self.left_in_tmp = sorted(os.listdir(self.grader_tmp))
         self.after_procs = set(sandbox_processes()) - self.before_procs
         rows = list(csv.DictReader((self.out / "gradebook.csv").open())) if (self.out / "gradebook.csv").exists() else []
         self.scores = {r["learner"]: r for r in rows}
@@ -302,6 +305,10 @@ def test_nothing_reaches_the_network_or_the_progress_store(strict_class):
 
 def test_no_process_is_left(strict_class):
     assert strict_class.after_procs == set()
+
+
+def test_nothing_is_left_in_the_graders_temporary_folder(strict_class):
+    assert strict_class.left_in_tmp == []
 
 
 def test_each_failure_is_reported_as_the_learners_own(strict_class):
@@ -652,3 +659,85 @@ def test_a_strict_worker_cannot_stop_or_kill_the_zygote(grade_code):
     assert zygote._current is before and not before.dead and state in "SR", state
     worker = outside.Worker("def f():\n    return 1\n", "f", [()], level="strict")
     assert isinstance(worker.proc, zygote.Forked) and [c["value"] for c in worker.wait().cases] == [1]
+
+
+# ---------------------------------------------------------------------------------------------
+# The surfaces Units 3, 5 and 6 added (issue 35), graded as a class beside honest classmates who
+# solved those units: a resume forged from folder names, a run folder left in a mess or crowded
+# with step names, pages given back while the memory is measured, host arrays posing as placed
+# ones. Where the grader runs as root (namespaces, a cgroup per worker) and as a normal user under
+# Docker's defaults (neither: every worker under one uid, scratch folders removed without root's
+# rights); the attacks the jail stops are graded again without it.
+
+SURFACE_PLATFORMS = {"root": ("", "native", False), "docker-user": ("", "docker-default", True)}
+SURFACE_PROBLEMS = ("3.3", "5.1", "5.2", "5.3", "6.1", "6.2")
+HONEST_SURFACES = "\n".join(reference(unit) for unit in (3, 5, 6))
+
+
+def _surface_class(tmp: Path, level: str, attacks: list, platform: str, user: bool, classmates: tuple = HONEST):
+    return Class(tmp, level, attacks, "", platform, user, honest=HONEST_SURFACES, classmates=classmates)
+
+
+@pytest.fixture(scope="module", params=list(SURFACE_PLATFORMS))
+def surfaces(tmp_path_factory, request):
+    abi, platform, user = SURFACE_PLATFORMS[request.param]
+    if user and platforms.user_can_run_here():
+        pytest.skip(f"the suite as a user: {platforms.user_can_run_here()}")
+    tmp = Path(tempfile.mkdtemp(prefix="ckpt-surfaces-")) if user else tmp_path_factory.mktemp("surfaces")
+    if user:
+        tmp.chmod(0o755)
+    graded = _surface_class(tmp, "strict", SURFACES, platform, user, classmates=HONEST[:1])
+    yield graded
+    graded.clean()
+    if user:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _said(graded, learner: str, problem: str) -> dict:
+    (result,) = [p for p in graded.learner_json(learner)["problems"] if p["id"] == problem]
+    return result
+
+
+def test_the_surfaces_batch_finishes_and_honest_classmates_keep_full_marks(surfaces):
+    assert surfaces.run.returncode == 0, surfaces.run.stderr[-2000:]
+    assert set(surfaces.scores) == {a.name for a in SURFACES} | set(HONEST[:1])
+    for name in HONEST[:1]:  # graded first: beside every attack
+        for problem in SURFACE_PROBLEMS:
+            assert surfaces.score(name, problem) == registry.get(problem).points, _said(surfaces, name, problem)
+
+
+@pytest.mark.parametrize("attack", SURFACES, ids=lambda a: a.name)
+def test_no_surface_attack_earns_a_point(surfaces, attack):
+    result = _said(surfaces, attack.name, attack.problem)
+    assert result["status"] in ("incorrect", "error") and result["score"] == 0, result
+    assert float(surfaces.scores[attack.name]["total"]) == 0
+    assert result["category"] != "grader", result  # a learner's trick is never the grader's own failure
+
+
+def test_each_surface_attack_is_told_what_it_did(surfaces):
+    assert _said(surfaces, "forge_resume", "5.3")["category"] == "plant_unreadable"
+    assert _said(surfaces, "crowd_the_run_folder", "5.3")["category"] == "crowded"
+    for name, problem in (("pose_as_served", "6.1"), ("pose_as_resharded", "3.3")):
+        assert _said(surfaces, name, problem)["category"] == "wrong_type"
+
+
+def test_surface_attacks_leave_nothing_behind(surfaces):
+    assert surfaces.left_in_tmp == []
+    assert surfaces.after_procs == set()
+    assert digest(surfaces.subs) == surfaces.before_subs
+    after = tree_state(ROOT)
+    assert sorted(p for p in set(after) | set(surfaces.before_tree) if after.get(p) != surfaces.before_tree.get(p)) == []
+
+
+@pytest.fixture(scope="module")
+def surfaces_basic(tmp_path_factory):
+    graded = _surface_class(tmp_path_factory.mktemp("surfaces-basic"), "basic", [a for a in SURFACES if a.contrast],
+                            "native", False, classmates=())
+    yield graded
+    graded.clean()
+
+
+@pytest.mark.parametrize("attack", [a for a in SURFACES if a.contrast], ids=lambda a: a.name)
+def test_without_the_jail_the_surface_attack_works(surfaces_basic, attack):
+    assert surfaces_basic.run.returncode == 0, surfaces_basic.run.stderr[-2000:]
+    assert surfaces_basic.score(attack.name, attack.problem) > 0, _said(surfaces_basic, attack.name, attack.problem)

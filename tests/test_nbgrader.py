@@ -351,3 +351,30 @@ def test_validate_reports_what_the_checks_say(tmp_path):
     assert "[Incorrect] 1.1 dense_checkpoint_accounting" in wrong and wrong.count("[Not attempted]") == 3
     assert "Success" not in wrong
     assert "Success! Your notebook passes all the tests." in validate("solved.ipynb")
+
+
+@pytest.mark.slow
+def test_a_forged_resume_earns_nothing_through_nbgrader(tmp_path):
+    """Issue 35's forged resume (5.3: folders shaped like saves, training from scratch), submitted
+    as a notebook and autograded by nbgrader: no point, and the feedback says what the grader found
+    (its planted step never restored). Gradescope and grade-batch grade it, and the other Unit 3 and
+    6 attacks, in tests/test_gradescope.py and tests/test_hostile.py."""
+    from nbgrader.api import Gradebook
+
+    from autograder.batch import selection
+    from tests.hostile import SURFACES
+
+    attacks = {a.problem: a.source({"ROOT": str(ROOT)}) for a in SURFACES if a.name == "forge_resume"}
+    course = tmp_path / "course"
+    write_course(course, selection(only=sorted(attacks)), "hw")
+    nbgrader(course, "generate_assignment", "hw")
+    for pid, code in attacks.items():
+        notebook = registry.get(pid).notebook
+        submit(course / "release" / "hw" / notebook, {pid: code}, course / "submitted" / "mal" / "hw" / notebook)
+    nbgrader(course, "autograde", "hw")
+    nbgrader(course, "generate_feedback", "hw")
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        grades = [g for nb in gb.find_submission("hw", "mal").notebooks for g in nb.grades]
+        assert len(grades) == 1 and all(g.score == 0 and not g.needs_manual_grade for g in grades)
+    feedback = tree_windows(course / "feedback" / "mal")[1]
+    assert "could not restore your latest committed step" in feedback  # the grader's own restore
