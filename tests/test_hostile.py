@@ -461,7 +461,7 @@ time.sleep(600)
 
 
 @pytest.mark.parametrize("level", ["strict", "basic"])
-def test_killing_the_grader_leaves_no_worker(level):
+def test_killing_the_grader_leaves_no_worker_and_the_next_grader_removes_its_folders(level):
     before = set(sandbox_processes())
     grader = subprocess.Popen([sys.executable, "-c", _GRADER, level], stdout=subprocess.PIPE, text=True)
     try:
@@ -475,6 +475,12 @@ def test_killing_the_grader_leaves_no_worker(level):
             break
         time.sleep(0.05)
     assert set(sandbox_processes()) - before == set()
+    # Its worker's folder stays (no grader left to remove it) until the next grader starts a worker.
+    left = [n for n in os.listdir(tempfile.gettempdir()) if n.startswith(f"ckpt-worker-{grader.pid}-")]
+    assert left, "the killed grader's worker folder is not where the next grader looks"
+    subprocess.run([sys.executable, "-c", "from autograder.sandbox import outside\n"
+                    "outside.remove_folder(outside.new_workdir())"], cwd=ROOT, check=True, timeout=120)
+    assert not [n for n in left if os.path.exists(os.path.join(tempfile.gettempdir(), n))]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ problem ends.
 from __future__ import annotations
 
 import os
+import re
 import select
 import signal
 import subprocess
@@ -19,7 +20,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from autograder.limits import DEFAULT_TIMEOUT
 from autograder.sandbox import inside, jail, wire, zygote
@@ -55,14 +56,49 @@ class RunResult:
 
 
 def new_workdir(on_disk: bool = False) -> str:
-    """A fresh directory for one worker; it is removed when the worker is done. ``on_disk``: for a
-    memory-measured worker, off a tmpfs where the machine has a disk folder (see
-    :func:`ckptlab.serving.measured_tempdir`)."""
+    """A fresh directory for one worker; it is removed when the worker is done (its name holds this
+    grader's pid: one a grader killed outright leaves is removed by the next, see
+    :func:`_sweep_orphaned_workdirs`). ``on_disk``: for a memory-measured worker, off a tmpfs where
+    the machine has a disk folder (see :func:`ckptlab.serving.measured_tempdir`)."""
+    prefix = f"ckpt-worker-{os.getpid()}-"
     if on_disk:
         from ckptlab.serving import measured_tempdir
 
-        return measured_tempdir("ckpt-worker-")
-    return tempfile.mkdtemp(prefix="ckpt-worker-")
+        folder = measured_tempdir(prefix)
+    else:
+        folder = tempfile.mkdtemp(prefix=prefix)
+    _sweep_orphaned_workdirs(os.path.dirname(folder))
+    return folder
+
+
+_WORKDIR_NAME = re.compile(r"ckpt-worker-(\d+)-[^/]+")
+
+
+@cache
+def _sweep_orphaned_workdirs(parent: str) -> int:
+    """Remove, once per grader and folder, the worker folders a grader killed outright (SIGKILL, the
+    OOM killer) left in ``parent``: those of this uid named after a process that no longer runs. A
+    live grader's (another's too) are kept: its process answers. How many were removed."""
+    removed = 0
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return 0
+    for name in names:
+        match = _WORKDIR_NAME.fullmatch(name)
+        if match is None or int(match.group(1)) == os.getpid():
+            continue
+        path = os.path.join(parent, name)
+        try:
+            if os.lstat(path).st_uid != os.geteuid():
+                continue
+            os.kill(int(match.group(1)), 0)
+            continue  # its grader runs
+        except ProcessLookupError:
+            removed += remove_folder(path)
+        except OSError:
+            continue  # another user's process (EPERM): running
+    return removed
 
 
 # ---------------------------------------------------------------------------------------------
