@@ -671,13 +671,16 @@ def test_a_strict_worker_cannot_stop_or_kill_the_zygote(grade_code):
 # The surfaces Units 3, 5 and 6 added (issue 35), graded as a class beside honest classmates who
 # solved those units: a resume forged from folder names, a run folder left in a mess or crowded
 # with step names, pages given back while the memory is measured, host arrays posing as placed
-# ones. Where the grader runs as root (namespaces, a cgroup per worker) and as a normal user under
-# Docker's defaults (neither: every worker under one uid, scratch folders removed without root's
-# rights); the attacks the jail stops are graded again without it.
+# ones. Where the grader runs as root (a cgroup per worker) and as a normal user (none: two workers
+# at a time all the same, each in namespaces of its own; scratch folders removed without root's
+# rights); the attacks the jail stops are graded again without it. (Without namespaces, as under
+# Docker's defaults, a user's batch runs one worker at a time: the strict class above covers it.)
 
-SURFACE_PLATFORMS = {"root": ("", "native", False), "docker-user": ("", "docker-default", True)}
-SURFACE_PROBLEMS = ("3.3", "5.1", "5.2", "5.3", "6.1", "6.2")
-HONEST_SURFACES = "\n".join(reference(unit) for unit in (3, 5, 6))
+SURFACE_PLATFORMS = {"root": ("", "native", False), "user": ("", "native", True)}
+SURFACE_PROBLEMS = ("3.3", "5.3", "6.1", "6.2")  # (the classmate leaves the others unsolved)
+HONEST_SURFACES = "\n".join(reference(unit, {registry.get(p).function: f"_unsolved_{p.replace('.', '_')}"
+                                              for p in ("3.1", "3.2", "3.4", "5.1", "5.2")})
+                             for unit in (3, 5, 6))
 
 
 def _surface_class(tmp: Path, level: str, attacks: list, platform: str, user: bool, classmates: tuple = HONEST):
