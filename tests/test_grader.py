@@ -304,11 +304,12 @@ def test_messages_never_show_hidden_inputs_or_expected_values(grade_code, tmp_pa
         text = messages[p.id]  # a problem's message against that problem's hidden data
         _, cases = grading.hidden_cases(p, "leak-check")
         secrets = set()
-        for c in cases:
-            if c.category != "public":
-                _numbers(c.args, secrets)
-                outcome = grading.expected_outcome(p, files.realize(c.args, str(tmp_path)))
-                _numbers(outcome if not isinstance(outcome, Raises) else (), secrets)
+        hidden = [c for c in cases if c.category != "public"]
+        # (realized together: 5.2's checkpoint roots come from one helper process, not one each)
+        for c, args in zip(hidden, files.realize(tuple(c.args for c in hidden), str(tmp_path))):
+            _numbers(c.args, secrets)
+            outcome = grading.expected_outcome(p, args)
+            _numbers(outcome if not isinstance(outcome, Raises) else (), secrets)
         for secret in secrets:
             assert not re.search(rf"(?<![\d.]){re.escape(secret)}(?![\d.])", text), (p.id, secret, text)
     everything = "\n".join(messages.values())
