@@ -354,17 +354,18 @@ def test_validate_reports_what_the_checks_say(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_forged_resume_earns_nothing_through_nbgrader(tmp_path):
-    """Issue 35's forged resume (5.3: folders shaped like saves, training from scratch), submitted
-    as a notebook and autograded by nbgrader: no point, and the feedback says what the grader found
-    (its planted step never restored). Gradescope and grade-batch grade it, and the other Unit 3 and
-    6 attacks, in tests/test_gradescope.py and tests/test_hostile.py."""
+def test_the_unit_3_5_and_6_attacks_earn_nothing_through_nbgrader(tmp_path):
+    """Issue 35's forged resume (5.3: folders shaped like saves, training from scratch), pages given
+    back while measured (6.1) and host arrays posing as placed ones (3.3), submitted as notebooks
+    and autograded by nbgrader: no point, and the feedback says what the grader found. (Their
+    contrasts, and an honest classmate beside them, in tests/test_hostile.py.)"""
     from nbgrader.api import Gradebook
 
     from autograder.batch import selection
     from tests.hostile import SURFACES
 
-    attacks = {a.problem: a.source({"ROOT": str(ROOT)}) for a in SURFACES if a.name == "forge_resume"}
+    attacks = {a.problem: a.source({"ROOT": str(ROOT)}) for a in SURFACES
+               if a.name in ("forge_resume", "give_back_restoring", "pose_as_resharded")}
     course = tmp_path / "course"
     write_course(course, selection(only=sorted(attacks)), "hw")
     nbgrader(course, "generate_assignment", "hw")
@@ -375,6 +376,8 @@ def test_a_forged_resume_earns_nothing_through_nbgrader(tmp_path):
     nbgrader(course, "generate_feedback", "hw")
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         grades = [g for nb in gb.find_submission("hw", "mal").notebooks for g in nb.grades]
-        assert len(grades) == 1 and all(g.score == 0 and not g.needs_manual_grade for g in grades)
+        assert len(grades) == 3 and all(g.score == 0 and not g.needs_manual_grade for g in grades)
     feedback = tree_windows(course / "feedback" / "mal")[1]
-    assert "could not restore your latest committed step" in feedback  # the grader's own restore
+    assert "could not restore your latest committed step" in feedback  # 5.3: the grader's own restore
+    assert "returned a NoneType" in feedback  # 6.1: the advice refused, so it returned nothing
+    assert "cannot return a value of type" in feedback  # 3.3: not JAX's own array
