@@ -111,6 +111,19 @@ SHOWS = {
         "a shard's box: 16.00 MiB of bfloat16 (the whole array: True)",
         "ValueError: Requested more bytes than we reserved space for: 16777216 >",
         "equal to the hub's tensor: True"),
+    "07_changed_machine_or_code.ipynb": (
+        # another device count: Orbax's own refusal without a target; the fixes restore the saved values
+        "4 device(s)  no_target      ValueError: Topology mismatch detected",
+        "1 device(s)  from_metadata  restored: ArrayImpl on 1 device(s), values equal: True",
+        "2 device(s)  numpy          restored: ndarray on 0 device(s), values equal: True",
+        "restored onto 4 devices: {'b': (4, True), 'w': (4, True)}",
+        "every peak at or above what the devices hold: True",
+        # loud and silent changes, as Orbax does them, then each silent one found from the metadata
+        "two layers                 raised ValueError: User-provided restore item and on-disk value metadata tree",
+        "'layer4': 'ShapeDtypeStruct'", "step 16777216.0 (float32)",
+        "the model as saved: nothing to report", "cast int32 -> float32 can lose values: ['step']",
+        "a copy: the same model", "one layer scaled by 1.001: {'values': [\"['params']['layer2']\"]}",
+        "one layer scaled by 1.001, rtol 1e-4: {'values'"),
     "04_shard_reads_and_presharding.ipynb": (
         "same as safetensors: True", "every device's shard equals the bytes of its runs",
         "unbuffered               right values: True; read 512 bytes for 512 needed",
@@ -125,7 +138,8 @@ SHOWS = {
 
 # Figures each lesson draws (an inline image each), so one that fails to draw is noticed: the start
 # notebook's, and each unit's from its record.
-FIGURES = {"00_start_here.ipynb": 2} | {u.lesson: u.lesson_figures for u in registry.UNITS.values()}
+FIGURES = {"00_start_here.ipynb": 2, "07_changed_machine_or_code.ipynb": 1} | {u.lesson: u.lesson_figures
+                                                                            for u in registry.UNITS.values()}
 
 
 @pytest.mark.parametrize("name", LESSONS)
@@ -175,6 +189,14 @@ def test_lessons_execute(root, name):
         assert mapped > 0.5, mapped
         source = "".join(c.source for c in nb.cells)
         assert "Sixteen copies" not in source and "16 MiB chunks" not in source and "one tensor's worth" not in source
+    if name == "07_changed_machine_or_code.ipynb":
+        # a replicated restore: one copy per device, counted by the kernel in fresh processes; split: one
+        copies = {label: (float(held), float(peak)) for label, held, peak in re.findall(
+            r"(replicated, \d+ device\(s\)|split, 16 devices) +predicted +\d+ copies; the devices hold +([\d.]+); "
+            r"the process's peak +([\d.]+) copies", text)}
+        assert copies["replicated, 16 device(s)"][0] == 16 and 15 <= copies["replicated, 16 device(s)"][1] <= 20, copies
+        assert copies["split, 16 devices"][1] < 4, copies
+        assert "231 GiB" not in "".join(c.source for c in nb.cells)
     if name == "02_sharded_save_layouts.ipynb":
         # the small layer's OCDBT files count its bytes twice or more; the explorer predicts Orbax's files
         counted = float(re.search(r"dense_ocdbt .*\(([\d.]+)x counted\)", text).group(1))
