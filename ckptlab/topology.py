@@ -22,8 +22,8 @@ each leaf's type, dtype, device count and a digest of its values, the bytes the 
 replica counted, as host memory counts them on CPU devices), and ``peak_bytes``: the kernel's
 high-water mark of the process's resident set (``VmHWM``) minus its resident set just before the
 restore, after a warm-up restore has loaded what a first restore loads once, and once every
-device's copy has landed (``restore`` returns before they all have: measured right away, a
-replicated restore onto 16 devices showed about half its copies). Linux only.
+device's copy has landed (``restore`` returns before they all have: ``returned_bytes`` is the
+growth of the resident set the moment it returned). Linux only.
 """
 
 from __future__ import annotations
@@ -83,12 +83,13 @@ try:
         restored = ocp.PyTreeCheckpointer().restore(src, args=ocp.args.PyTreeRestore(restore_args=args))
     else:
         restored = checkpointer.restore(src, target)
+    returned = status("VmRSS:") - before
     # Orbax returns before every device's copy has landed: the memory is measured once they all have
     jax.block_until_ready(restored)
 except Exception as exc:  # the error a practitioner sees, reported as it is
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {message}", "leaves": {}, "held_bytes": 0,
-                      "peak_bytes": status("VmHWM:") - before}), flush=True)
+                      "peak_bytes": status("VmHWM:") - before, "returned_bytes": None}), flush=True)
     sys.exit(0)
 peak = status("VmHWM:") - before
 leaves, held = {}, 0
@@ -99,7 +100,8 @@ for name, value in restored.items():
     leaves[name] = {"type": type(value).__name__, "dtype": str(value.dtype), "shape": list(value.shape),
                     "devices": len(value.sharding.device_set) if shards is not None else 0, "held_bytes": nbytes,
                     "sha256": hashlib.sha256(np.ascontiguousarray(np.asarray(value)).tobytes()).hexdigest()}
-print(json.dumps({"ok": True, "error": None, "leaves": leaves, "held_bytes": held, "peak_bytes": peak}), flush=True)
+print(json.dumps({"ok": True, "error": None, "leaves": leaves, "held_bytes": held, "peak_bytes": peak,
+                  "returned_bytes": returned if how != "numpy" else None}), flush=True)
 """
 
 
