@@ -112,18 +112,23 @@ SHOWS = {
         "ValueError: Requested more bytes than we reserved space for: 16777216 >",
         "equal to the hub's tensor: True"),
     "07_changed_machine_or_code.ipynb": (
-        # another device count: Orbax's own refusal without a target; the fixes restore the saved values
+        # another device count: Orbax's own refusal without a target (and the control: the count it was
+        # saved with restores); the fixes restore the saved values
         "4 device(s)  no_target      ValueError: Topology mismatch detected",
+        "16 devices  no_target      restored: True, on 16 devices, values equal: True",
         "1 device(s)  from_metadata  restored: ArrayImpl on 1 device(s), values equal: True",
         "2 device(s)  numpy          restored: ndarray on 0 device(s), values equal: True",
         "restored onto 4 devices: {'b': (4, True), 'w': (4, True)}",
         "every peak at or above what the devices hold: True",
-        # loud and silent changes, as Orbax does them, then each silent one found from the metadata
-        "two layers                 raised ValueError: User-provided restore item and on-disk value metadata tree",
-        "'layer4': 'ShapeDtypeStruct'", "step 16777216.0 (float32)",
-        "the model as saved: nothing to report", "cast int32 -> float32 can lose values: ['step']",
-        "a copy: the same model", "one layer scaled by 1.001: {'values': [\"['params']['layer2']\"]}",
-        "one layer scaled by 1.001, rtol 1e-4: {'values'"),
+        # loud and silent changes as Orbax does them (warnings and log lines counted), then each silent
+        # one found from the metadata
+        "two layers             raised ValueError: User-provided restore item and on-disk value metadata tree",
+        "six layers, partial    no error, 0 warnings, 0 log lines", "'layer4': 'ShapeDtypeStruct'",
+        "step 16777216.0 (float32), epoch 16777215.0",
+        "the model as saved: nothing to report", "cast int32 -> float32 can lose values: step",
+        "bfloat16 for serving, cast not allowed: 4 problems; allowed: nothing to report",
+        "a copy: the same model", "one layer scaled by 1.001: {'values': ['params/layer2']}",
+        "one layer scaled by 1.001, rtol 1e-4: {'values': ['params/layer2']}"),
     "04_shard_reads_and_presharding.ipynb": (
         "same as safetensors: True", "every device's shard equals the bytes of its runs",
         "unbuffered               right values: True; read 512 bytes for 512 needed",
