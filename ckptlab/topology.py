@@ -28,7 +28,6 @@ growth of the resident set the moment it returned). Linux only.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -37,7 +36,7 @@ from ckptlab.twohost import run_hosts
 HOWS = ("no_target", "from_metadata", "replicated", "numpy")
 
 _CHILD = r"""
-import hashlib, json, os, sys, warnings
+import json, os, sys, warnings
 from ckptlab import setup_devices
 
 src, n, how, warm = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
@@ -49,14 +48,10 @@ import orbax.checkpoint as ocp
 from absl import logging
 from jax.sharding import NamedSharding, PartitionSpec
 
+from ckptlab.serving import status_bytes as status
+from ckptlab.topology import digest
+
 logging.set_verbosity(logging.ERROR)
-
-
-def status(key):
-    for line in open("/proc/self/status"):
-        if line.startswith(key):
-            return int(line.split()[1]) * 1024
-
 
 mesh = jax.make_mesh((n,), ("x",))
 checkpointer = ocp.StandardCheckpointer()
@@ -74,7 +69,7 @@ def spec(m):
 
 
 target = {name: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=NamedSharding(mesh, spec(m))) for name, m in saved.items()}
-before = status("VmRSS:")
+before = status("VmRSS")
 try:
     if how == "no_target":
         restored = checkpointer.restore(src)
@@ -83,15 +78,15 @@ try:
         restored = ocp.PyTreeCheckpointer().restore(src, args=ocp.args.PyTreeRestore(restore_args=args))
     else:
         restored = checkpointer.restore(src, target)
-    returned = status("VmRSS:") - before
+    returned = status("VmRSS") - before
     # Orbax returns before every device's copy has landed: the memory is measured once they all have
     jax.block_until_ready(restored)
 except Exception as exc:  # the error a practitioner sees, reported as it is
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {message}", "leaves": {}, "held_bytes": 0,
-                      "peak_bytes": status("VmHWM:") - before, "returned_bytes": None}), flush=True)
+                      "peak_bytes": status("VmHWM") - before, "returned_bytes": None}), flush=True)
     sys.exit(0)
-peak = status("VmHWM:") - before
+peak = status("VmHWM") - before
 leaves, held = {}, 0
 for name, value in restored.items():
     shards = getattr(value, "addressable_shards", None)
@@ -99,7 +94,7 @@ for name, value in restored.items():
     held += nbytes
     leaves[name] = {"type": type(value).__name__, "dtype": str(value.dtype), "shape": list(value.shape),
                     "devices": len(value.sharding.device_set) if shards is not None else 0, "held_bytes": nbytes,
-                    "sha256": hashlib.sha256(np.ascontiguousarray(np.asarray(value)).tobytes()).hexdigest()}
+                    "sha256": digest(value)}
 print(json.dumps({"ok": True, "error": None, "leaves": leaves, "held_bytes": held, "peak_bytes": peak,
                   "returned_bytes": returned if how != "numpy" else None}), flush=True)
 """
@@ -128,7 +123,3 @@ def digest(value) -> str:
     import numpy as np
 
     return hashlib.sha256(np.ascontiguousarray(np.asarray(value)).tobytes()).hexdigest()
-
-
-def as_json(report: dict) -> str:
-    return json.dumps(report, indent=1)

@@ -347,3 +347,23 @@ def test_a_run_that_never_saves_forges_a_resume_only_where_the_grader_plants_not
     uninterrupted = table["uninterrupted"]  # (the grader's own, computed for this case)
     assert set(params) == set(uninterrupted) and all(np.array_equal(params[k], uninterrupted[k]) for k in params)
     assert "planted_at" not in outcome and outcome["plant_problem"] == "plant_unreadable"
+
+
+def test_the_sweep_of_a_dead_graders_folders_follows_no_link_and_keeps_a_live_graders(tmp_path):
+    """What the next grader removes is named after a dead grader and is its uid's: a link named so
+    (a learner at the basic level, which writes where the grader does) loses the link only, never
+    what it points at; a live grader's folder stays."""
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()  # a pid that has ended
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "keep").write_text("x")
+    (tmp_path / f"ckpt-worker-{dead}-link").symlink_to(precious)
+    (tmp_path / f"ckpt-worker-{dead}-left" / "scratch").mkdir(parents=True)
+    (tmp_path / f"ckpt-worker-{os.getppid()}-live").mkdir()  # this test's parent runs
+    assert outside._sweep_orphaned_workdirs(str(tmp_path)) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"ckpt-worker-{os.getppid()}-live", "precious"]
+    assert (precious / "keep").read_text() == "x"

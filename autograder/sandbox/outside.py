@@ -570,12 +570,12 @@ class Worker:
         # thread it left with it (problem 5.3: a save still committing is lost, as in a job that ends).
         # A memory-measured worker's arrays come back as digests (see codec.ArrayDigest), as do those
         # of a worker asked for them.
+        digest = measure_memory if digest_arrays is None else digest_arrays
         self.job = {"source": source, "function": function, "exit_when_done": exit_when_done,
                     # JAX's types taken before the code loads (codec.pin_jax_types): where the cases hold
                     # its objects, arrays come back as digests, or the code imports it
-                    "jax": any(codec.needs_jax(c) for c in self.cases) or bool(digest_arrays or measure_memory)
-                    or zygote.imports_jax(source),
-                    "digest_arrays": measure_memory if digest_arrays is None else digest_arrays, "preload": _preload(source) if measure_memory else []}
+                    "jax": any(codec.needs_jax(c) for c in self.cases) or digest or zygote.imports_jax(source),
+                    "digest_arrays": digest, "preload": _preload(source) if measure_memory else []}
         self.namespace: str | None = None
         asked = time.monotonic()
         try:

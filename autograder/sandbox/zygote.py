@@ -60,53 +60,45 @@ ON_DEMAND = tuple(dict.fromkeys((*libraries.ON_DEMAND, *inside.PRELOAD_FOR_READS
 _MAX_RECORD = 1 << 16
 
 
+def _imported(source: str) -> list[str]:
+    """The modules ``source``'s import statements name (read, never run): ``a.b`` for ``import a.b``,
+    ``m`` and ``m.x`` for ``from m import x``."""
+    from autograder.engine.extract import parse  # (one thread at a time)
+
+    try:
+        tree = parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names += [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+    return names
+
+
 def needs(source: str, count_reads: bool = False) -> list[str]:
     """The modules of :data:`ON_DEMAND` a worker running ``source`` will import: its import
     statements, read (never run) on the grader's side. A read-counted worker loads the modules
     :data:`~autograder.sandbox.inside.PRELOAD_FOR_READS` before its code."""
-    from autograder.engine.extract import parse  # (one thread at a time)
-
     found = set(inside.PRELOAD_FOR_READS) if count_reads else set()
-    try:
-        tree = parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        tree = None
-    for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-        else:
-            continue
-        for name in names:
-            if name == "flax":
-                name = "flax.linen"  # Flax's package imports Linen
-            found.update(m for m in ON_DEMAND if name == m or name.startswith(m + "."))
+    for name in _imported(source):
+        if name == "flax":
+            name = "flax.linen"  # Flax's package imports Linen
+        found.update(m for m in ON_DEMAND if name == m or name.startswith(m + "."))
     return [m for m in ON_DEMAND if m in found]
 
 
-_JAX_USERS = ("jax", "jaxlib", "flax", "orbax", "optax", "ckptlab")  # packages whose import brings in JAX
+_NO_JAX = ("tensorstore", "safetensors", "safetensors.numpy")  # (of ON_DEMAND: the libraries that do not import JAX)
 
 
 def imports_jax(source: str) -> bool:
-    """Whether ``source`` imports JAX or a package that does (its import statements, read, never run):
-    a worker running it may return JAX arrays, so it takes JAX's types before that code loads."""
-    from autograder.engine.extract import parse  # (one thread at a time)
-
-    try:
-        tree = parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names = [node.module]
-        else:
-            continue
-        if any(name.split(".")[0] in _JAX_USERS for name in names):
-            return True
-    return False
+    """Whether ``source`` imports JAX, or a library of :data:`ON_DEMAND` that does (its import
+    statements, read, never run): a worker running it may return JAX arrays, so it takes JAX's
+    types before that code loads."""
+    return any(name.split(".")[0] in ("jax", "jaxlib") for name in _imported(source)) or \
+        any(m not in _NO_JAX for m in needs(source))
 
 
 # ---------------------------------------------------------------------------------------------
