@@ -543,6 +543,8 @@ class Worker:
         self.workdir = workdir or new_workdir()
         self.cases = list(cases)
         self.result = RunResult("crashed")
+        # Held to reap the launcher and to signal its group: see _kill_group.
+        self._reaping = threading.Lock()
         # The worker reads its cases' files in workdir and writes only workdir/scratch (at the strict
         # level, a tmpfs of its own mounted there).
         self.scratch = os.path.join(self.workdir, "scratch")
@@ -609,7 +611,7 @@ class Worker:
         while self.thread.is_alive():
             if scratch_over(self.scratch, jail.SCRATCH_BYTES, jail.SCRATCH_INODES):
                 self.scratch_full = True
-                _kill(-self.proc.pid)
+                self._kill_group()
                 return
             time.sleep(SCRATCH_POLL)
 
@@ -749,12 +751,14 @@ class Worker:
             # would leave pid 1 to be reaped by the machine's init, whenever it gets to it.)
             for pid in _children(self.proc.pid):
                 _kill(pid)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        _kill(-self.proc.pid)  # the launcher's group (basic: the worker's group)
-        self.proc.wait()
+            with self._reaping:
+                try:
+                    self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+        self._kill_group()  # the launcher's group (basic: the worker's group)
+        with self._reaping:
+            self.proc.wait()
         if namespace:
             _wait_gone(namespace)
         for fd in (self.to_w, self.from_r):
@@ -778,8 +782,10 @@ class Worker:
         # on a busy machine but within its CPU time is never cut short here.
         self.thread.join(max(0.0, self.start + WALL_FACTOR * self.timeout - time.monotonic()) + JOIN_MARGIN)
         if self.thread.is_alive():  # cannot happen short of a grader bug: the drive has a deadline
-            _kill(-self.proc.pid)
+            self._kill_group()
             self.thread.join()
+        if self.log.closed:  # waited for already (kill() after wait())
+            return self.result
         self.log.seek(0, os.SEEK_END)
         size = self.log.tell()
         self.log.seek(max(0, size - 4000))
@@ -792,9 +798,22 @@ class Worker:
     def preempt(self) -> None:
         """SIGKILL the worker and everything it started, now, as a preemption would (from any
         thread); :meth:`wait` then collects it."""
-        for pid in _children(self.proc.pid):
-            _kill(pid)
-        _kill(-self.proc.pid)
+        with self._reaping:
+            if self.proc.returncode is not None:
+                return  # reaped: its pid may be another process's now
+            for pid in _children(self.proc.pid):
+                _kill(pid)
+            _kill(-self.proc.pid)
+
+    def _kill_group(self) -> None:
+        """SIGKILL the launcher's process group, only while the launcher is not reaped: until then its
+        pid, the group's id, cannot be another process's. Once reaped, the number is free, and pids
+        come round again quickly (32,768 of them on many machines, one per thread: a JAX worker
+        starts dozens), so a late kill (a preemption timed after the worker ended) could reach
+        another learner's worker that has taken it."""
+        with self._reaping:
+            if self.proc.returncode is None:
+                _kill(-self.proc.pid)
 
     def kill(self) -> None:
         self.preempt()
