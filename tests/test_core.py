@@ -117,6 +117,23 @@ def test_extract_keeps_what_the_function_uses_and_drops_top_level_calls(tmp_path
     assert ns["f"](3) == 7
 
 
+def test_lines_that_start_like_magics_inside_an_expression_stay_python(tmp_path):
+    """A formatter wraps a long comparison or a %-format onto lines that start with `!=` or `%`:
+    they are Python, in a .py file and in a cell that also holds a real magic (a right answer to
+    7.2 once got 'SyntaxError' for it)."""
+    body = ("def f(x):\n    same = (x\n            != (x + 1))\n    label = ('%d'\n             % x)\n"
+            "    total = x + \\\n        1\n    return same, label, total\n")
+    py = tmp_path / "answer.py"
+    py.write_text(body)
+    nb = _nb(tmp_path, "%matplotlib inline\n!ls", "%time y = 1\n" + body)
+    for path in (py, nb):
+        sub = extract.load_submission(path)
+        assert not sub.broken, sub.broken
+        ns = {}
+        exec(compile(sub.module_source("f"), "<t>", "exec"), ns)
+        assert ns["f"](3) == (True, "3", 4)
+
+
 def test_an_untouched_stub_never_hides_an_attempt(tmp_path):
     """The last definition is graded, as a notebook runs top to bottom, except a stub: answers in a
     .py file beside the problem notebook (whose stubs sort after it: `make check` once graded the

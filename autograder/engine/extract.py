@@ -150,9 +150,23 @@ def _binds(node: ast.stmt) -> set[str]:
     return names
 
 
+_STRINGS = re.compile(r"'(?:\\.|[^'\\])*'" + r'|"(?:\\.|[^"\\])*"')  # one-line string literals
+
+
 def _clean(source: str) -> str:
-    """Comment out IPython magics and shell escapes so the cell parses as Python."""
-    return "\n".join(_MAGIC.sub(r"\1# \2", line) if _MAGIC.match(line) else line for line in source.splitlines())
+    """Comment out IPython magics and shell escapes so the cell parses as Python: a line that starts
+    with one where a statement may start, never a line that goes on an open bracket or a backslash
+    (``!= b`` or ``% args`` on a line of their own, as formatters wrap long expressions)."""
+    out, depth, continued = [], 0, False
+    for line in source.splitlines():
+        if depth == 0 and not continued and _MAGIC.match(line):
+            out.append(_MAGIC.sub(r"\1# \2", line))
+            continue
+        out.append(line)
+        code = _STRINGS.sub("", line).split("#", 1)[0]
+        depth = max(0, depth + sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}"))
+        continued = code.rstrip().endswith("\\")
+    return "\n".join(out)
 
 
 def _split_top_level(source: str) -> list[tuple[int, str]]:
@@ -177,12 +191,15 @@ _DEF = re.compile(r"^(?:async\s+)?def\s+(\w+)", re.M)
 
 
 def _add_unit(sub: Submission, source: str, where: str) -> None:
-    source = _clean(source)
-    try:
-        tree = parse(source)
-        pieces = [(0, source, tree)]
-    except SyntaxError:
-        pieces = []
+    pieces = []
+    # Python as it is (a .py file, a cell without magics); else with its magics commented out.
+    for text in (source, _clean(source)):
+        try:
+            pieces = [(0, text, parse(text))]
+            break
+        except SyntaxError:
+            source = text
+    if not pieces:
         for start, chunk in _split_top_level(source):
             try:
                 pieces.append((start, chunk, parse(chunk)))
