@@ -364,9 +364,47 @@ def replicated_copies(rng) -> Question:
         facts=dict(rows=rows, cols=cols, devices=devices), unit_of_study=6)
 
 
+def moved_restore_bytes(rng) -> Question:
+    rows, cols = int(rng.choice([32_000, 50_000, 128_000])), int(rng.choice([1024, 2048, 4096]))
+    dtype, size = _dtype(rng)
+    saved = {"data": int(rng.choice([1, 2])), "model": int(rng.choice([2, 4, 8]))}
+    new = {"data": 16 // 4, "model": 4} if saved["model"] != 4 else {"data": 2, "model": 8}
+    spec = str(rng.choice(["model", "data"]))
+    named = new[spec]
+    total = rows * cols * size * (16 // named)
+    return Question(
+        "moved_restore_bytes",
+        f"A {dtype} array of shape ({rows:,}, {cols:,}) was saved sharded PartitionSpec('{spec}') on a mesh of "
+        f"(data {saved['data']}, model {saved['model']}) devices. It is restored onto 16 CPU devices, a mesh of "
+        f"(data {new['data']}, model {new['model']}), with the spec it was saved with. How many bytes do the 16 devices "
+        "hold together, every copy counted (answer with a unit if you like, e.g. 2 GiB)?",
+        total, "bytes",
+        f"The array is {rows:,} x {cols:,} x {size} = {rows * cols * size:,} bytes. On the new mesh '{spec}' splits it "
+        f"{named} ways; the axis the spec does not name ({16 // named} devices) replicates each piece: "
+        f"{16 // named} copies, {total:,} bytes. The saved mesh plays no part: a restore places as its target says "
+        "(Lesson 7 measures what the devices hold).", rel_tol=0.01,
+        facts=dict(rows=rows, cols=cols, dtype=dtype, saved=saved, new=new, spec=spec), unit_of_study=7)
+
+
+def silent_cast(rng) -> Question:
+    step = int(rng.integers(2**24 + 1, 2**26)) | 1  # odd: above 2^24, no float32 holds it
+    back = int(np.float32(step))
+    return Question(
+        "silent_cast",
+        f"A training state's int32 step counter, {step:,}, is restored into a target that says float32 (a model "
+        "rebuilt with every leaf float32). Orbax casts without a word. Which step does the restored counter say?",
+        back, "step",
+        f"A float32 has a 24-bit significand: above 2^24 = 16,777,216 it holds only every "
+        f"{2 ** (step.bit_length() - 24)}th integer, and rounds to the nearest (ties to even): {step:,} becomes "
+        f"{back:,}. A run resumed from it repeats or skips {abs(back - step)} step(s) of its data and schedule; "
+        "compare the target's dtypes with the checkpoint's metadata before restoring (Lesson 7).",
+        facts=dict(step=step), unit_of_study=7)
+
+
 KINDS = {f.__name__: f for f in (dense_params, model_bytes, shard_bytes, row_restore, ep_chunks, reshard_ram,
                                  column_runs, safetensors_offset, adam_checkpoint, save_time, steps_kept,
-                                 serving_bytes, state_to_serving, replicated_copies)}
+                                 serving_bytes, state_to_serving, replicated_copies, moved_restore_bytes,
+                                 silent_cast)}
 
 
 def drill(kind: str | None = None, seed: int | None = None) -> Question:

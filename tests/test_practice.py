@@ -261,6 +261,12 @@ def _wrong(q: drills.Question) -> list[float]:
         "state_to_serving": lambda: [q.solution / 2, (4 if f["param_dtype"] == "float32" else 2) / 2],
         # one copy; float32 copies
         "replicated_copies": lambda: [f["rows"] * f["cols"] * 2, f["rows"] * f["cols"] * 4 * f["devices"]],
+        # one copy; the saved mesh's copies; every device a whole copy
+        "moved_restore_bytes": lambda: [f["rows"] * f["cols"] * size,
+                                        f["rows"] * f["cols"] * size * (f["saved"]["data"] * f["saved"]["model"] // f["saved"][f["spec"]]),
+                                        f["rows"] * f["cols"] * size * 16],
+        # the counter unchanged; truncated rather than rounded
+        "silent_cast": lambda: [f["step"], f["step"] - 1],
     }[q.kind]()
 
 
@@ -273,6 +279,25 @@ def test_every_drill_rejects_its_classic_mistakes(kind):
             if not np.isclose(wrong, q.solution, rtol=max(q.rel_tol, 1e-9)):
                 assert q.grade(wrong)[0] is False, (kind, seed, wrong)
         assert q.grade(q.solution * 1.5)[0] is False
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_unit7_drills_equal_what_jax_places_and_orbax_restores(seed, tmp_path):
+    import jax.numpy as jnp
+    import orbax.checkpoint as ocp
+
+    q = drills.drill("moved_restore_bytes", seed=seed)
+    f = q.facts
+    # The same layout on a small array (the bytes the devices hold scale with its size).
+    x = jax.device_put(jnp.zeros((16, 8), f["dtype"]), NamedSharding(course_mesh(f["new"]), P(f["spec"])))
+    held = sum(s.data.nbytes for s in x.addressable_shards)
+    assert held * f["rows"] * f["cols"] // (16 * 8) == q.solution
+    q = drills.drill("silent_cast", seed=seed)
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(tmp_path / "c", {"step": np.int32(q.facts["step"])})
+    checkpointer.wait_until_finished()
+    restored = checkpointer.restore(tmp_path / "c", {"step": jax.ShapeDtypeStruct((), jnp.float32)})["step"]
+    assert restored.dtype == jnp.float32 and float(restored) == q.solution != q.facts["step"]
 
 
 def test_drills_draw_fresh_numbers():

@@ -71,3 +71,51 @@ def test_a_bad_request_says_what_to_pass(saved):
         restore_on(path, 4, "guess")
     with pytest.raises(ValueError, match="at least 1"):
         restore_on(path, 0)
+
+
+# Problem 7.1's reference, where the device count really differs (the grader's worker has 16): a
+# checkpoint of one of its hidden cases, saved by the 16 devices, restored in fresh processes of 4
+# and 1 devices onto meshes of the same axis names.
+_REFERENCE_CHILD = r"""
+import json, sys, warnings
+from ckptlab import setup_devices
+
+src, shape = sys.argv[1], json.loads(sys.argv[2])
+sys.path.insert(0, sys.argv[3])  # the repository: its solutions/
+setup_devices(int(shape["data"]) * int(shape["model"]))
+warnings.simplefilter("ignore")
+from ckptlab.layout import course_mesh
+from ckptlab.topology import digest
+from solutions.unit7 import restore_on_new_mesh
+
+restored = restore_on_new_mesh(src, course_mesh(shape))
+print(json.dumps({name: {"sha256": digest(a), "dtype": str(a.dtype), "spec": [list(e) if isinstance(e, tuple) else e for e in a.sharding.spec],
+                         "devices": len(a.sharding.device_set), "held_bytes": sum(s.data.nbytes for s in a.addressable_shards)}
+                  for name, a in restored.items()}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("shape", [{"data": 2, "model": 2}, {"data": 1, "model": 1}])
+def test_7_1s_reference_restores_a_16_device_checkpoint_in_fresh_processes_of_fewer(tmp_path, shape):
+    import json
+    import os
+    import sys
+
+    from autograder.hidden.unit7 import _placed_cases
+    from autograder.wall.memory import held_bytes
+    from ckptlab.twohost import run_hosts
+
+    case = next(c for c in _placed_cases(np.random.default_rng(3)) if c.category == "reshaped_mesh")
+    ckpt = case.args[0]
+    path = ckpt.save(str(tmp_path / "ckpt"))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    (report,) = run_hosts([[sys.executable, "-c", _REFERENCE_CHILD, path, json.dumps(shape), root]], 300,
+                          "the restoring process")
+    values = ckpt.values()
+    for name, _, dtype, spec in ckpt.arrays:
+        leaf = report[name]
+        assert leaf["sha256"] == digest(values[name]) and leaf["dtype"] == dtype
+        assert leaf["devices"] == shape["data"] * shape["model"]
+        assert leaf["spec"] == [list(e) if isinstance(e, tuple) else e for e in spec]
+        # The budget's model of what the devices hold (replicas counted), beside what they hold.
+        assert leaf["held_bytes"] == held_bytes(values[name].shape, values[name].dtype.itemsize, shape, spec)

@@ -131,7 +131,9 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
         if isinstance(exp, Raises):
             err = out.get("error")
             if err is None:
-                failing.append((case, "should_raise"))
+                # A family of its own where the hidden tests name what that case's silence is.
+                specific = f"should_raise/{case.category}"
+                failing.append((case, specific if specific in hidden.messages else "should_raise"))
                 continue
             if err.get("kind") == "exception":
                 if exp.type not in err.get("mro", []):
@@ -181,7 +183,8 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
     hidden_failing = [c.category for c, _ in failing if c.category != "public"]
     public_failing = len(hidden_failing) < len(failing)
     if diagnosed:
-        category = diagnosed.most_common(1)[0][0]
+        # (a tie goes to the silence a hidden case named over the bare "should raise" of an example)
+        category = max(diagnosed, key=lambda d: (diagnosed[d], d != "should_raise"))
     elif hidden_failing:
         order = list(hidden.messages)
         category = min(hidden_failing, key=order.index)

@@ -54,6 +54,15 @@ class SpecArg:
     entries: tuple
 
 
+@dataclass(frozen=True)
+class AbstractArg:
+    """A ``jax.ShapeDtypeStruct`` (an array's shape and dtype, no values) to build in the worker: a
+    model's abstract tree, as ``jax.eval_shape`` gives it."""
+
+    shape: tuple
+    dtype: str
+
+
 # --- walking an argument tree: dicts' values, lists and tuples, down to the leaves -----------------
 
 def leaves(value):
@@ -79,7 +88,7 @@ def map_leaves(value, fn):
 
 
 def materialize(value):
-    """Turn :class:`MeshArg` / :class:`SpecArg` inside ``value`` into real JAX objects.
+    """Turn :class:`MeshArg` / :class:`SpecArg` / :class:`AbstractArg` inside ``value`` into real JAX objects.
 
     JAX is imported only when such arguments are present.
     """
@@ -92,6 +101,10 @@ def materialize(value):
             from jax.sharding import PartitionSpec
 
             return PartitionSpec(*leaf.entries)
+        if isinstance(leaf, AbstractArg):
+            import jax
+
+            return jax.ShapeDtypeStruct(tuple(leaf.shape), np.dtype(_load_dtype(leaf.dtype)))
         return leaf
 
     return map_leaves(value, build)
@@ -99,7 +112,7 @@ def materialize(value):
 
 def needs_jax(value) -> bool:
     """Whether :func:`materialize` builds JAX objects from ``value``."""
-    return any(isinstance(leaf, (MeshArg, SpecArg)) for leaf in leaves(value))
+    return any(isinstance(leaf, (MeshArg, SpecArg, AbstractArg)) for leaf in leaves(value))
 
 
 def _pinned_sharding_info(value) -> dict:
@@ -186,6 +199,8 @@ def encode(value: Any, _depth: int = 0, digest: bool = False) -> Any:
         return {"$mesh": [[n, int(s)] for n, s in value.axes]}
     if isinstance(value, SpecArg):
         return {"$pspec": encode(tuple(value.entries), _depth + 1)}
+    if isinstance(value, AbstractArg):
+        return {"$abstract": [int(n) for n in value.shape], "dtype": str(value.dtype)}
     lib = "numpy" if isinstance(value, np.ndarray) else _array_lib(value)
     if lib is not None:
         arr = np.asarray(value)
@@ -303,6 +318,11 @@ def _decode(data: Any, depth: int, budget: _Budget | None) -> Any:
         return MeshArg(tuple((str(n), int(s)) for n, s in data["$mesh"]))
     if "$pspec" in data:
         return SpecArg(tuple(_decode(data["$pspec"], depth + 1, budget)))
+    if "$abstract" in data:
+        shape = data["$abstract"]
+        if budget is not None and not (isinstance(shape, list) and len(shape) <= 8 and all(type(n) is int and 0 <= n for n in shape)):
+            raise ValueError("an array shape must be a short list of sizes")
+        return AbstractArg(tuple(shape), _load_dtype(data["dtype"], budget).name)
     if "$array" in data:
         dtype = _load_dtype(data["$array"], budget)
         shape, text = data["shape"], data["bytes"]

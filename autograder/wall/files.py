@@ -24,6 +24,13 @@ from autograder.wall.codec import leaves, map_leaves
 ORBAX = threading.RLock()
 
 
+def _dtype(name) -> np.dtype:
+    """A dtype by its name, bfloat16 (ml_dtypes') included."""
+    import ml_dtypes  # noqa: F401 - registers bfloat16 with NumPy
+
+    return np.dtype(name)
+
+
 @dataclass(frozen=True)
 class CheckpointArg:
     """A checkpoint saved with Orbax's StandardCheckpointer (OCDBT) on a mesh over the first devices.
@@ -40,7 +47,8 @@ class CheckpointArg:
         rng = np.random.default_rng(self.seed)
         out = {}
         for name, shape, dtype, _ in self.arrays:
-            if np.dtype(dtype).kind == "f":
+            dtype = _dtype(dtype)
+            if dtype.kind == "f" or dtype.name == "bfloat16":
                 out[name] = rng.standard_normal(shape).astype(dtype)
             else:
                 out[name] = rng.integers(-100, 100, size=shape).astype(dtype)
@@ -99,6 +107,74 @@ class TrainingCheckpointArg(CheckpointArg):
 
         tree = jax.tree_util.tree_map_with_path(place, state)
         del state  # (the host copies: the grader's memory holds the devices' alone)
+        with ORBAX:
+            checkpointer = ocp.StandardCheckpointer()
+            checkpointer.save(directory, tree)
+            checkpointer.wait_until_finished()
+        return directory
+
+
+@dataclass(frozen=True)
+class TreeCheckpointArg(CheckpointArg):
+    """A model's checkpoint as nested dicts, as training code saves one (Unit 7): ``arrays`` names
+    each leaf by its path (``"params/layer0/kernel"``). Integers are drawn above what the float of
+    their width holds exactly (2**24 for int32, 2**53 for int64), so that a cast shows. ``edits``
+    change what ``seed`` draws, in order: two checkpoints of one model that differ as planted.
+
+    Edits: ``("drop", path)``, ``("add", path, shape, dtype)``, ``("cast", path, dtype)``,
+    ``("reshape", path, shape)`` (new values), ``("scale", path, factor)``, ``("set", path, index,
+    value)`` (one element of the flattened array)."""
+
+    edits: tuple = ()
+
+    def values(self) -> dict:
+        def draw(rng, shape, dtype):
+            dtype = _dtype(dtype)
+            if dtype.kind in "iu":
+                low = {4: 2**24, 8: 2**53}.get(dtype.itemsize, 0)
+                return rng.integers(low, np.iinfo(dtype).max // 2, size=shape, endpoint=True).astype(dtype)
+            return rng.standard_normal(shape).astype(dtype)
+
+        rng = np.random.default_rng(self.seed)
+        out = {path: draw(rng, shape, dtype) for path, shape, dtype, _ in self.arrays}
+        for number, (kind, path, *rest) in enumerate(self.edits):
+            edit_rng = np.random.default_rng((self.seed, number))
+            if kind == "drop":
+                del out[path]
+            elif kind == "add":
+                out[path] = draw(edit_rng, *rest)
+            elif kind == "cast":
+                out[path] = out[path].astype(_dtype(rest[0]))
+            elif kind == "reshape":
+                out[path] = draw(edit_rng, rest[0], out[path].dtype.name)
+            elif kind == "scale":
+                out[path] = (out[path].astype(np.float64) * rest[0]).astype(out[path].dtype)
+            elif kind == "set":
+                changed = out[path].copy()
+                changed.reshape(-1)[rest[0]] = rest[1]
+                out[path] = changed
+            else:
+                raise ValueError(f"unknown edit {kind!r}")
+        return out
+
+    def save(self, directory: str) -> str:
+        import jax
+        import orbax.checkpoint as ocp
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        from ckptlab.layout import course_mesh
+
+        mesh = course_mesh(dict(self.mesh))
+        tree: dict = {}
+        for path, value in self.values().items():
+            *parents, last = path.split("/")
+            node = tree
+            for part in parents:
+                node = node.setdefault(part, {})
+            # A 64-bit integer stays NumPy (JAX without x64 would make it int32), as a data
+            # loader's counters are saved beside a model's jax.Arrays.
+            big = value.dtype.kind in "iu" and value.dtype.itemsize == 8 and not jax.config.jax_enable_x64
+            node[last] = value if big else jax.device_put(value, NamedSharding(mesh, PartitionSpec()))
         with ORBAX:
             checkpointer = ocp.StandardCheckpointer()
             checkpointer.save(directory, tree)

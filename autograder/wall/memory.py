@@ -69,3 +69,24 @@ def prepare(modules, scratch: str) -> None:
     from ckptlab.serving import prepare_measurement
 
     prepare_measurement(scratch)
+
+
+# Problem 7.1's budget: three times the bytes the devices hold once the arrays are placed as asked
+# (replicas counted: an array split over one axis of a 4 x 4 mesh is on the devices 4 times), plus
+# this: room for a restore's read buffers beside the placed arrays. A replicated restore holds a
+# whole copy per device: 16 times the saved bytes.
+PLACED_SLACK = 16 * MiB
+
+
+def held_bytes(shape, itemsize: int, mesh_shape: dict, spec) -> int:
+    """Bytes every device together holds of an array placed as ``NamedSharding(mesh, spec)``: the
+    array's bytes times the sizes of the mesh axes the spec does not use."""
+    import math
+
+    used = {a for entry in spec if entry is not None for a in ((entry,) if isinstance(entry, str) else entry)}
+    return math.prod(shape) * itemsize * math.prod(n for a, n in mesh_shape.items() if a not in used)
+
+
+def placed_budget(held: int) -> int:
+    """Bytes a restore onto a layout that holds ``held`` bytes may peak at."""
+    return 3 * held + PLACED_SLACK

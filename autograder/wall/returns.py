@@ -478,6 +478,99 @@ class WrittenTree(ServedTree):
         return None
 
 
+@dataclass(frozen=True)
+class PlacedTree(ServedTree):
+    """A checkpoint restored onto another mesh (Unit 7), from a memory-measured worker: each saved
+    array with its saved dtype and values, placed as ``NamedSharding(mesh, <its saved spec>)``."""
+
+    dtype: str = ""
+
+    @property
+    def describe(self) -> str:
+        return "a dict of jax.Arrays (every saved array, keyed by its name)"
+
+    def check_example(self, args, real_args, got) -> str | None:
+        """The saved values and dtypes, each placed on the new mesh with the spec it was saved with."""
+        import jax
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        ckpt, (_, mesh) = args[0], real_args
+        values = ckpt.values()
+        if not isinstance(got, dict) or set(got) != set(values):
+            return (f"must return every saved array, a dict with keys {sorted(values)}, got "
+                    f"{sorted(got) if isinstance(got, dict) else type(got).__name__}")
+        for name, _, _, spec in ckpt.arrays:
+            leaf, saved = got[name], values[name]
+            if not isinstance(leaf, jax.Array):
+                return f"{name!r} is a {type(leaf).__name__}, not a jax.Array"
+            if leaf.dtype != saved.dtype:
+                return f"{name!r} is {leaf.dtype}, but was saved as {saved.dtype}"
+            if not np.array_equal(np.asarray(leaf), saved):
+                return f"the values of {name!r} differ from the checkpoint's"
+            target = NamedSharding(mesh, PartitionSpec(*spec))
+            if not (leaf.sharding.device_set == target.device_set and leaf.sharding.is_equivalent_to(target, leaf.ndim)):
+                return (f"{name!r} is sharded as {leaf.sharding} ({len(leaf.sharding.device_set)} devices), but it was "
+                        f"saved with the spec {PartitionSpec(*spec)}: on the new mesh, {target}")
+        return None
+
+
+@dataclass(frozen=True)
+class ArrayTree:
+    """Nested dicts of arrays, NumPy or JAX (Unit 7's migrated model): every leaf's path, dtype,
+    shape and bytes must match; placement is not looked at."""
+
+    @property
+    def describe(self) -> str:
+        return "a dict of arrays shaped like the target (nested dicts, NumPy or JAX arrays at the leaves)"
+
+    def type_error(self, v, detail: bool = True) -> str | None:
+        if type(v) is not dict:
+            return f"must return {self.describe}, but returned a {_type_name(v, detail)}"
+        for path, leaf in _leaves(v):
+            if not isinstance(leaf, (np.ndarray, np.generic)):
+                return (f"must return {self.describe}, but {repr(path) if detail else 'a leaf'} is a "
+                        f"{_type_name(leaf, detail)}")
+        return None
+
+    def has_nan(self, v) -> bool:
+        return False  # (NaNs are values like any other here: compared by their bytes)
+
+    def equal(self, actual, expected) -> bool:
+        a = {k: np.asarray(v) for k, v in _leaves(actual)}
+        e = {k: np.asarray(v) for k, v in _leaves(expected)}
+        return set(a) == set(e) and all(
+            a[k].dtype == e[k].dtype and a[k].shape == e[k].shape
+            and np.ascontiguousarray(a[k]).tobytes() == np.ascontiguousarray(e[k]).tobytes() for k in e)
+
+
+@dataclass(frozen=True)
+class MigratedTree(ArrayTree):
+    """Problem 7.2's migrated model: :class:`ArrayTree`, its public examples checked from their own
+    arguments (the saved values renamed, and ``new``'s)."""
+
+    def check_example(self, args, real_args, got) -> str | None:
+        ckpt, target, rename, new = args
+        saved = ckpt.values()
+        source = {rename.get(path, path): path for path in saved if rename.get(path, path) is not None}
+        want = {path: saved[source[path]] if path in source else np.asarray(new[path]) for path, _ in _leaves(target)}
+        import jax
+
+        if type(got) is not dict:
+            return f"must return {self.describe}, but returned a {_type_name(got)}"
+        for path, leaf in _leaves(got):
+            if not isinstance(leaf, (np.ndarray, np.generic, jax.Array)):
+                return f"{path!r} is a {_type_name(leaf)}, not an array"
+        have = {path: np.asarray(leaf) for path, leaf in _leaves(got)}
+        if set(have) != set(want):
+            return f"must return the target's leaves {sorted(want)}, got {sorted(have)}"
+        for path, value in want.items():
+            if have[path].dtype != value.dtype or have[path].shape != value.shape:
+                return f"{path!r} is {have[path].dtype}{list(have[path].shape)}, the target's is {value.dtype}{list(value.shape)}"
+            if have[path].tobytes() != np.ascontiguousarray(value).tobytes():
+                return f"the values of {path!r} are not " + ("new[path]'s" if path not in source else f"the saved {source[path]!r}'s")
+        return None
+
+
 def names_dimension(message: str, dim: int) -> bool:
     """Does an error message name dimension ``dim`` by its index, as people write it ("dimension 1",
     "dim 1", JAX's "array axis 1", "axis=1", "dimension #1", "dim index 1", "shape[1]")?"""

@@ -1,0 +1,179 @@
+"""Unit 7, When the machine or the code changed: its record and its problems. Public: what learners
+may see (statements, signatures, hints, public examples). Hidden cases: ``autograder/hidden/unit7.py``,
+keyed by function name; references: ``solutions/unit7.py``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autograder.declarations import Example, Problem, Unit
+from autograder.wall.codec import AbstractArg, MeshArg
+from autograder.wall.files import CheckpointArg, TreeCheckpointArg
+from autograder.wall.returns import MigratedTree, PlacedTree, Raises, Struct
+
+UNIT = Unit(
+    number=7,
+    title="When the machine or the code changed",
+    intro=(
+        "A checkpoint outlives the machine and the code that wrote it. Restore one saved by another "
+        "number of devices onto this machine's mesh within a memory budget, migrate a checkpoint into a "
+        "changed model without a single silent change, and compare two checkpoints leaf by leaf. Each "
+        "problem comes from failures practitioners report (Orbax issues #332, #657, #683 and #2972, "
+        "MaxText PR #3192): the wrong answers that pass without an error are the ones these problems "
+        "grade hardest. The lesson is `course/07_changed_machine_or_code.ipynb`."
+    ),
+    notebook="unit7_changed_machine_or_code.ipynb",
+    lesson="07_changed_machine_or_code.ipynb",
+    lesson_figures=1,
+    # the problem notebook's import cell
+    imports=(
+        "import math\n"
+        "import os\n"
+        "\n"
+        "import jax\n"
+        "import jax.numpy as jnp\n"
+        "import numpy as np\n"
+        "import orbax.checkpoint as ocp\n"
+        "from jax.sharding import NamedSharding, PartitionSpec\n"
+        "from orbax.checkpoint import v1 as ocp_v1\n"
+        "\n"
+        "from autograder.notebook import problem"
+    ),
+)
+
+# A small checkpoint saved by 4 devices, to restore onto 16.
+_ON_FOUR = CheckpointArg((("embed", (512, 64), "float32", ("x",)), ("w_in", (64, 256), "bfloat16", (None, "x")),
+                          ("norm", (64,), "float32", ())), (("x", 4),), 3)
+
+# An old model of two layers: one renamed, a norm added to it, the other dropped.
+_OLD = (("params/embed", (16, 8), "float32", ()), ("params/layer0/kernel", (8, 8), "float32", ()),
+        ("params/layer0/bias", (8,), "float32", ()), ("params/layer1/kernel", (8, 8), "float32", ()),
+        ("params/layer1/bias", (8,), "float32", ()), ("step", (), "int32", ()))
+_NEW_TARGET = {"params": {"embed": AbstractArg((16, 8), "float32"),
+                          "block0": {"kernel": AbstractArg((8, 8), "float32"), "bias": AbstractArg((8,), "float32"),
+                                     "scale": AbstractArg((8,), "float32")}},
+               "step": AbstractArg((), "int32")}
+_RENAME = {"params/layer0/kernel": "params/block0/kernel", "params/layer0/bias": "params/block0/bias",
+           "params/layer1/kernel": None, "params/layer1/bias": None}
+_NEW = {"params/block0/scale": np.ones(8, np.float32)}
+
+# Two small checkpoints of one model: b lacks a bias, has a head, and its embedding cast to bfloat16.
+_MODEL = (("params/embed", (16, 8), "float32", ()), ("params/layer0/kernel", (8, 8), "float32", ()),
+          ("params/layer0/bias", (8,), "float32", ()), ("step", (), "int32", ()))
+_A = TreeCheckpointArg(_MODEL, (("x", 1),), 5)
+_B = TreeCheckpointArg(_MODEL, (("x", 1),), 5, (("drop", "params/layer0/bias"), ("add", "params/head", (8, 4), "float32"),
+                                                ("cast", "params/embed", "bfloat16")))
+
+PROBLEMS = (
+    Problem(
+        id="7.1",
+        function="restore_on_new_mesh",
+        signature=("ckpt_dir", "mesh"),
+        points=20,
+        title="Restore onto another machine's mesh, within a memory budget",
+        statement=(
+            "`ckpt_dir` holds a checkpoint `{name: array}` saved with `ocp.StandardCheckpointer` by a machine with "
+            "another number of devices (4, 8 or 16), each array sharded over a mesh whose axis names are those of "
+            "`mesh` but whose sizes differ. `mesh` is this machine's `jax.sharding.Mesh` over its 16 devices. Return "
+            "every saved array as a `jax.Array` with its saved dtype and values, each sharded as "
+            "`NamedSharding(mesh, spec)` where `spec` is the partition spec it was saved with. The grader measures "
+            "your function's own peak host memory from outside (its anonymous memory, sampled): it must stay under "
+            "three times the bytes the devices hold once every array is placed so, plus 16 MiB (replicas count: on CPU "
+            "devices every device's copy is host memory). As seen in Orbax issues #332 and #683 (a restore after "
+            "a move to fewer devices) and MaxText PR #3192 (a replicated restore on 16 CPU devices, OOM-killed)."
+        ),
+        returns=PlacedTree(),
+        hints=(
+            "A checkpoint records more than shapes and dtypes: Orbax's metadata of each array "
+            "(`ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree`) has the sharding it was saved with.",
+            "A restore with no target means 'as saved': on the saved devices, even where those are only some of "
+            "this machine's. Build the target yourself: `jax.ShapeDtypeStruct(shape, dtype, sharding=...)` per array.",
+            "`PartitionSpec()` replicates: every one of the 16 devices gets a whole copy, and re-sharding afterwards "
+            "does not give the memory back in time. Each array's own saved spec, on `mesh`.",
+        ),
+        examples=(
+            Example((_ON_FOUR, MeshArg((("x", 16),))), None, "saved by 4 devices, restored onto 16"),
+        ),
+        measure_memory=True,
+        forbidden=("ckptlab.topology",),
+        timeout=60.0,
+        tags=("topology", "restore", "memory"),
+    ),
+    Problem(
+        id="7.2",
+        function="migrate_checkpoint",
+        signature=("ckpt_dir", "target", "rename", "new"),
+        points=20,
+        title="Migrate a checkpoint into a changed model, with no silent change",
+        statement=(
+            "`ckpt_dir` holds an old model's checkpoint saved with `ocp.StandardCheckpointer` (nested dicts of "
+            "arrays). `target` is the new model's abstract tree: nested dicts of `jax.ShapeDtypeStruct`. `rename` "
+            "maps a saved leaf's path (its keys joined by '/', e.g. `'params/layer0/kernel'`) to its path in the new "
+            "model, or to None to drop it; a saved leaf not in `rename` keeps its path. `new` maps the path of each "
+            "new-model leaf the checkpoint does not provide to its initial value (a NumPy array of the target's "
+            "shape and dtype; where the checkpoint provides a leaf, its saved value is the one to keep). Return a tree "
+            "shaped like `target` whose leaves are arrays (NumPy or JAX) holding the saved values, or `new`'s. Raise "
+            "`ValueError` naming the leaf's path when a change cannot be made without a silent loss: a target leaf "
+            "that neither the checkpoint nor `new` provides (never zero-fill it), a saved leaf with no place in the "
+            "new model (not dropped on purpose), or a saved leaf whose shape or dtype is not the target's (never "
+            "cast or reshape it). As seen in Orbax issue #2972 (a smaller target 'silently loads partial weights'), "
+            "MaxText PR #4341 (missing weights zero-filled) and int32 counters restored as float32."
+        ),
+        returns=MigratedTree(),
+        raises=("ValueError",),
+        hints=(
+            "Check first, restore second: the metadata (`ocp.StandardCheckpointer().metadata(ckpt_dir)"
+            ".item_metadata.tree`) gives every saved leaf's shape and dtype without reading one.",
+            "Flatten both trees to `{'a/b/c': leaf}`; then every rule is a set difference or a comparison of "
+            "shape and dtype.",
+            "To read only what the new model keeps, restore with a target naming those leaves and "
+            "`partial_restore=True` (`ocp.args.PyTreeRestore`); NumPy arrays are fine "
+            "(`ocp.RestoreArgs(restore_type=np.ndarray)`).",
+        ),
+        examples=(
+            Example((TreeCheckpointArg(_OLD, (("x", 1),), 4), _NEW_TARGET, _RENAME, _NEW), None,
+                    "layer0 renamed block0 with a new scale, layer1 dropped"),
+            Example((TreeCheckpointArg(_OLD, (("x", 1),), 4), _NEW_TARGET, _RENAME, {}),
+                    Raises("ValueError", word="params/block0/scale"), "the same, the new scale's value missing: raise"),
+        ),
+        timeout=60.0,
+        tags=("migration", "restore", "silent failures"),
+    ),
+    Problem(
+        id="7.3",
+        function="compare_checkpoints",
+        signature=("a_dir", "b_dir", "rtol"),
+        points=15,
+        title="Compare two checkpoints leaf by leaf",
+        statement=(
+            "`a_dir` and `b_dir` hold checkpoints saved with `ocp.StandardCheckpointer` (nested dicts of arrays), "
+            "say a model before and after a conversion. Return `{'missing': [...], 'extra': [...], 'mismatched': "
+            "[...], 'differing': [...]}`, each a sorted list of leaf paths (keys joined by '/'): leaves of a that b "
+            "lacks; leaves of b that a lacks; leaves in both whose shape or dtype differs; and leaves in both, of "
+            "the same shape, holding a value that differs. Two numbers x and y differ when |x - y| > rtol * max(|x|, "
+            "|y|) (no absolute term), except that NaN equals NaN and an infinity equals only itself. Two leaves "
+            "of integers are compared exactly, whatever `rtol` (a float64 holds every integer only up to 2^53). A "
+            "cast leaf is mismatched whether or not its values are within the tolerance."
+        ),
+        returns=Struct(("record", (("missing", ("list", "str")), ("extra", ("list", "str")),
+                                   ("mismatched", ("list", "str")), ("differing", ("list", "str"))))),
+        hints=(
+            "Both trees' metadata (`ocp.StandardCheckpointer().metadata(path).item_metadata.tree`) answers the "
+            "first three lists without reading a value.",
+            "For the values, read one leaf at a time from each checkpoint (a partial restore naming that leaf "
+            "alone, as NumPy): two whole models need not be in memory together.",
+            "`np.allclose` has an absolute term (atol=1e-8) and is relative to its second argument; a float64 holds "
+            "every integer only up to 2^53. Write the comparison the statement defines.",
+        ),
+        examples=(
+            Example((_A, _B, 0.0), {"missing": ["params/layer0/bias"], "extra": ["params/head"],
+                                    "mismatched": ["params/embed"], "differing": ["params/embed"]},
+                    "a bias dropped, a head added, the embedding cast to bfloat16 (rtol 0)"),
+            Example((_A, _B, 0.01), {"missing": ["params/layer0/bias"], "extra": ["params/head"],
+                                     "mismatched": ["params/embed"], "differing": []},
+                    "the same with rtol 0.01: the cast is within it"),
+        ),
+        timeout=60.0,
+        tags=("inspection", "comparison"),
+    ),
+)

@@ -1,0 +1,208 @@
+"""Unit 7's curated wrong answers, keyed by function name (see tests/wrong_answers/__init__.py). The
+silent paths (restores and migrations that raise nothing and return something plausible) are
+among them: each must score 0 with a message naming its silence."""
+
+from autograder.units.unit7 import UNIT
+
+IMPORTS = UNIT.imports.replace("from autograder.notebook import problem", "") + "\n"
+
+_PLACE = """
+def restore_on_new_mesh(ckpt_dir, mesh):
+    checkpointer = ocp.StandardCheckpointer()
+    saved = checkpointer.metadata(ckpt_dir).item_metadata.tree
+    target = {name: jax.ShapeDtypeStruct(m.shape, DTYPE, sharding=NamedSharding(mesh, SPEC)) for name, m in saved.items()}
+    return AFTER
+"""
+
+
+def _place(dtype="m.dtype", spec="PartitionSpec(*m.sharding.partition_spec)", after="checkpointer.restore(ckpt_dir, target)"):
+    return _PLACE.replace("DTYPE", dtype).replace("SPEC", spec).replace("AFTER", after)
+
+
+PLACE = [
+    # Silent: no target means "as saved", and a checkpoint of 4 or 8 devices restores onto those.
+    ("no_target", """
+def restore_on_new_mesh(ckpt_dir, mesh):
+    return ocp.StandardCheckpointer().restore(ckpt_dir)
+""", "incorrect", "Silent: the arrays came back on the mesh they were saved from"),
+    # The quickest target to write: replicated on every device (MaxText PR #3192's OOM).
+    ("replicated_target", _place(spec="PartitionSpec()"), "incorrect", "replicated"),
+    # Replicated restore, then re-sharded to the right layout: right arrays, 16 copies on the way.
+    ("replicated_then_resharded", _place(
+        spec="PartitionSpec()",
+        after="{name: jax.device_put(a, NamedSharding(mesh, PartitionSpec(*saved[name].sharding.partition_spec))) "
+              "for name, a in checkpointer.restore(ckpt_dir, target).items()}"),
+     "incorrect", "over the budget"),
+    # Every array as float32: the bfloat16 ones cast up.
+    ("float32_target", _place(dtype="jnp.float32"), "incorrect", "saved dtype"),
+    # The values, as NumPy on the host: nothing placed.
+    ("numpy_restore", """
+def restore_on_new_mesh(ckpt_dir, mesh):
+    checkpointer = ocp.PyTreeCheckpointer()
+    saved = checkpointer.metadata(ckpt_dir).item_metadata.tree
+    args = {name: ocp.RestoreArgs(restore_type=np.ndarray) for name in saved}
+    return checkpointer.restore(ckpt_dir, args=ocp.args.PyTreeRestore(restore_args=args))
+""", "incorrect", "not a jax.Array"),
+    # Split along the first axis whatever it was saved with: a layout of one's own.
+    ("own_layout", _place(spec="PartitionSpec(mesh.axis_names)"), "incorrect", "not the saved partition specs"),
+]
+
+_MIGRATE = """
+import flax.traverse_util as tu
+
+
+def migrate_checkpoint(ckpt_dir, target, rename, new):
+    saved = tu.flatten_dict(ocp.StandardCheckpointer().restore(ckpt_dir), sep="/")
+    wanted = tu.flatten_dict(target, sep="/")
+    moved = {}
+    for old, value in saved.items():
+        path = rename.get(old, old)
+        if path is None:
+            continue
+        PLACE
+    out = {}
+    for path, leaf in wanted.items():
+        if path in moved:
+            value = moved[path]
+            CHECK
+            out[path] = value
+        elif path in new:
+            out[path] = np.asarray(new[path])
+        else:
+            MISSING
+    return tu.unflatten_dict(out, sep="/")
+"""
+
+_STRICT_PLACE = """if path not in wanted:
+            raise ValueError(f"{old} has no place in the new model")
+        moved[path] = np.asarray(value)"""
+_STRICT_CHECK = """if value.shape != leaf.shape or value.dtype != leaf.dtype:
+                raise ValueError(f"{path}: saved {value.dtype}{value.shape}, wanted {leaf.dtype}{leaf.shape}")"""
+_STRICT_MISSING = """raise ValueError(f"{path} has no value")"""
+
+
+def _migrate(place=_STRICT_PLACE, check=_STRICT_CHECK, missing=_STRICT_MISSING):
+    return _MIGRATE.replace("PLACE", place).replace("CHECK", check).replace("MISSING", missing)
+
+
+MIGRATE = [
+    # MaxText PR #4341: missing weights zero-filled.
+    ("zero_fills_missing", _migrate(missing="out[path] = np.zeros(leaf.shape, leaf.dtype)"),
+     "incorrect", "Silent: a leaf of the new model that neither the checkpoint nor `new` provides"),
+    # Orbax #2972: saved leaves the new model has no place for, left behind without a word.
+    ("partial_load", _migrate(place="moved[path] = np.asarray(value)"),
+     "incorrect", "Silent: a saved leaf that has no place in the new model"),
+    # The int32 counter as float32: the cast a restore does silently.
+    ("casts_to_target_dtype", _migrate(check="""if value.shape != leaf.shape:
+                raise ValueError(f"{path}: saved shape {value.shape}, wanted {leaf.shape}")
+            value = value.astype(leaf.dtype)"""),
+     "incorrect", "Silent: a saved leaf was cast to another dtype"),
+    # A grown vocabulary: the saved rows padded with zeros into the new shape.
+    ("pads_to_target_shape", _migrate(check="""if value.dtype != leaf.dtype:
+                raise ValueError(f"{path}: saved dtype {value.dtype}, wanted {leaf.dtype}")
+            if value.shape != leaf.shape:
+                grown = np.zeros(leaf.shape, leaf.dtype)
+                grown[tuple(slice(0, n) for n in value.shape)] = value
+                value = grown"""),
+     "incorrect", "Silent: a saved leaf whose shape is not the new model's"),
+    # Renames ignored: every renamed leaf missing (and raised about, naming it: a loud failure).
+    ("ignores_rename", _migrate().replace("path = rename.get(old, old)", "path = old if rename.get(old, old) is not None else None"),
+     "error", "Raised ValueError"),
+    # Raises, but says only that something is wrong.
+    ("vague_error", _migrate(missing='raise ValueError("the checkpoint does not match the model")'),
+     "incorrect", "should name the leaf at fault"),
+    # Checked against the metadata (int64 is int64 there), then restored onto a device: without x64,
+    # JAX narrows the data loader's int64 position to int32, silently.
+    ("restores_onto_a_device", """
+import flax.traverse_util as tu
+
+
+def migrate_checkpoint(ckpt_dir, target, rename, new):
+    meta = tu.flatten_dict(ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree, sep="/")
+    wanted = tu.flatten_dict(target, sep="/")
+    source = {}
+    for old, m in meta.items():
+        path = rename.get(old, old)
+        if path is None:
+            continue
+        if path not in wanted:
+            raise ValueError(f"{old} has no place in the new model")
+        if tuple(m.shape) != tuple(wanted[path].shape) or m.dtype != wanted[path].dtype:
+            raise ValueError(f"{path} changed its shape or dtype")
+        source[path] = old
+    for path in wanted:
+        if path not in source and path not in new:
+            raise ValueError(f"{path} has no value")
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    item = tu.unflatten_dict({old: jax.ShapeDtypeStruct(meta[old].shape, meta[old].dtype, sharding=device)
+                              for old in source.values()}, sep="/")
+    restored = tu.flatten_dict(ocp.PyTreeCheckpointer().restore(ckpt_dir, args=ocp.args.PyTreeRestore(
+        item=item, restore_args=ocp.checkpoint_utils.construct_restore_args(item), partial_restore=True)), sep="/")
+    return tu.unflatten_dict({p: restored[source[p]] if p in source else np.asarray(new[p]) for p in wanted}, sep="/")
+""", "incorrect", "narrows an int64 to int32"),
+    # `new` ignored: the new leaves zero-filled although their values were given.
+    ("ignores_new_values", _migrate().replace("out[path] = np.asarray(new[path])", "out[path] = np.zeros(leaf.shape, leaf.dtype)"),
+     "incorrect", "takes its value from `new`"),
+]
+
+_COMPARE = """
+import flax.traverse_util as tu
+
+
+def compare_checkpoints(a_dir, b_dir, rtol):
+    a = tu.flatten_dict(ocp.StandardCheckpointer().restore(a_dir), sep="/")
+    b = tu.flatten_dict(ocp.StandardCheckpointer().restore(b_dir), sep="/")
+    a = {k: np.asarray(v) for k, v in a.items()}
+    b = {k: np.asarray(v) for k, v in b.items()}
+    out = {"missing": sorted(a.keys() - b.keys()), "extra": sorted(b.keys() - a.keys()), "mismatched": [], "differing": []}
+    for k in sorted(a.keys() & b.keys()):
+        x, y = a[k], b[k]
+        if x.shape != y.shape or x.dtype != y.dtype:
+            out["mismatched"].append(k)
+        if x.shape != y.shape:
+            continue
+        if not (SAME):
+            out["differing"].append(k)
+    return out
+"""
+
+_EXACT = ("np.array_equal(x, y) if x.dtype.kind in 'iu' and y.dtype.kind in 'iu' else bool(np.all("
+          "(np.abs(x.astype(np.float64) - y.astype(np.float64)) <= rtol * np.maximum(np.abs(x.astype(np.float64)), "
+          "np.abs(y.astype(np.float64)))) | (np.isnan(x.astype(np.float64)) & np.isnan(y.astype(np.float64)))))")
+
+
+def _compare(same=_EXACT):
+    return _COMPARE.replace("SAME", same)
+
+
+COMPARE = [
+    # np.allclose: an absolute term of 1e-8, relative to its second argument.
+    ("allclose_defaults", _compare("np.array_equal(x, y) if x.dtype.kind in 'iu' and y.dtype.kind in 'iu' else "
+                                   "np.allclose(x.astype(np.float64), y.astype(np.float64), rtol=rtol, equal_nan=True)"),
+     "incorrect", "no absolute term"),
+    # Every value as float64: int64 counters above 2^53 that differ by one compare equal.
+    ("integers_as_floats", _compare(_EXACT.replace("np.array_equal(x, y) if x.dtype.kind in 'iu' and y.dtype.kind in 'iu' else ", "")),
+     "incorrect", "Integers must be compared exactly"),
+    # np.array_equal without equal_nan: a NaN in both at the same place makes a difference.
+    ("nan_differs", _compare(_EXACT.replace("| (np.isnan(x.astype(np.float64)) & np.isnan(y.astype(np.float64)))", "")),
+     "incorrect", "NaN"),
+    # A cast within the tolerance not reported as a mismatch.
+    ("cast_not_mismatched", _compare().replace("if x.shape != y.shape or x.dtype != y.dtype:", "if x.shape != y.shape:"),
+     "incorrect", "'mismatched' lists every leaf"),
+    # Only a's leaves looked at: extra leaves of b never reported.
+    ("one_direction", _compare().replace('"extra": sorted(b.keys() - a.keys())', '"extra": []'),
+     "incorrect", "'missing' lists the leaves of a"),
+    # Only the top level of the tree compared.
+    ("top_level_only", """
+def compare_checkpoints(a_dir, b_dir, rtol):
+    a = ocp.StandardCheckpointer().metadata(a_dir).item_metadata.tree
+    b = ocp.StandardCheckpointer().metadata(b_dir).item_metadata.tree
+    return {"missing": sorted(a.keys() - b.keys()), "extra": sorted(b.keys() - a.keys()), "mismatched": [], "differing": []}
+""", "incorrect", "Wrong on"),
+]
+
+WRONG = {
+    "restore_on_new_mesh": PLACE,
+    "migrate_checkpoint": MIGRATE,
+    "compare_checkpoints": COMPARE,
+}
