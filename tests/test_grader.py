@@ -110,11 +110,11 @@ def nnx_param_table(seed, layer_sizes):
 
 def test_mixed_submission_gets_exactly_the_correct_problems_points(grade_code):
     # The failing import would break everything; drop it, the rest is the scenario of the issue.
-    report = grade_code(MIXED.replace("from solutions_are_not_here import nothing", ""), timeout=20)
+    report = grade_code(MIXED.replace("from solutions_are_not_here import nothing", ""), timeout=6)
     by = {p.id: p for p in report.problems}
     assert by["1.1"].status == "correct" and by["1.1"].score == 10
     assert by["1.2"].status == "error" and "SyntaxError" in by["1.2"].message
-    assert by["1.3"].status == "timeout" and by["1.3"].seconds < 20 + 5
+    assert by["1.3"].status == "timeout" and by["1.3"].seconds < 2 * 6 + 5  # (within the clock cap)
     assert by["1.4"].status == "error" and "KeyError" in by["1.4"].message
     assert report.score == 10
 
@@ -251,14 +251,16 @@ def test_same_learner_same_cases_other_learner_other_cases():
     assert cases.case_seed("ada", "1.1", salt="course-A") != cases.case_seed("ada", "1.1", salt="course-B")
 
 
-def test_every_hidden_category_has_a_message_and_cases_are_plain_data(tmp_path):
+def test_every_hidden_category_has_a_message_and_cases_are_plain_data():
     from autograder.wall import codec
 
     for p in registry.PROBLEMS:
         hidden, cases = grading.hidden_cases(p, "someone")
         assert {c.category for c in cases} - {"public"} <= set(hidden.messages)
-        for c in cases:  # what crosses to the worker: checkpoints are saved first, paths cross
-            assert codec.loads(codec.dumps(files.realize(c.args, str(tmp_path)))) is not None
+        for c in cases:  # what crosses to the worker: a file argument as the path it is written to (every
+            # hidden case's files are written in test_references, by the references' own type check)
+            crossing = codec.map_leaves(c.args, lambda leaf: "/w/ckpt" if isinstance(leaf, files.FILE_KINDS) else leaf)
+            assert codec.loads(codec.dumps(crossing)) is not None
 
 
 def _numbers(value, out):

@@ -167,6 +167,8 @@ try:
     print(json.dumps({"process": process, "error": None}), flush=True)
 except Exception as exc:
     print(json.dumps({"process": process, "error": type(exc).__name__ + ": " + str(exc).splitlines()[0]}), flush=True)
+import os
+os._exit(0)  # (not JAX's shutdown at exit, which waits for the other process, blocked in a collective)
 """
 
 
