@@ -167,14 +167,14 @@ class TreeCheckpointArg(CheckpointArg):
         mesh = course_mesh(dict(self.mesh))
         tree: dict = {}
         for path, value in self.values().items():
-            *parents, last = path.split("/")
-            node = tree
-            for part in parents:
-                node = node.setdefault(part, {})
+            keys = path.split("/")
+            where = tree
+            for key in keys[:-1]:
+                where = where.setdefault(key, {})
             # A 64-bit integer stays NumPy (JAX without x64 would make it int32), as a data
             # loader's counters are saved beside a model's jax.Arrays.
             big = value.dtype.kind in "iu" and value.dtype.itemsize == 8 and not jax.config.jax_enable_x64
-            node[last] = value if big else jax.device_put(value, NamedSharding(mesh, PartitionSpec()))
+            where[keys[-1]] = value if big else jax.device_put(value, NamedSharding(mesh, PartitionSpec()))
         with ORBAX:
             checkpointer = ocp.StandardCheckpointer()
             checkpointer.save(directory, tree)
