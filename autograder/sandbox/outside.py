@@ -743,15 +743,19 @@ class Worker:
     def _stop(self) -> None:
         """Kill the worker and everything it started; in the strict level, wait until its pid
         namespace is empty."""
-        namespace = self.namespace or (_pid_namespace(self.proc.pid) if self.level == STRICT and self.plan.namespaces else None)
-        self.result.peak_bytes = tree_peak_bytes(self.proc.pid)
+        with self._reaping:  # (not through a number that may be another process's by now)
+            live = not self._reaped()
+            namespace = self.namespace or (_pid_namespace(self.proc.pid) if live and self.level == STRICT and self.plan.namespaces else None)
+            if live:
+                self.result.peak_bytes = tree_peak_bytes(self.proc.pid)
         if namespace:
             # Pid 1 first: the kernel kills the whole namespace and reaps it before pid 1 ends; then
             # the launcher, which waits for pid 1, reaps it and exits. (Killing the launcher first
             # would leave pid 1 to be reaped by the machine's init, whenever it gets to it.)
-            for pid in _children(self.proc.pid):
-                _kill(pid)
             with self._reaping:
+                if not self._reaped():
+                    for pid in _children(self.proc.pid):
+                        _kill(pid)
                 try:
                     self.proc.wait(timeout=5)
                 except subprocess.TimeoutExpired:
@@ -799,7 +803,7 @@ class Worker:
         """SIGKILL the worker and everything it started, now, as a preemption would (from any
         thread); :meth:`wait` then collects it."""
         with self._reaping:
-            if self.proc.returncode is not None:
+            if self._reaped():
                 return  # reaped: its pid may be another process's now
             for pid in _children(self.proc.pid):
                 _kill(pid)
@@ -812,8 +816,14 @@ class Worker:
         starts dozens), so a late kill (a preemption timed after the worker ended) could reach
         another learner's worker that has taken it."""
         with self._reaping:
-            if self.proc.returncode is None:
+            if not self._reaped():
                 _kill(-self.proc.pid)
+
+    def _reaped(self) -> bool:
+        """Whether the launcher has been reaped: by this grader (``subprocess.Popen``), or by the zygote
+        that forked it, which reaps it the moment it ends and says so (:class:`zygote.Forked`)."""
+        reaped = getattr(self.proc, "reaped", None)
+        return reaped() if reaped is not None else self.proc.returncode is not None
 
     def kill(self) -> None:
         self.preempt()

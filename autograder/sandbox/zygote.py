@@ -98,7 +98,7 @@ def imports_jax(source: str) -> bool:
     statements, read, never run): a worker running it may return JAX arrays, so it takes JAX's
     types before that code loads."""
     return any(name.split(".")[0] in ("jax", "jaxlib") for name in _imported(source)) or \
-        any(m not in _NO_JAX for m in needs(source))
+        any(m in libraries.ON_DEMAND and m not in _NO_JAX for m in needs(source))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,6 +254,12 @@ class Forked:
 
     def __init__(self, zygote: _Zygote, pid: int):
         self.zygote, self.pid, self.returncode = zygote, pid, None
+
+    def reaped(self) -> bool:
+        """Whether the zygote has reaped it (it says so at once): from then on its pid may be another
+        process's, and nothing may be signalled by that number."""
+        with self.zygote.changed:
+            return self.returncode is not None or self.pid in self.zygote.exited or self.zygote.dead
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is not None:
