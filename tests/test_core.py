@@ -132,6 +132,9 @@ def test_lines_that_start_like_magics_inside_an_expression_stay_python(tmp_path)
         ns = {}
         exec(compile(sub.module_source("f"), "<t>", "exec"), ns)
         assert ns["f"](3) == (True, "3", 4)
+    # a bracket inside a multi-line string, then a real magic: still the function
+    sub = extract.load_submission(_nb(tmp_path, 'def g(x):\n    t = """a (\nb\n"""\n    return t\n!echo hi'))
+    assert not sub.broken and "def g" in sub.module_source("g")
 
 
 def test_an_untouched_stub_never_hides_an_attempt(tmp_path):
@@ -393,3 +396,28 @@ def test_the_paths_learners_and_existing_course_configs_import_still_exist():
 
     assert callable(problem) and callable(drill) and callable(show_progress) and callable(grade_cell)
     assert AUTOGRADE_PREPROCESSORS and SANITIZE_PREPROCESSORS
+
+
+def test_a_worker_takes_jax_only_for_code_that_imports_it():
+    """A worker whose code imports JAX, or a library that imports it, takes JAX's types before that
+    code loads (it may return JAX arrays); one whose code imports only the standard library, NumPy or
+    safetensors does not load JAX for it (the read-counted workers' own imports, json, struct and the
+    like, were once taken for JAX's)."""
+    from autograder.sandbox.zygote import imports_jax
+
+    for source in ("import jax", "import orbax.checkpoint as ocp", "from flax import nnx", "from ckptlab import training"):
+        assert imports_jax(source), source
+    for source in ("import math", "import json, struct, io", "import numpy as np", "from safetensors import safe_open"):
+        assert not imports_jax(source), source
+
+
+def test_a_worker_cannot_send_back_what_only_arguments_are():
+    """Meshes, specs and abstract arrays cross to a worker as arguments; from a worker, checked, they
+    are refused (a result is built from built-in types and NumPy arrays only)."""
+    from autograder.wall import codec
+
+    for tagged in ({"$mesh": [["x", 16]]}, {"$pspec": {"$tuple": ["x"]}}, {"$abstract": [2], "dtype": "float32"}):
+        assert codec.decode(tagged) is not None  # (the grader's own arguments)
+        with pytest.raises(ValueError, match="argument"):
+            codec.decode({"$dict": {"a": tagged}}, checked=True)
+    assert codec.decode(codec.encode(codec.AbstractArg((3, 4), "bfloat16"))) == codec.AbstractArg((3, 4), "bfloat16")

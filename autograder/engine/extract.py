@@ -192,8 +192,11 @@ _DEF = re.compile(r"^(?:async\s+)?def\s+(\w+)", re.M)
 
 def _add_unit(sub: Submission, source: str, where: str) -> None:
     pieces = []
-    # Python as it is (a .py file, a cell without magics); else with its magics commented out.
-    for text in (source, _clean(source)):
+    # Python as it is (a .py file, a cell without magics); else with its magics commented out where
+    # a statement can start; else every line that starts like one (a bracket inside a multi-line
+    # string can mislead the first count).
+    blanket = "\n".join(_MAGIC.sub(r"\1# \2", line) for line in source.splitlines())
+    for text in (source, _clean(source), blanket):
         try:
             pieces = [(0, text, parse(text))]
             break

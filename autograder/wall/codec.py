@@ -314,6 +314,8 @@ def _decode(data: Any, depth: int, budget: _Budget | None) -> Any:
         return {k: _decode(v, depth + 1, budget) for k, v in data["$dict"].items()}
     if "$pairs" in data:
         return {_hashable(_decode(k, depth + 1, budget)): _decode(v, depth + 1, budget) for k, v in data["$pairs"]}
+    if budget is not None and any(tag in data for tag in ("$mesh", "$pspec", "$abstract")):
+        raise ValueError("a mesh, a spec or an abstract array is an argument, never a result")
     if "$mesh" in data:
         return MeshArg(tuple((str(n), int(s)) for n, s in data["$mesh"]))
     if "$pspec" in data:
