@@ -394,8 +394,8 @@ def silent_cast(rng) -> Question:
         f"A training state's int32 step counter, {step:,}, is restored into a target that says float32 (a model "
         "rebuilt with every leaf float32). Orbax casts without a word. Which step does the restored counter say?",
         back, "step",
-        f"A float32 has a 24-bit significand: above 2^24 = 16,777,216 it holds only every "
-        f"{2 ** (step.bit_length() - 24)}th integer, and rounds to the nearest (ties to even): {step:,} becomes "
+        f"A float32 has a 24-bit significand: from 2^{step.bit_length() - 1} = {2 ** (step.bit_length() - 1):,} to "
+        f"2^{step.bit_length()} it holds only every {'second' if step.bit_length() == 25 else 'fourth'} integer, and rounds to the nearest (ties to even): {step:,} becomes "
         f"{back:,}. A run resumed from it repeats or skips {abs(back - step)} step(s) of its data and schedule; "
         "compare the target's dtypes with the checkpoint's metadata before restoring (Lesson 7).",
         facts=dict(step=step), unit_of_study=7)

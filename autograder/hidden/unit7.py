@@ -9,6 +9,7 @@ import numpy as np
 from autograder.hidden import Case, Hidden
 from autograder.wall.codec import AbstractArg, MeshArg
 from autograder.wall.files import CheckpointArg, TreeCheckpointArg
+from autograder.wall.memory import PLACED_FACTOR, PLACED_SLACK
 
 # ---------------------------------------------------------------------------------------------
 # 7.1 restore_on_new_mesh: a checkpoint saved on another mesh (4, 8 or 16 devices, the same axis
@@ -77,7 +78,8 @@ PLACED = Hidden(
     generate=_placed_cases,
     messages={
         "memory": "Right arrays, but your function's own peak host memory (anonymous, sampled from outside) was over "
-                  "the budget: three times the bytes the devices hold once every array is placed as asked, plus 16 MiB. "
+                  f"the budget: {PLACED_FACTOR} times the bytes the devices hold once every array is placed as asked, plus "
+                  f"{PLACED_SLACK >> 20} MiB. "
                   "Restore straight onto the target shardings: a replicated restore puts a whole copy on every device "
                   "(on CPU devices, all of them host memory) before any re-sharding.",
         "unmeasured": "The grader could not measure your function's memory on this machine (it reads its "
@@ -119,7 +121,7 @@ def _old_model(rng, layers: int):
         arrays += [(f"params/layer{i}/kernel", (d, d), "float32", ()), (f"params/layer{i}/bias", (d,), "float32", ())]
     # The counters: a step, and a data loader's position in int64 (NumPy in the checkpoint: JAX
     # without x64 holds no int64, and a restore onto devices narrows it to int32).
-    arrays += [("step", (), "int32", ()), ("data/tokens_seen", (2,), "int64", ())]
+    arrays += [("opt_state/count", (), "int32", ()), ("data/tokens_seen", (2,), "int64", ())]
     return tuple(arrays), d
 
 
@@ -168,7 +170,7 @@ def _migrate_cases(rng):
     # Each of these must raise, naming the leaf.
     out.append(Case("missing_leaf", (ckpt(), _target(arrays, {}, (("params/layer0/scale", (d,), "float32"),)), {}, {})))
     out.append(Case("unplaced_leaf", (ckpt(), _target(arrays, {f"params/layer{last}/kernel": None}), {}, {})))
-    out.append(Case("dtype_change", (ckpt(), _target(arrays, {}, change=(("step", (), "float32"),)), {}, {})))
+    out.append(Case("dtype_change", (ckpt(), _target(arrays, {}, change=(("opt_state/count", (), "float32"),)), {}, {})))
     out.append(Case("shape_change", (ckpt(), _target(arrays, {}, change=(("params/embed", (256, d), "float32"),)), {}, {})))
     return out
 
@@ -210,7 +212,15 @@ def _names_leaf(message: str, path: str) -> bool:
 
 
 def _names_faulty_leaf(args, message: str) -> bool:
-    return any(_names_leaf(message, name) for fault in migration_faults(args) for name in fault)
+    """The message names a leaf at fault, and not the whole tree besides (a message listing every
+    path would name the faulty one too): at most two other leaves."""
+    ckpt, target, rename, _ = args
+    faults = migration_faults(args)
+    at_fault = set().union(*faults)
+    others = ({path for path, *_ in ckpt.arrays} | {p for p, _ in _abstract_leaves(target)}
+              | {p for p in rename.values() if p}) - at_fault
+    return (any(_names_leaf(message, name) for name in at_fault)
+            and sum(_names_leaf(message, path) for path in others) <= 2)
 
 
 def _diagnose_migration(args, actual, expected):
@@ -241,7 +251,8 @@ MIGRATE = Hidden(
                                      "padded. Raise ValueError naming it.",
         "should_raise": "A change the new model cannot take silently must raise ValueError naming the leaf.",
         "wrong_exception": "Raise ValueError (or a subclass) for a leaf the migration cannot place or fill.",
-        "unclear_error": "Your ValueError should name the leaf at fault by its path (e.g. 'params/layer0/scale').",
+        "unclear_error": "Your ValueError should name the leaf at fault by its path (e.g. 'params/layer0/scale'), "
+                         "not every leaf of the tree.",
         "tree": "Return a dict shaped exactly like `target`: every leaf of the new model, nothing else.",
         "dtype": "Every leaf must have the target's shape and dtype, and the saved one's bytes. A restore onto "
                  "devices narrows an int64 to int32 without a word where JAX runs without x64: restore as NumPy "
@@ -297,9 +308,14 @@ def _compare_cases(rng):
     out.append(Case("exact", (TreeCheckpointArg(arrays, (("x", 1),), seed, base),
                               TreeCheckpointArg(arrays, (("x", 1),), seed, changed), 0.0)))
     seed = int(rng.integers(0, 2**31))
-    tolerant = nan + (("cast", "params/embed", "bfloat16"), ("scale", f"{layer[0]}/kernel", 0.905),
-                      ("scale", f"{layer[1]}/kernel", 1.5), ("set", f"{layer[2]}/bias", 0, 3e-12))
-    tiny = nan + (("set", f"{layer[2]}/bias", 0, 1e-12),)
+    # Within rtol 0.1 of the larger value, either way round (0.905 and 1.105: beyond it relative to b,
+    # then to a); an infinity in both (equal), and one against a number (differing); values near
+    # 1e-12 three times apart (an absolute term hides them).
+    both = nan + (("set", f"{layer[1]}/bias", 0, float("inf")),)
+    tolerant = both + (("cast", "params/embed", "bfloat16"), ("set", "params/embed", 0, float("inf")),
+                       ("scale", f"{layer[0]}/kernel", 0.905), ("scale", f"{layer[2]}/kernel", 1.105),
+                       ("scale", f"{layer[1]}/kernel", 1.5), ("set", f"{layer[2]}/bias", 0, 3e-12))
+    tiny = both + (("set", f"{layer[2]}/bias", 0, 1e-12),)
     out.append(Case("with_tolerance", (TreeCheckpointArg(arrays, (("x", 1),), seed, tiny),
                                   TreeCheckpointArg(arrays, (("x", 1),), seed, tolerant), 0.1)))
     return out
@@ -336,13 +352,15 @@ COMPARE = Hidden(
         "int_as_float": "Integers must be compared exactly: a float64 holds every integer only up to 2^53, so two "
                         "int64 counters that differ by one can compare equal once converted.",
         "tolerance": "Two numbers differ when |x - y| > rtol * max(|x|, |y|): the tolerance is relative to the larger "
-                     "of the two (whichever checkpoint comes first), with no absolute term, and NaN equals NaN.",
+                     "of the two (whichever checkpoint comes first), with no absolute term; NaN equals NaN, and an "
+                     "infinity equals only itself (inf - 1 is not within any tolerance of inf).",
         "differing": "'differing' lists every leaf in both, of the same shape, with a value that differs beyond the "
                      "tolerance (NaN equals NaN; integers exactly).",
         "same": "Wrong on two copies of one checkpoint (a NaN in both at the same place: equal).",
         "exact": "Wrong on two checkpoints compared exactly (rtol 0): leaves missing, extra, reshaped, cast, and "
                  "changed by very little.",
-        "with_tolerance": "Wrong with a tolerance (rtol 0.1): a cast within it, values scaled beyond it.",
+        "with_tolerance": "Wrong with a tolerance (rtol 0.1): a cast within it, values scaled within it and beyond "
+                          "it, infinities.",
     },
     diagnose=_diagnose_compare,
     on_exception="Read both trees' metadata (ocp.StandardCheckpointer().metadata(path).item_metadata.tree) and "

@@ -76,6 +76,7 @@ def prepare(modules, scratch: str) -> None:
 # this: room for a restore's read buffers beside the placed arrays. A replicated restore holds a
 # whole copy per device: 16 times the saved bytes.
 PLACED_SLACK = 16 * MiB
+PLACED_FACTOR = 3
 
 
 def held_bytes(shape, itemsize: int, mesh_shape: dict, spec) -> int:
@@ -89,4 +90,4 @@ def held_bytes(shape, itemsize: int, mesh_shape: dict, spec) -> int:
 
 def placed_budget(held: int) -> int:
     """Bytes a restore onto a layout that holds ``held`` bytes may peak at."""
-    return 3 * held + PLACED_SLACK
+    return PLACED_FACTOR * held + PLACED_SLACK

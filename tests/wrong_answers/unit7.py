@@ -186,6 +186,15 @@ COMPARE = [
     # np.array_equal without equal_nan: a NaN in both at the same place makes a difference.
     ("nan_differs", _compare(_EXACT.replace("| (np.isnan(x.astype(np.float64)) & np.isnan(y.astype(np.float64)))", "")),
      "incorrect", "NaN"),
+    # Relative to a's value (np.isclose(y, x): its tolerance is |x| * rtol): b scaled by 1.105 differs.
+    ("relative_to_a", _compare("np.array_equal(x, y) if x.dtype.kind in 'iu' and y.dtype.kind in 'iu' else bool(np.all("
+                               "np.isclose(y.astype(np.float64), x.astype(np.float64), rtol=rtol, atol=0, equal_nan=True)))"),
+     "incorrect", "relative to the larger"),
+    # The formula as written, infinities forgotten: |inf - 1| <= rtol * inf, so inf equals any number.
+    ("inf_equals_anything", _compare(_EXACT.replace(
+        "| (np.isnan(x.astype(np.float64)) & np.isnan(y.astype(np.float64)))",
+        "| (np.isnan(x.astype(np.float64)) & np.isnan(y.astype(np.float64))) | (x.astype(np.float64) == y.astype(np.float64))")),
+     "incorrect", "an infinity equals only itself"),
     # A cast within the tolerance not reported as a mismatch.
     ("cast_not_mismatched", _compare().replace("if x.shape != y.shape or x.dtype != y.dtype:", "if x.shape != y.shape:"),
      "incorrect", "'mismatched' lists every leaf"),
