@@ -301,6 +301,26 @@ def test_a_host_array_posing_as_a_placed_one_is_not_taken_for_one(grade_code):
     assert result.status == "incorrect" and result.category == "wrong_type", (result.status, result.message)
 
 
+def test_7_1_host_arrays_posing_as_placed_on_the_new_mesh_earn_nothing(grade_code):
+    """7.1 is graded on placement as 6.1 is: a checkpoint restored as NumPy with no target (a few
+    MiB, far under the memory budget), each array wrapped to pose as placed with its saved spec on
+    the new mesh, is read as what it is."""
+    attack = POSING.split("def restore_for_serving")[0] + """
+from jax.sharding import PartitionSpec
+
+
+def restore_on_new_mesh(ckpt_dir, mesh):
+    saved = dict(ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree)
+    args = {name: ocp.RestoreArgs(restore_type=np.ndarray) for name in saved}
+    restored = ocp.PyTreeCheckpointer().restore(ckpt_dir, args=ocp.args.PyTreeRestore(restore_args=args))
+    return {name: _posing(np.asarray(restored[name]), NamedSharding(mesh, PartitionSpec(*m.sharding.partition_spec)))
+            for name, m in saved.items()}
+"""
+    (result,) = grade_code(attack, problems=["7.1"], learner="posing-7.1").problems
+    assert result.status == "incorrect" and result.category == "wrong_type" and result.score == 0, (
+        result.status, result.message)
+
+
 _PLACES = """
 import jax
 import numpy as np
