@@ -111,6 +111,13 @@ MIGRATE = [
     # Raises, but says only that something is wrong.
     ("vague_error", _migrate(missing='raise ValueError("the checkpoint does not match the model")'),
      "incorrect", "should name the leaf at fault"),
+    # Raises where it should, with a message naming every leaf of both trees: the faulty one among them.
+    ("names_every_leaf", _migrate(place="""if path not in wanted:
+            raise ValueError(f"migration failed; leaves: {sorted(saved)} -> {sorted(wanted)}")
+        moved[path] = np.asarray(value)""", check="""if value.shape != leaf.shape or value.dtype != leaf.dtype:
+                raise ValueError(f"migration failed; leaves: {sorted(saved)} -> {sorted(wanted)}")""",
+        missing='raise ValueError(f"migration failed; leaves: {sorted(saved)} -> {sorted(wanted)}")'),
+     "incorrect", "not every leaf of the tree"),
     # Checked against the metadata (int64 is int64 there), then restored onto a device: without x64,
     # JAX narrows the data loader's int64 position to int32, silently.
     ("restores_onto_a_device", """
