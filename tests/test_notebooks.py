@@ -119,6 +119,10 @@ SHOWS = {
         "1 device(s)  from_metadata  restored: ArrayImpl on 1 device(s), values equal: True",
         "2 device(s)  numpy          restored: ndarray on 0 device(s), values equal: True",
         "restored onto 4 devices: {'b': (4, True), 'w': (4, True)}",
+        # a checkpoint two processes wrote: their folders, the devices by id, refused on as many devices
+        "its folders: ['array_metadatas', 'd', 'ocdbt.process_0', 'ocdbt.process_1']",
+        "the devices its metadata names: [0, 1, 2, 3, 2048, 2049, 2050, 2051]",
+        "8 device(s)  no_target      ValueError: Topology mismatch detected",
         "every peak at or above what the devices hold: True",
         # loud and silent changes as Orbax does them (warnings and log lines counted), then each silent
         # one found from the metadata
@@ -127,6 +131,16 @@ SHOWS = {
         "step 16777216.0 (float32), epoch 16777215.0",
         "the model as saved: nothing to report", "cast int32 -> float32 can lose values: step",
         "bfloat16 for serving, cast not allowed: 4 problems; allowed: nothing to report",
+        # a target without shardings lands on the saved layout, silently; its control on the new mesh
+        "shapes and dtypes only             kernel on  4 devices, up to 256 KiB on one, 0 warnings; "
+        "check_target: ['no sharding, so the saved layout: dense/bias/value'",
+        "the model's shardings on the mesh  kernel on 16 devices, up to 64 KiB on one, 0 warnings; "
+        "check_target: nothing to report",
+        # an optimizer wrapped in a chain: refused; migrated, the moments kept (a fresh state's are not)
+        "restored into the clipped optimizer's state: User-provided restore item",
+        "the migrated state has the clipped optimizer's tree: True",
+        "Adam's state moved       first moments as trained: True, step count 1",
+        "a fresh state (control)  first moments as trained: False, step count 0",
         "a copy: the same model", "one layer scaled by 1.001: {'values': ['params/layer2']}",
         "one layer scaled by 1.001, rtol 1e-4: {'values': ['params/layer2']}",
         # a scanned Linen model into per-layer NNX: refused straight; migrated, the same function (its
@@ -175,6 +189,8 @@ def test_lessons_execute(root, name):
     if name == "07_changed_machine_or_code.ipynb":  # the control's outputs differ: the check could fail
         swapped = float(re.search(r"layers 1 and 2 swapped \(control\).*largest output difference: ([\d.e+-]+)", text).group(1))
         assert swapped > 0.01, swapped
+        two_hosts = text[text.index("the devices its metadata names"):]
+        assert "1 device(s)  from_metadata  restored: ArrayImpl on 1 device(s), values equal: True" in two_hosts
     if name == "03_restore_resharding.ipynb":  # plan with the range: a misaligned layout reads above its floor
         low, high = (float(x) for x in re.search(r"another axis, each process read ([\d.]+)x to ([\d.]+)x its floor",
                                                  text).groups())
