@@ -401,10 +401,32 @@ def silent_cast(rng) -> Question:
         facts=dict(step=step), unit_of_study=7)
 
 
+def unstack_peak(rng) -> Question:
+    layers, width = int(rng.choice([16, 32, 48, 64])), int(rng.choice([2048, 4096, 8192]))
+    dtype, size = _dtype(rng)
+    data, model = [(1, 16), (2, 8), (4, 4), (8, 2)][int(rng.integers(4))]
+    stacked = layers * width * width * size
+    total = 2 * stacked * data
+    return Question(
+        "unstack_peak",
+        f"A scanned model's stacked {dtype} kernel of shape ({layers}, {width:,}, {width:,}) is restored onto 16 CPU "
+        f"devices, a mesh of (data {data}, model {model}), with PartitionSpec(None, 'model'). A migration then slices "
+        f"it into {layers} per-layer kernels (each slice a new array, placed as the stack was) and drops the stacked one "
+        "only once every slice exists. How many bytes do the devices hold at that moment, every copy counted (answer "
+        "with a unit if you like, e.g. 12 GiB)?",
+        total, "bytes",
+        f"The stack is {layers} x {width:,} x {width:,} x {size} = {stacked:,} bytes, split over the {model} devices "
+        f"of 'model' and held once per 'data' replica ({data}): {stacked * data:,} bytes on the devices. The slices "
+        f"together are as large again, and both are alive: {total:,} bytes. A lower bound on the host's peak (the "
+        "restore keeps more than the arrays), and it stays while the stack is alive, however early each slice is "
+        "made (Lesson 7 migrates a scanned model).", rel_tol=0.01,
+        facts=dict(layers=layers, width=width, dtype=dtype, data=data, model=model), unit_of_study=7)
+
+
 KINDS = {f.__name__: f for f in (dense_params, model_bytes, shard_bytes, row_restore, ep_chunks, reshard_ram,
                                  column_runs, safetensors_offset, adam_checkpoint, save_time, steps_kept,
                                  serving_bytes, state_to_serving, replicated_copies, moved_restore_bytes,
-                                 silent_cast)}
+                                 silent_cast, unstack_peak)}
 
 
 def drill(kind: str | None = None, seed: int | None = None) -> Question:

@@ -267,6 +267,9 @@ def _wrong(q: drills.Question) -> list[float]:
                                         f["rows"] * f["cols"] * size * 16],
         # the counter unchanged; truncated rather than rounded
         "silent_cast": lambda: [f["step"], f["step"] - 1],
+        # the stack alone (the slices forgotten); the replicas forgotten; the stack on every device
+        "unstack_peak": lambda: [q.solution / 2, q.solution / f["data"],
+                                 f["layers"] * f["width"] ** 2 * size * 16],
     }[q.kind]()
 
 
@@ -298,6 +301,17 @@ def test_unit7_drills_equal_what_jax_places_and_orbax_restores(seed, tmp_path):
     checkpointer.wait_until_finished()
     restored = checkpointer.restore(tmp_path / "c", {"step": jax.ShapeDtypeStruct((), jnp.float32)})["step"]
     assert restored.dtype == jnp.float32 and float(restored) == q.solution != q.facts["step"]
+    q = drills.drill("unstack_peak", seed=seed)
+    f = q.facts
+    # The same layout on a small stack, sliced as the question says: what every live array's shards hold,
+    # counted by JAX (the stack, the slices, and nothing else of this size alive).
+    small = (f["layers"], 32, 32)
+    stack = jax.device_put(jnp.ones(small, f["dtype"]), NamedSharding(course_mesh({"data": f["data"], "model": f["model"]}),
+                                                                      P(None, "model")))
+    slices = [stack[i] for i in range(f["layers"])]
+    held = sum(s.data.nbytes for x in [stack, *slices] for s in x.addressable_shards)
+    assert all(not x.is_deleted() for x in [stack, *slices]) and len(slices[0].sharding.device_set) == 16
+    assert held * f["width"] ** 2 // (32 * 32) == q.solution
 
 
 def test_drills_draw_fresh_numbers():
