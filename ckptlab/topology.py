@@ -1,8 +1,9 @@
 """Restore a checkpoint on another machine: a fresh process with another number of devices.
 
-    from ckptlab.topology import restore_on
+    from ckptlab.topology import restore_on, restore_each
     restore_on(ckpt_dir, devices=4, how="from_metadata")
     # -> {"ok": True, "leaves": {...}, "peak_bytes": ..., "held_bytes": ..., "error": None}
+    restore_each(ckpt_dir, [(1, "no_target"), (4, "numpy")])  # one fresh process each, two at a time
 
 A checkpoint saved by the course's 16 devices is restored in a new Python process that has
 ``devices`` CPU devices and nothing else running (the machine a job is restored on after a move,
@@ -114,6 +115,17 @@ def restore_on(ckpt_dir, devices: int, how: str = "from_metadata", timeout: floa
         (report,) = run_hosts([[sys.executable, "-c", _CHILD, os.path.abspath(ckpt_dir), str(int(devices)), how,
                                 os.path.join(warm, "w")]], timeout, "the restoring process")
     return report
+
+
+def restore_each(ckpt_dir, runs, parallel: int = 2, timeout: float = 300) -> list[dict]:
+    """:func:`restore_on` for each ``(devices, how)`` of ``runs``, each in its own fresh process,
+    ``parallel`` of them at a time (what each measures is its own process's, so running two at once
+    changes no figure, only the wait); the reports in the order of ``runs``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    runs = [(int(n), how) for n, how in runs]
+    with ThreadPoolExecutor(max_workers=max(1, int(parallel))) as pool:
+        return list(pool.map(lambda run: restore_on(ckpt_dir, run[0], run[1], timeout), runs))
 
 
 def digest(value) -> str:
