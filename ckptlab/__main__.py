@@ -1,0 +1,7 @@
+"""``python -m ckptlab inspect PATH``: see :mod:`ckptlab.inspection`."""
+
+import sys
+
+from ckptlab.inspection import main
+
+sys.exit(main())
