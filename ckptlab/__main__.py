@@ -1,7 +1,7 @@
-"""``python -m ckptlab inspect PATH``: see :mod:`ckptlab.inspection`."""
+"""``python -m ckptlab inspect|diff ...``: see :mod:`ckptlab.cli`."""
 
 import sys
 
-from ckptlab.inspection import main
+from ckptlab.cli import main
 
 sys.exit(main())

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,8 +90,8 @@ class CheckpointInfo:
         lines = [f"{self.path}  ({self.layout}{'' if self.step is None else f', step {self.step}'})"]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
         lines.append(f"{len(self.arrays)} arrays, {human(self.nbytes)} of values, {human(self.bytes_on_disk)} on disk")
-        for writer, n in self.per_writer().items():
-            lines.append(f"  written by {writer}: {human(n)}")
+        if self.per_writer():
+            lines.append("on disk, by where: " + "; ".join(f"{w} {human(n)}" for w, n in self.per_writer().items()))
         if self.pending:
             lines.append(f"steps still being written or abandoned, not read: {', '.join(self.pending)}")
         if self.others:
@@ -264,24 +263,3 @@ def as_json(info: CheckpointInfo) -> str:
     return json.dumps({"path": str(info.path), "layout": info.layout, "step": info.step,
                        "arrays": [{**a.__dict__, "nbytes": a.nbytes} for a in info.arrays], "not_arrays": info.others,
                        "bytes_on_disk": info.bytes_on_disk, "per_writer": info.per_writer()}, indent=1, default=list)
-
-
-def main(argv=None) -> int:
-    import argparse
-    import sys
-
-    parser = argparse.ArgumentParser(prog="python -m ckptlab", description="Look into Orbax checkpoints.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    one = sub.add_parser("inspect", help="the tree, shapes, dtypes, saved shardings, chunks and bytes on disk")
-    one.add_argument("path", help="a checkpoint folder, a step, or a CheckpointManager root")
-    one.add_argument("--step", type=int, default=None, help="the step of a CheckpointManager root (default: newest)")
-    one.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = parser.parse_args(argv)
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    try:
-        info = inspect_checkpoint(args.path, args.step)
-    except NotACheckpoint as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(as_json(info) if args.json else info.table())
-    return 0

@@ -38,7 +38,9 @@ def _tree():
 def saved(tmp_path_factory):
     root = tmp_path_factory.mktemp("inspect")
     tree = _tree()
-    ocp.StandardCheckpointer().save(root / "ocdbt", tree)
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(root / "ocdbt", tree)
+    checkpointer.wait_until_finished()
     with ocp.PyTreeCheckpointer(use_ocdbt=False) as zarr:
         zarr.save(root / "zarr", tree)
     from orbax.checkpoint import v1
@@ -49,7 +51,6 @@ def saved(tmp_path_factory):
         manager.save(step, args=ocp.args.StandardSave(tree))
     manager.wait_until_finished()
     manager.close()
-    ocp.StandardCheckpointer().wait_until_finished()
     # a step a killed save left behind
     shutil.copytree(root / "manager" / "20", root / "manager" / "30.orbax-checkpoint-tmp-1234")
     return root, tree
@@ -134,7 +135,7 @@ def test_the_command_prints_the_table_and_json_and_exits_2_on_a_bad_path(saved, 
     out = subprocess.run([sys.executable, "-m", "ckptlab", "inspect", str(root / "ocdbt")], capture_output=True,
                          text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "params/w" in out.stdout and "P('x')" in out.stdout and "written by ocdbt.process_0" in out.stdout
+    assert "params/w" in out.stdout and "P('x')" in out.stdout and "on disk, by where: inline in the B+tree" in out.stdout and "; ocdbt.process_0 " in out.stdout
     as_json = subprocess.run([sys.executable, "-m", "ckptlab", "inspect", "--json", str(root / "manager")],
                              capture_output=True, text=True, env=env, timeout=120)
     report = json.loads(as_json.stdout)

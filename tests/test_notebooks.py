@@ -141,7 +141,11 @@ SHOWS = {
         "the migrated state has the clipped optimizer's tree: True",
         "Adam's state moved       first moments as trained: True, step count 1",
         "a fresh state (control)  first moments as trained: False, step count 0",
+        # the course's tool on the lesson's checkpoint: inspected from its records, then compared
+        "params/layer0  (256, 64)  float32  x 16      P('x')  1         (16, 64)  16",
+        "step           ()         int32    x 16      P()     16        ()        1",
         "a copy: the same model", "one layer scaled by 1.001: {'values': ['params/layer2']}",
+        "values differ: params/layer2 (16,384 element(s)",
         "one layer scaled by 1.001, rtol 1e-4: {'values': ['params/layer2']}",
         # a scanned Linen model into per-layer NNX: refused straight; migrated, the same function (its
         # control, two layers swapped, matches the tree and not the outputs: checked below)

@@ -176,6 +176,7 @@ PROBLEMS = (
                                      "mismatched": ["params/embed"], "differing": []},
                     "the same with rtol 0.01: the cast is within it"),
         ),
+        forbidden=("ckptlab.diffing", "ckptlab.inspection", "ckptlab.cli"),
         timeout=60.0,
         tags=("inspection", "comparison"),
     ),

@@ -215,6 +215,16 @@ def compare_checkpoints(a_dir, b_dir, rtol):
     b = ocp.StandardCheckpointer().metadata(b_dir).item_metadata.tree
     return {"missing": sorted(a.keys() - b.keys()), "extra": sorted(b.keys() - a.keys()), "mismatched": [], "differing": []}
 """, "incorrect", "Wrong on"),
+    # The course's own tool called: its answer, not the learner's.
+    ("calls_the_course_tool", """
+from ckptlab.diffing import diff_checkpoints
+
+
+def compare_checkpoints(a_dir, b_dir, rtol):
+    r = diff_checkpoints(a_dir, b_dir, rtol)
+    return {"missing": r.missing, "extra": r.extra, "mismatched": sorted(set(r.shape) | set(r.dtype)),
+            "differing": sorted(r.values)}
+""", "incorrect", "the course's own ckptlab.diffing"),
 ]
 
 WRONG = {

@@ -1,0 +1,199 @@
+"""``ckptlab.diffing`` (``python -m ckptlab diff``): each planted difference found and nothing else,
+on checkpoints saved for real; block by block, so its memory stays flat in the checkpoints' size
+(measured by the kernel in fresh processes, beside a whole-array read that grows: the control)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from ckptlab.diffing import blocks, diff_checkpoints
+from ckptlab.layout import course_mesh
+
+MiB = 2**20
+
+
+def _model(w=None, spec=None, **changes):
+    mesh = course_mesh({"x": 16})
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((512, 256)).astype(np.float32) if w is None else w
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, 1e-12, 3.0] * 8, np.float32)
+    tree = {"params": {"w": jax.device_put(w, NamedSharding(mesh, P("x") if spec is None else spec)),
+                       "special": jax.device_put(special, NamedSharding(mesh, P("x")))},
+            "count": np.array([2**53 + 2, 5], np.int64)}
+    for path, value in changes.items():
+        where = tree
+        *parents, last = path.split("__")
+        for p in parents:
+            where = where[p]
+        if value is None:
+            del where[last]
+        else:
+            where[last] = value
+    return tree, w
+
+
+def _save(path, tree, ocdbt=True):
+    with ocp.PyTreeCheckpointer(use_ocdbt=ocdbt) as checkpointer:
+        checkpointer.save(path, tree)
+    return path
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("diff")
+    tree, w = _model()
+    a = _save(root / "a", tree)
+    changed = w.copy()
+    changed[500, 7] += 0.5  # one element, in the last block of a small block size
+    mesh = course_mesh({"x": 16})
+    made = {
+        "copy": _save(root / "copy", tree),
+        "copy_zarr": _save(root / "copy_zarr", tree, ocdbt=False),
+        "one_element": _save(root / "one", _model(w=changed)[0]),
+        "renamed": _save(root / "renamed", _model(params__w=None, params__kernel=tree["params"]["w"])[0]),
+        "reshaped": _save(root / "reshaped", _model(params__w=jax.device_put(w.reshape(256, 512), NamedSharding(mesh, P("x"))))[0]),
+        "bf16": _save(root / "bf16", _model(params__w=tree["params"]["w"].astype(jnp.bfloat16))[0]),
+        "resharded": _save(root / "resharded", _model(spec=P(None, "x"))[0]),
+        "counter": _save(root / "counter", _model(count=np.array([2**53 + 3, 5], np.int64))[0]),
+    }
+    return a, made
+
+
+def test_the_same_model_is_the_same_whatever_its_layout(pair):
+    a, made = pair
+    for name in ("copy", "copy_zarr"):
+        report = diff_checkpoints(a, made[name])
+        assert report.same and report.compared == 3, (name, report.text())
+        assert not (report.values or report.sharding or report.dtype)
+
+
+def test_one_changed_element_is_found_block_by_block(pair):
+    a, made = pair
+    for block_bytes in (4096, 64 * MiB):  # many blocks, and one
+        report = diff_checkpoints(a, made["one_element"], block_bytes=block_bytes)
+        assert report.values == {"params/w": {"elements": 1, "max_abs": pytest.approx(0.5, rel=1e-5)}}, report.text()
+        assert not (report.missing or report.extra or report.shape or report.dtype or report.sharding)
+    # +0.5 on a value of N(0, 1): beyond 10% of the larger of the two
+    assert diff_checkpoints(a, made["one_element"], rtol=0.1).values["params/w"]["elements"] == 1
+
+
+@pytest.mark.parametrize(("name", "found"), [
+    ("renamed", {"missing": ["params/w"], "extra": ["params/kernel"]}),
+    ("reshaped", {"shape": ["params/w"]}),
+    ("bf16", {"dtype": ["params/w"]}),
+    ("counter", {"values": ["count"]}),
+])
+def test_each_planted_difference_is_found_and_nothing_else(pair, name, found):
+    a, made = pair
+    report = diff_checkpoints(a, made[name]).as_dict()
+    for kind in ("missing", "extra", "shape", "dtype", "sharding", "values"):
+        assert sorted(report[kind]) == sorted(found.get(kind, [])), (name, kind, report)
+    assert not report["same"]
+
+
+def test_a_tolerance_accepts_a_cast_and_still_finds_a_change(pair):
+    a, made = pair
+    cast = diff_checkpoints(a, made["bf16"], rtol=1e-2)
+    assert cast.same and cast.dtype == ["params/w"] and not cast.values, cast.text()
+    assert not diff_checkpoints(a, made["bf16"], rtol=1e-4).same  # bfloat16 keeps 8 bits: beyond 1e-4
+    # integers exactly, even where float64 cannot tell them apart (2^53 + 2 and + 3)
+    assert diff_checkpoints(a, made["counter"], rtol=0.5).values == {"count": {"elements": 1, "max_abs": 1.0}}
+    # NaN, infinities, 1e-12 compared with themselves: the same, at any tolerance
+    assert diff_checkpoints(a, made["copy"], rtol=0.1).same
+
+
+def test_another_sharding_is_reported_and_the_values_still_compared(pair):
+    a, made = pair
+    report = diff_checkpoints(a, made["resharded"])
+    assert report.sharding == ["params/w"] and report.same and report.compared == 3
+
+
+@pytest.mark.parametrize("shape", [(), (7,), (33, 5), (4, 3, 1000), (0, 4)])
+def test_blocks_cover_every_element_once_within_the_bound(shape):
+    seen = np.zeros(shape, np.int32)
+    for index in blocks(shape, 4, block_bytes=256):
+        part = seen[index]
+        assert part.size * 4 <= 256 or part.size == 1
+        seen[index] += 1
+    assert np.all(seen == 1)
+    seen[...] = 0
+    chunks = tuple(max(1, n // 3) for n in shape)  # a grid that does not divide the shape
+    for index in blocks(shape, 4, block_bytes=256, chunk_shape=chunks):
+        assert all(s.start // c == (s.stop - 1) // c for s, c in zip(index, chunks) if s.stop > s.start)
+        part = seen[index]
+        assert part.size * 4 <= 256 or part.size == 1
+        seen[index] += 1
+    assert np.all(seen == 1)
+
+
+def test_the_command_exits_0_when_the_same_1_when_not_2_on_a_bad_path(pair, tmp_path):
+    a, made = pair
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_PLATFORMS": "cpu"}
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "ckptlab", "diff", *map(str, args)], capture_output=True,
+                              text=True, env=env, timeout=120)
+
+    same, differ, bad = run(a, made["copy"]), run("--json", a, made["bf16"]), run(a, tmp_path)
+    assert same.returncode == 0 and "the same model" in same.stdout, same.stderr
+    assert differ.returncode == 1 and json.loads(differ.stdout)["dtype"] == ["params/w"]
+    assert bad.returncode == 2 and "not an Orbax checkpoint" in bad.stderr and "Traceback" not in bad.stderr
+    assert run("--rtol", "-1", a, a).returncode == 2
+
+
+_MEASURE = textwrap.dedent(r"""
+    import json, sys
+    from ckptlab import setup_devices
+    setup_devices(1)
+    import numpy as np, tensorstore as ts
+    from ckptlab.diffing import diff_checkpoints
+    from ckptlab.inspection import inspect_checkpoint
+    from ckptlab.serving import status_bytes
+    a, b, how = sys.argv[1:]
+    diff_checkpoints(a, b, block_bytes=1 << 20)  # warm-up: what a first call loads once
+    before = status_bytes("VmRSS")
+    if how == "blocks":
+        report = diff_checkpoints(a, b, block_bytes=1 << 20)
+        assert report.same
+    else:  # the control: each leaf read whole, both checkpoints' at once
+        held = []
+        for path in (a, b):
+            info = inspect_checkpoint(path)
+            for x in info.arrays:
+                spec = {"driver": "zarr", "kvstore": {"driver": "ocdbt", "base": f"file://{info.path}/", "path": x.storage_key + "/"}}
+                held.append(ts.open(spec, open=True).result().read().result())
+    print(json.dumps({"grew": status_bytes("VmHWM") - before}))
+""")
+
+
+@pytest.mark.slow
+def test_memory_stays_flat_in_the_checkpoints_size(tmp_path):
+    """Checkpoints of 16 and 64 MiB of random float32 (incompressible: the bytes read are the bytes
+    kept), in leaves of 4 MiB saved by 16 devices (256 KiB chunks): the block-by-block diff grows by
+    about the same either way; reading whole arrays (the control) grows by both checkpoints' values."""
+    rng = np.random.default_rng(1)
+    mesh = course_mesh({"x": 16})
+    grew = {}
+    for mib in (16, 64):
+        tree = {f"w{i}": jax.device_put(rng.standard_normal((1024, 1024)).astype(np.float32), NamedSharding(mesh, P("x")))
+                for i in range(mib // 4)}
+        a, b = _save(tmp_path / f"a{mib}", tree), _save(tmp_path / f"b{mib}", tree)
+        for how in ("blocks", "whole"):
+            out = subprocess.run([sys.executable, "-c", _MEASURE, str(a), str(b), how], capture_output=True, text=True,
+                                 timeout=300, env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"})
+            assert out.returncode == 0, out.stderr[-2000:]
+            grew[(mib, how)] = json.loads(out.stdout.strip().splitlines()[-1])["grew"]
+    assert grew[(64, "whole")] - grew[(16, "whole")] > 2 * 40 * MiB, grew  # the control saw the size
+    assert abs(grew[(64, "blocks")] - grew[(16, "blocks")]) < 4 * MiB, grew
+    assert grew[(64, "blocks")] < 8 * MiB, grew
