@@ -3,6 +3,8 @@ local disk. Each command's text says what it reads; ``--json`` prints the same a
 
     python -m ckptlab inspect PATH [--step N] [--json]     # ckptlab.inspection
     python -m ckptlab diff A B [--rtol R] [--json]         # ckptlab.diffing; exit 1 when they differ
+    python -m ckptlab plan PATH --mesh data=2,model=8 [--spec 'PATTERN=SPEC' ...] [--hosts N] [--json]
+    python -m ckptlab measure PATH --mesh ... [--spec ...] [--hosts N]   # ckptlab.planning, for real
 
 Exit codes: 0 done (diff: the same model), 1 diff found a difference, 2 a path or an option this
 tool cannot use (the message says what to pass instead).
@@ -12,8 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
+
+_SPEC_HELP = ("A spec is the mesh axis per dimension, comma-separated: 'model', 'None,model', 'data+model,None' "
+              "(a dimension over two axes); an empty one replicates.")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,6 +35,18 @@ def _parser() -> argparse.ArgumentParser:
     two.add_argument("--rtol", type=float, default=0.0,
                      help="values differ when |a - b| > rtol * max(|a|, |b|) (default 0: the bytes must be equal)")
     two.add_argument("--json", action="store_true", help="print JSON instead of text")
+    for name, text in (("plan", "per host, the bytes a restore onto a layout reads (floor to ceiling) and holds"),
+                       ("measure", "the plan, and the same restore run for real in fresh processes beside it")):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("path", help="a checkpoint folder, a step, or a CheckpointManager root")
+        cmd.add_argument("--mesh", required=True, help="the target mesh, axis=size pairs: data=2,model=8")
+        cmd.add_argument("--spec", action="append", default=[], metavar="PATTERN=SPEC",
+                         help="a spec for the leaves whose path matches PATTERN (fnmatch, first match wins), e.g. "
+                              "'*/kernel=None,model'; leaves matched by none keep their saved spec where it fits "
+                              "the mesh, else are replicated (the plan says which). " + _SPEC_HELP)
+        cmd.add_argument("--hosts", type=int, default=1, help="processes the devices are split over (default 1)")
+        cmd.add_argument("--step", type=int, default=None, help="the step of a CheckpointManager root")
+        cmd.add_argument("--json", action="store_true", help="print JSON instead of text")
     return parser
 
 
@@ -41,6 +59,23 @@ def main(argv=None) -> int:
         if args.command == "inspect":
             info = inspect_checkpoint(args.path, args.step)
             print(as_json(info) if args.json else info.table())
+            return 0
+        if args.command in ("plan", "measure"):
+            from ckptlab import planning
+
+            mesh, specs = planning.parse_mesh(args.mesh), planning.parse_specs(args.spec)
+            from ckptlab.devices import setup_devices
+
+            setup_devices(max(16, math.prod(mesh.values())))
+            if args.command == "plan":
+                plan = planning.plan_restore(args.path, mesh, specs, args.hosts, args.step)
+                print(json.dumps(plan.as_dict(), indent=1, default=list) if args.json else plan.text())
+            else:
+                result = planning.measure_restore(args.path, mesh, specs, args.hosts, args.step)
+                if args.json:
+                    print(json.dumps({**result, "plan": result["plan"].as_dict()}, indent=1, default=list))
+                else:
+                    print(planning.measured_text(result))
             return 0
         from ckptlab.diffing import diff_checkpoints
 

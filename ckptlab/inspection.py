@@ -50,6 +50,7 @@ class ArrayInfo:
     bytes_on_disk: int
     writers: dict = field(default_factory=dict)  # writer folder -> bytes on disk
     storage_key: str = ""
+    chunk_sizes: dict = field(default_factory=dict, repr=False)  # chunk grid position -> bytes on disk
 
     @property
     def nbytes(self) -> int:
@@ -228,15 +229,31 @@ def inspect_checkpoint(path, step: int | None = None) -> CheckpointInfo:
         writers: dict = {}
         for n, writer in chunks.values():
             writers[writer] = writers.get(writer, 0) + n
+        grid = {}
+        for k, (n, _) in chunks.items():
+            position = _grid_position(k[len(key) + 1:])
+            if position is not None:
+                grid[position[: len(meta.shape)]] = n  # a scalar's one chunk is "0": position ()
         mesh, spec, devices, replicas = _sharding(meta)
         storage = getattr(meta, "storage", None)
         chunk_shape = tuple(storage.chunk_shape) if storage is not None and storage.chunk_shape is not None else None
         arrays.append(ArrayInfo(name, tuple(int(d) for d in meta.shape), str(meta.dtype), mesh, spec, devices,
                                 replicas, chunk_shape, len(chunks), sum(n for n, _ in chunks.values()),
-                                dict(sorted(writers.items())), key))
+                                dict(sorted(writers.items())), key, grid))
     root = item.parent.parent if step is not None else None
     pending = sorted(p.name for p in root.iterdir() if _TMP in p.name) if root is not None else []
     return CheckpointInfo(item, "ocdbt" if ocdbt else "zarr", step, arrays, others, pending)
+
+
+def _grid_position(name: str):
+    """A chunk's grid position from its key: ``0.3`` (zarr 2), ``c/0/3`` or ``c.0.3`` (zarr 3); None
+    for a key that is not a chunk (``.zarray``, ``zarr.json``)."""
+    if name == "c":
+        return ()
+    if name.startswith(("c/", "c.")):
+        name = name[2:]
+    parts = re.split(r"[./]", name)
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
 
 
 def _key(entry) -> str:
@@ -261,5 +278,6 @@ def _sharding(meta):
 
 def as_json(info: CheckpointInfo) -> str:
     return json.dumps({"path": str(info.path), "layout": info.layout, "step": info.step,
-                       "arrays": [{**a.__dict__, "nbytes": a.nbytes} for a in info.arrays], "not_arrays": info.others,
+                       "arrays": [{**{k: v for k, v in a.__dict__.items() if k != "chunk_sizes"}, "nbytes": a.nbytes}
+                                  for a in info.arrays], "not_arrays": info.others,
                        "bytes_on_disk": info.bytes_on_disk, "per_writer": info.per_writer()}, indent=1, default=list)

@@ -1,0 +1,300 @@
+"""Before a slow load or an OOM: what restoring a checkpoint onto a layout will read and hold, per
+host, from the checkpoint's records alone; and the same restore run for real beside it.
+
+    from ckptlab.planning import plan_restore, measure_restore
+    plan = plan_restore("ckpt", mesh={"data": 2, "model": 8}, specs={"*embed*": (None, "model")}, hosts=2)
+    print(plan.text())                      # python -m ckptlab plan ckpt --mesh data=2,model=8 ...
+    measured = measure_restore("ckpt", mesh={"data": 2, "model": 8}, specs=..., hosts=2)
+
+**The model, and which bound each figure is.** The target layout gives each device its index
+domain (asked of JAX's own ``NamedSharding``); the checkpoint's chunk grid and each chunk's bytes
+on disk come from :mod:`ckptlab.inspection`. A chunk is read whole. Per host (its devices are the
+mesh's, row-major, in contiguous blocks of ``devices / hosts``, as the processes of one job hold
+them):
+
+- ``floor``: one read of every chunk any of the host's devices overlaps, the least a restore
+  reads (Lesson 3 measures Orbax meeting it on aligned and replicated targets);
+- ``ceiling``: every device reading its own chunks alone, no read shared (Lesson 3: a misaligned
+  target lands between the two, up to a few times the floor, varying from run to run);
+- ``needed``: the bytes of the distinct pieces the host's devices hold (replicas once), as stored;
+- ``held``: what the host's devices hold, every replica counted: the peak host memory's lower
+  bound where devices are host memory (CPU devices); the restore keeps more than the arrays while
+  it runs, and how much more is measured (:func:`measure_restore`), not modelled here.
+
+Reads exclude the checkpoint's metadata files (a few KiB to a few MiB: the B+tree, ``_METADATA``).
+**Pre-sharding** (Lesson 4, MaxText's re-sharding of its checkpoints for a 64-way FSDP load):
+when the floor is above what is needed, saving the checkpoint once in the target layout (one chunk
+per target shard, the chunk shape given) makes each host read exactly what it needs.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+from ckptlab.inspection import ArrayInfo, inspect_checkpoint
+
+SPEC_HELP = ("a spec is the mesh axis per dimension, comma-separated: 'model' or 'None,model' or 'data+model,None' "
+             "(one dimension over two axes); '' replicates")
+
+
+def parse_mesh(text: str) -> dict:
+    """``data=2,model=8`` -> ``{"data": 2, "model": 8}``."""
+    mesh = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, _, size = part.partition("=")
+        if not name or not size.strip().isdigit() or int(size) < 1:
+            raise ValueError(f"mesh {text!r}: write it as axis=size pairs, e.g. data=2,model=8")
+        mesh[name.strip()] = int(size)
+    if not mesh:
+        raise ValueError("the mesh is empty: write it as axis=size pairs, e.g. data=2,model=8")
+    return mesh
+
+
+def parse_spec(text: str) -> tuple:
+    """``None,model`` -> ``(None, "model")``; ``data+model`` -> ``(("data", "model"),)``; ``''`` -> ``()``."""
+    out = []
+    for part in (p.strip() for p in text.split(",")) if text.strip() else ():
+        if part in ("None", "none", "-", ""):
+            out.append(None)
+        elif "+" in part:
+            out.append(tuple(a.strip() for a in part.split("+")))
+        else:
+            out.append(part)
+    return tuple(out)
+
+
+def parse_specs(items) -> dict:
+    """``["*embed*=None,model", "params/w=model"]`` -> ``{pattern: spec}`` (first match wins)."""
+    specs = {}
+    for item in items or ():
+        pattern, sep, spec = item.partition("=")
+        if not sep or not pattern:
+            raise ValueError(f"spec {item!r}: write PATTERN=SPEC, e.g. 'params/*/kernel=None,model'; {SPEC_HELP}")
+        specs[pattern.strip()] = parse_spec(spec)
+    return specs
+
+
+@dataclass
+class ArrayPlan:
+    path: str
+    spec: tuple
+    why: str  # "asked", "as saved", or why it is replicated
+    floor: list  # bytes per host
+    ceiling: list
+    needed: list
+    held: list
+    presharded_chunk: tuple | None  # the chunk shape that would make floor == needed, when it is not
+
+
+@dataclass
+class Plan:
+    path: str
+    mesh: dict
+    hosts: int
+    arrays: list = field(default_factory=list)
+    metadata_bytes: int = 0
+
+    def total(self, what: str) -> list:
+        return [sum(getattr(a, what)[h] for a in self.arrays) for h in range(self.hosts)]
+
+    def presharded_reads(self) -> list:
+        """Per host, the floor once every array the plan would pre-shard is saved in its target layout."""
+        return [sum((a.needed if a.presharded_chunk else a.floor)[h] for a in self.arrays) for h in range(self.hosts)]
+
+    def as_dict(self) -> dict:
+        return {"path": self.path, "mesh": self.mesh, "hosts": self.hosts,
+                "per_host": {k: self.total(k) for k in ("floor", "ceiling", "needed", "held")},
+                "presharded_floor": self.presharded_reads(), "metadata_bytes": self.metadata_bytes,
+                "arrays": [a.__dict__ for a in self.arrays]}
+
+    def text(self, top: int = 5) -> str:
+        from ckptlab.inspection import human
+
+        lines = [f"{self.path} onto a mesh {' x '.join(f'{k} {v}' for k, v in self.mesh.items())}, "
+                 f"{self.hosts} host(s) of {math.prod(self.mesh.values()) // self.hosts} device(s)"]
+        for h in range(self.hosts):
+            lines.append(f"host {h}: reads {human(self.total('floor')[h])} (floor: one read per chunk) to "
+                         f"{human(self.total('ceiling')[h])} (ceiling: no read shared); needs {human(self.total('needed')[h])}; "
+                         f"its devices hold {human(self.total('held')[h])} (the peak's lower bound on CPU devices)")
+        worst = sorted(self.arrays, key=lambda a: -max(a.floor))[:top]
+        lines.append("the arrays that dominate (floor per host):")
+        for a in worst:
+            lines.append(f"  {a.path}: {', '.join(human(x) for x in a.floor)}; spec {a.spec} ({a.why})")
+        pre = [a for a in self.arrays if a.presharded_chunk]
+        if pre:
+            after = self.presharded_reads()
+            lines.append(f"pre-sharding {len(pre)} array(s) (saved once in the target layout) would make each host read "
+                         + ", ".join(human(x) for x in after) + " instead of " + ", ".join(human(x) for x in self.total("floor")))
+            for a in sorted(pre, key=lambda a: -max(x - y for x, y in zip(a.floor, a.needed)))[:top]:
+                lines.append(f"  {a.path}: chunk {a.presharded_chunk}")
+        else:
+            lines.append("pre-sharding would not change the reads: every host's floor is what it needs")
+        lines.append(f"not counted: the metadata files, {human(self.metadata_bytes)}")
+        return "\n".join(lines)
+
+
+def _spec_for(array: ArrayInfo, mesh: dict, specs: dict) -> tuple[tuple, str]:
+    for pattern, spec in specs.items():
+        if fnmatch.fnmatchcase(array.path, pattern):
+            return spec, "asked"
+    saved = array.spec
+    if saved is not None and array.mesh is not None:
+        axes = {a for e in saved if e is not None for a in ((e,) if isinstance(e, str) else e)}
+        fits = axes <= set(mesh) and all(
+            e is None or n % math.prod(mesh[a] for a in ((e,) if isinstance(e, str) else e)) == 0
+            for e, n in zip(saved, array.shape))
+        if fits:
+            return tuple(saved), "as saved"
+        return (), "replicated: no spec asked, and the saved one does not fit this mesh"
+    return (), "replicated: no spec asked, none saved"
+
+
+def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, step: int | None = None) -> Plan:
+    """What restoring ``path`` onto ``mesh`` (its axes and sizes) with ``specs`` ({fnmatch pattern on
+    the leaf's path: spec}; others as saved where that fits, else replicated) reads and holds per
+    host of ``hosts``. Needs JAX with at least the mesh's number of devices (``setup_devices``)."""
+    from ckptlab.layout import chunks_overlapped, real_index_domains
+
+    mesh = {str(k): int(v) for k, v in mesh.items()}
+    devices = math.prod(mesh.values())
+    if hosts < 1 or devices % hosts:
+        raise ValueError(f"{devices} devices cannot be split over {hosts} hosts evenly")
+    per_host = devices // hosts
+    info = inspect_checkpoint(path, step)
+    plan = Plan(str(info.path), mesh, hosts)
+    plan.metadata_bytes = sum(p.stat().st_size for p in info.path.rglob("*") if p.is_file()) - info.bytes_on_disk
+    for array in info.arrays:
+        spec, why = _spec_for(array, mesh, specs or {})
+        itemsize = array.nbytes // max(1, math.prod(array.shape))
+        ratio = array.bytes_on_disk / array.nbytes if array.nbytes else 1.0  # stored bytes per value byte
+        if not array.shape:
+            domains = {d: () for d in range(devices)}
+        else:
+            try:
+                domains = real_index_domains(array.shape, mesh, spec)
+            except Exception as exc:
+                raise ValueError(f"{array.path}: spec {spec} on mesh {mesh}: {type(exc).__name__}: {exc}") from exc
+        chunk = array.chunk_shape or array.shape
+        size = {pos: n for pos, n in array.chunk_sizes.items()}
+        default = array.bytes_on_disk / max(1, array.chunks)
+        floor, ceiling, needed, held = [], [], [], []
+        for h in range(hosts):
+            mine = [d for d in range(h * per_host, (h + 1) * per_host)]
+            reads = {d: chunks_overlapped(domains[d], chunk) if array.shape else [()] for d in mine}
+            floor.append(sum(size.get(c, default) for c in {c for d in mine for c in reads[d]}))
+            ceiling.append(sum(size.get(c, default) for d in mine for c in reads[d]))
+            pieces = {tuple(map(tuple, domains[d])) for d in mine}
+            needed.append(sum(math.prod(b - a for a, b in p) for p in pieces) * itemsize * ratio)
+            held.append(sum(math.prod(b - a for a, b in domains[d]) for d in mine) * itemsize)
+        target_shard = tuple(b - a for a, b in domains[0]) if array.shape else ()
+        presharded = target_shard if any(f > n * 1.001 + 1 for f, n in zip(floor, needed)) else None
+        plan.arrays.append(ArrayPlan(array.path, spec, why, floor, ceiling, needed, held, presharded))
+    return plan
+
+
+# ------------------------------------------------------------------------------------- measure
+_CHILD = r"""
+import json, sys
+args = json.loads(sys.argv[1])
+from ckptlab.devices import prepare_environment
+
+prepare_environment(args["per_host"])
+import jax
+
+if args["hosts"] > 1:
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(f"127.0.0.1:{args['port']}", num_processes=args["hosts"], process_id=args["host"],
+                               initialization_timeout=120)
+import numpy as np
+import orbax.checkpoint as ocp
+from absl import logging
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from ckptlab.readcount import count_reads
+from ckptlab.serving import reset_peak, status_bytes
+
+logging.set_verbosity(logging.ERROR)
+devices = np.array(sorted(jax.devices(), key=lambda d: d.id)).reshape(tuple(args["mesh"].values()))
+mesh = Mesh(devices, tuple(args["mesh"]))
+checkpointer = ocp.StandardCheckpointer()
+tree = checkpointer.metadata(args["path"]).item_metadata.tree
+specs = {p: PartitionSpec(*[tuple(e) if isinstance(e, list) else e for e in s]) for p, s in args["specs"].items()}
+
+
+def name(entry):
+    for attr in ("key", "name", "idx"):
+        if hasattr(entry, attr):
+            return str(getattr(entry, attr))
+    return str(entry)
+
+
+def target(keypath, m):
+    path = "/".join(name(e) for e in keypath)
+    return jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=NamedSharding(mesh, specs[path]))
+
+
+abstract = jax.tree_util.tree_map_with_path(target, tree, is_leaf=lambda x: hasattr(x, "storage"))
+# Warm-up on a small checkpoint of its own: what a first save and restore load once (modules,
+# TensorStore's drivers), without the memory of a restore of this one (which the next would reuse).
+small = jax.make_array_from_callback((mesh.size, 4), NamedSharding(mesh, PartitionSpec(tuple(mesh.axis_names))),
+                                     lambda index: np.ones((mesh.size, 4), np.float32)[index])
+checkpointer.save(args["warm"], {"w": small})
+checkpointer.wait_until_finished()
+jax.block_until_ready(checkpointer.restore(args["warm"], {"w": jax.ShapeDtypeStruct(small.shape, small.dtype,
+                                                                                    sharding=small.sharding)}))
+reset_peak()
+before = status_bytes("VmRSS")
+with count_reads(whole_process=True) as reads:
+    restored = checkpointer.restore(args["path"], abstract)
+    jax.block_until_ready(restored)
+peak = status_bytes("VmHWM") - before
+held = sum(s.data.nbytes for leaf in jax.tree.leaves(restored) for s in leaf.addressable_shards)
+print(json.dumps({"host": jax.process_index(), "read": reads.bytes, "peak": peak, "held": held}), flush=True)
+if args["hosts"] > 1:
+    jax.distributed.shutdown()
+"""
+
+
+def measure_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, step: int | None = None,
+                    timeout: float = 600) -> dict:
+    """Restore ``path`` for real onto ``mesh`` with the plan's specs, in ``hosts`` fresh processes
+    joined by ``jax.distributed`` on localhost (CPU devices), each counting what it read (the
+    kernel's ``rchar``, after a warm-up restore) and its peak resident set above where it started
+    (``VmHWM`` reset before the restore). Returns the plan beside the measurement."""
+    from ckptlab.twohost import free_port, run_hosts
+
+    plan = plan_restore(path, mesh, specs, hosts, step)
+    chosen = {a.path: [list(e) if isinstance(e, tuple) else e for e in a.spec] for a in plan.arrays}
+    port = free_port()
+    per_host = math.prod(plan.mesh.values()) // hosts
+    with tempfile.TemporaryDirectory(prefix="measure-") as warm:
+        commands = [[sys.executable, "-c", _CHILD, json.dumps({"path": os.path.abspath(plan.path), "mesh": plan.mesh,
+                                                               "specs": chosen, "hosts": hosts, "host": h, "port": port,
+                                                               "per_host": per_host, "warm": os.path.join(warm, "w")})]
+                    for h in range(hosts)]
+        reports = sorted(run_hosts(commands, timeout, "restoring host"), key=lambda r: r["host"])
+    return {"plan": plan, "read": [r["read"] for r in reports], "peak": [r["peak"] for r in reports],
+            "held": [r["held"] for r in reports]}
+
+
+def measured_text(result: dict) -> str:
+    from ckptlab.inspection import human
+
+    plan = result["plan"]
+    lines = [plan.text()]
+    for h in range(plan.hosts):
+        read = result["read"][h]
+        lines.append(f"host {h} measured: read {human(read) if read is not None else 'not counted'} "
+                     f"(plan: {human(plan.total('floor')[h])} to {human(plan.total('ceiling')[h])}, plus metadata); "
+                     f"peak {human(result['peak'][h])} above its start, its devices hold {human(result['held'][h])} "
+                     f"(plan: {human(plan.total('held')[h])})")
+    return "\n".join(lines)
+
+
+__all__ = ["Plan", "plan_restore", "measure_restore", "measured_text", "parse_mesh", "parse_spec", "parse_specs"]

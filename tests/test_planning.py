@@ -1,0 +1,121 @@
+"""``ckptlab.planning`` (``python -m ckptlab plan|measure``): the plan's floor and ceiling bracket
+what real restores read per host (two processes joined by ``jax.distributed``), the devices hold
+what it says, and its pre-sharding suggestion, applied with Orbax, cuts the reads measured; on a
+MaxText-style checkpoint (scanned layers under ``params/params/decoder``, expert-parallel chunks)."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from ckptlab.cli import main
+from ckptlab.layout import course_mesh
+from ckptlab.planning import measure_restore, parse_mesh, parse_spec, parse_specs, plan_restore
+
+MiB = 2**20
+SLACK = 512 * 1024  # metadata files and the modules a restore loads on first use: reads besides the chunks
+
+LAYERS, EXPERTS, D, F = 4, 8, 64, 256
+
+
+def _maxtext_like():
+    """Random float32 (incompressible: the bytes read are the bytes stored), saved by 8 devices:
+    experts over 'expert', the rest over 'fsdp'."""
+    rng = np.random.default_rng(0)
+    mesh = course_mesh({"expert": 4, "fsdp": 2})
+
+    def put(shape, spec):
+        return jax.device_put(rng.standard_normal(shape).astype(np.float32), NamedSharding(mesh, spec))
+
+    return {"params": {"params": {
+        "decoder": {"layers": {"mlp": {"wi": put((LAYERS, EXPERTS, D, F), P(None, "expert", None, "fsdp"))},
+                               "self_attention": {"query": {"kernel": put((LAYERS, D, 1024), P(None, None, ("expert", "fsdp")))}}},
+                    "decoder_norm": {"scale": put((D,), P())}},
+        "token_embedder": {"embedding": put((2048, D), P(("expert", "fsdp")))},
+    }}}
+
+
+@pytest.fixture(scope="module")
+def maxtext(tmp_path_factory):
+    path = tmp_path_factory.mktemp("plan") / "maxtext"
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(path, _maxtext_like())
+    checkpointer.wait_until_finished()
+    return path
+
+
+# The restore a 16-device job of two hosts asks: FSDP over all 16 devices, the experts' weights split
+# on d_model, which the saved (expert-parallel) chunks do not split: each host reads chunks twice
+# the size of what it needs, the case pre-sharding is for.
+MESH = {"expert": 4, "fsdp": 4}
+SPECS = {"*/mlp/wi": (None, None, ("expert", "fsdp"), None), "*/query/kernel": (None, None, ("expert", "fsdp")),
+         "*/embedding": (("expert", "fsdp"),)}
+
+
+def test_the_spec_language_reads_as_the_help_says():
+    assert parse_mesh("data=2, model=8") == {"data": 2, "model": 8}
+    assert parse_spec("None,model") == (None, "model") and parse_spec("data+model,None") == (("data", "model"), None)
+    assert parse_spec("") == () and parse_specs(["*/w=model"]) == {"*/w": ("model",)}
+    for bad in ("x", "x=0", "=2", ""):
+        with pytest.raises(ValueError, match="axis=size"):
+            parse_mesh(bad)
+    with pytest.raises(ValueError, match="PATTERN=SPEC"):
+        parse_specs(["model"])
+
+
+def test_plan_names_each_arrays_spec_and_why(maxtext):
+    plan = plan_restore(maxtext, MESH, SPECS, hosts=2)
+    why = {a.path: (a.spec, a.why) for a in plan.arrays}
+    assert why["params/params/decoder/layers/mlp/wi"] == ((None, None, ("expert", "fsdp"), None), "asked")
+    assert why["params/params/decoder/decoder_norm/scale"] == ((), "as saved")
+    held = plan.total("held")
+    # the devices' bytes, replicas counted: the norm on every device
+    assert sum(held) == 4 * (LAYERS * EXPERTS * D * F + LAYERS * D * 1024 + 2048 * D + 16 * D) and held[0] == held[1]
+    # the suggestion: the experts' chunk becomes the target's shard
+    wi = next(a for a in plan.arrays if a.path.endswith("mlp/wi"))
+    assert wi.presharded_chunk == (LAYERS, EXPERTS, D // 16, F)
+    assert wi.floor[0] == pytest.approx(2 * wi.needed[0], rel=0.01)
+
+
+@pytest.mark.slow
+def test_the_plan_brackets_real_restores_and_pre_sharding_cuts_their_reads(maxtext, tmp_path):
+    measured = measure_restore(maxtext, MESH, SPECS, hosts=2)
+    plan = measured["plan"]
+    floor, ceiling, held = plan.total("floor"), plan.total("ceiling"), plan.total("held")
+    for h in range(2):
+        assert 0.98 * floor[h] <= measured["read"][h] <= ceiling[h] + SLACK, (h, measured["read"], floor, ceiling)
+        assert measured["held"][h] == held[h] and measured["peak"][h] >= held[h], measured
+    # Pre-sharding as suggested, with Orbax: restore in the target layout once, save it.
+    mesh = course_mesh(MESH)
+    target = ocp.StandardCheckpointer().metadata(maxtext).item_metadata.tree
+    specs = {a.path: a.spec for a in plan.arrays}
+
+    def abstract(path, m):
+        name = "/".join(str(getattr(e, "key", e)) for e in path)
+        return jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=NamedSharding(mesh, P(*specs[name])))
+
+    target = jax.tree_util.tree_map_with_path(abstract, target, is_leaf=lambda x: hasattr(x, "storage"))
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(tmp_path / "presharded", checkpointer.restore(maxtext, target))
+    checkpointer.wait_until_finished()
+    after = measure_restore(tmp_path / "presharded", MESH, SPECS, hosts=2)
+    wi = next(a for a in after["plan"].arrays if a.path.endswith("mlp/wi"))
+    assert wi.presharded_chunk is None and wi.floor == pytest.approx(wi.needed, rel=0.01)  # nothing left to gain
+    for h in range(2):
+        # what the first plan said pre-sharding would read, below the least the old layout can be read with
+        assert after["read"][h] <= plan.presharded_reads()[h] * 1.02 + SLACK, (after["read"], plan.presharded_reads())
+        assert after["read"][h] < 0.98 * floor[h] <= measured["read"][h], (after["read"], floor, measured["read"])
+
+
+def test_the_commands_print_the_plan_and_say_what_is_wrong(maxtext, capsys):
+    assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--hosts", "2",
+                 "--spec", "*/mlp/wi=None,None,expert+fsdp,None"]) == 0
+    out = capsys.readouterr().out
+    assert "host 1: reads" in out and "pre-sharding 1 array(s)" in out and "params/params/decoder/layers/mlp/wi" in out
+    assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--hosts", "3"]) == 2
+    assert "cannot be split over 3 hosts" in capsys.readouterr().err
+    assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--spec", "*/wi=None,nope,None,None"]) == 2
+    assert "nope" in capsys.readouterr().err
