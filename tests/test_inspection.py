@@ -118,9 +118,12 @@ def test_a_manager_root_reads_its_newest_committed_step_and_names_the_unfinished
 def test_refusals_say_what_to_pass(saved, tmp_path):
     root, _ = saved
     (tmp_path / "empty").mkdir()
+    (tmp_path / "unknown").mkdir()
+    (tmp_path / "unknown" / "_METADATA").write_text("not Orbax's")
     cases = {tmp_path / "missing": "does not exist", root / "ocdbt" / "_METADATA": "is a file",
              root / "manager" / "30.orbax-checkpoint-tmp-1234": "still being written",
-             tmp_path / "empty": "is not an Orbax checkpoint"}
+             tmp_path / "empty": "is not an Orbax checkpoint",
+             tmp_path / "unknown": "Orbax could not read its metadata"}
     for path, said in cases.items():
         with pytest.raises(NotACheckpoint, match=said):
             inspect_checkpoint(path)

@@ -124,6 +124,7 @@ SHOWS = {
         "the devices its metadata names: [0, 1, 2, 3, 2048, 2049, 2050, 2051]",
         "8 device(s)  no_target      ValueError: Topology mismatch detected",
         "every peak at or above what the devices hold: True",
+        "replicated: 1 device(s) 1 copies, 4 device(s) 4 copies, 16 device(s) 16 copies",
         # loud and silent changes as Orbax does them (warnings and log lines counted), then each silent
         # one found from the metadata
         "two layers             raised ValueError: User-provided restore item and on-disk value metadata tree",
