@@ -1,7 +1,7 @@
 """``python -m ckptlab inspect|diff ...``: the course's models as a tool, on any Orbax checkpoint on
 local disk. Each command's text says what it reads; ``--json`` prints the same as JSON.
 
-    python -m ckptlab inspect PATH [--step N] [--json]     # ckptlab.inspection
+    python -m ckptlab inspect PATH [--step N] [--json] [--figure ARRAY [--out F.png]]   # ckptlab.inspection
     python -m ckptlab diff A B [--rtol R] [--json]         # ckptlab.diffing; exit 1 when they differ
     python -m ckptlab plan PATH --mesh data=2,model=8 [--spec 'PATTERN=SPEC' ...] [--hosts N] [--json]
     python -m ckptlab measure PATH --mesh ... [--spec ...] [--hosts N]   # ckptlab.planning, for real
@@ -29,6 +29,9 @@ def _parser() -> argparse.ArgumentParser:
     one.add_argument("path", help="a checkpoint folder, a step, or a CheckpointManager root")
     one.add_argument("--step", type=int, default=None, help="the step of a CheckpointManager root (default: newest)")
     one.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    one.add_argument("--figure", metavar="ARRAY", help="also draw where ARRAY's pieces lived when saved, with its chunks "
+                     "(a 1-D or 2-D array, by its path in the table)")
+    one.add_argument("--out", default=None, help="the figure's file (default: ARRAY's path with / as _, .png)")
     two = sub.add_parser("diff", help="missing, extra, reshaped, recast and changed leaves, block by block")
     two.add_argument("a", help="the reference checkpoint (a folder, a step, or a manager root)")
     two.add_argument("b", help="the checkpoint compared with it")
@@ -59,6 +62,14 @@ def main(argv=None) -> int:
         if args.command == "inspect":
             info = inspect_checkpoint(args.path, args.step)
             print(as_json(info) if args.json else info.table())
+            if args.figure:
+                from ckptlab.devices import setup_devices
+                from ckptlab.inspection import placement_figure
+
+                array = next((a for a in info.arrays if a.path == args.figure), None)
+                setup_devices(max(16, array.devices if array else 1))
+                out = placement_figure(info, args.figure, args.out or args.figure.replace("/", "_") + ".png")
+                print(f"figure: {out}", file=sys.stderr)
             return 0
         if args.command in ("plan", "measure"):
             from ckptlab import planning

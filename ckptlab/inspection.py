@@ -276,6 +276,34 @@ def _sharding(meta):
     return mesh, spec, devices, replicas
 
 
+def placement_figure(info: CheckpointInfo, array_path: str, out):
+    """Draw where each piece of ``array_path`` lived when it was saved (its mesh positions, replicas
+    together) with the saved chunk grid on top, to the image file ``out``; 1-D and 2-D arrays. Needs
+    JAX with as many devices as the saved mesh (``setup_devices``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ckptlab.plotting import plot_sharded_array
+
+    found = {a.path: a for a in info.arrays}
+    if array_path not in found:
+        raise NotACheckpoint(f"no array {array_path!r} in {info.path}; its arrays: {', '.join(sorted(found))}")
+    a = found[array_path]
+    if len(a.shape) not in (1, 2):
+        raise NotACheckpoint(f"{array_path} has {len(a.shape)} dimensions: a figure draws a 1-D or 2-D array")
+    mesh = a.mesh or {"device": 1}
+    spec = a.spec if a.spec is not None else ()
+    fig, ax = plt.subplots()
+    plot_sharded_array(a.shape, mesh, spec, chunk_shape=a.chunk_shape, ax=ax,
+                       title=f"{array_path}: saved on {' x '.join(f'{k} {v}' for k, v in mesh.items())}, "
+                             f"spec {_spec_text(a.spec)}; chunks dashed")
+    fig.savefig(out, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return out
+
+
 def as_json(info: CheckpointInfo) -> str:
     return json.dumps({"path": str(info.path), "layout": info.layout, "step": info.step,
                        "arrays": [{**{k: v for k, v in a.__dict__.items() if k != "chunk_sizes"}, "nbytes": a.nbytes}

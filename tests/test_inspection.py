@@ -146,3 +146,14 @@ def test_the_command_prints_the_table_and_json_and_exits_2_on_a_bad_path(saved, 
     bad = subprocess.run([sys.executable, "-m", "ckptlab", "inspect", str(tmp_path)], capture_output=True, text=True,
                          env=env, timeout=120)
     assert bad.returncode == 2 and "is not an Orbax checkpoint" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_placement_figure_per_array_on_request(saved, tmp_path, capsys):
+    from ckptlab.cli import main
+
+    root, _ = saved
+    out = tmp_path / "w.png"
+    assert main(["inspect", str(root / "ocdbt"), "--figure", "params/e", "--out", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+    assert main(["inspect", str(root / "ocdbt"), "--figure", "params/nope"]) == 2
+    assert "no array 'params/nope'" in capsys.readouterr().err
