@@ -3,7 +3,7 @@ local disk. Each command's text says what it reads; ``--json`` prints the same a
 
     python -m ckptlab inspect PATH [--step N] [--json] [--figure ARRAY [--out F.png]]   # ckptlab.inspection
     python -m ckptlab diff A B [--rtol R] [--json]         # ckptlab.diffing; exit 1 when they differ
-    python -m ckptlab plan PATH --mesh data=2,model=8 [--spec 'PATTERN=SPEC' ...] [--hosts N] [--json]
+    python -m ckptlab plan PATH --mesh data=2,model=8 [--spec 'PATTERN=SPEC' ...] [--rules FILE] [--hosts N] [--json]
     python -m ckptlab measure PATH --mesh ... [--spec ...] [--hosts N]   # ckptlab.planning, for real
 
 Exit codes: 0 done (diff: the same model), 1 diff found a difference, 2 a path or an option this
@@ -47,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
                          help="a spec for the leaves whose path matches PATTERN (fnmatch, first match wins), e.g. "
                               "'*/kernel=None,model'; leaves matched by none keep their saved spec where it fits "
                               "the mesh, else are replicated (the plan says which). " + _SPEC_HELP)
+        cmd.add_argument("--rules", default=None, metavar="FILE",
+                         help="PATTERN=SPEC lines (# comments), read before the --spec options")
         cmd.add_argument("--hosts", type=int, default=1, help="processes the devices are split over (default 1)")
         cmd.add_argument("--step", type=int, default=None, help="the step of a CheckpointManager root")
         cmd.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -74,7 +76,8 @@ def main(argv=None) -> int:
         if args.command in ("plan", "measure"):
             from ckptlab import planning
 
-            mesh, specs = planning.parse_mesh(args.mesh), planning.parse_specs(args.spec)
+            rules = planning.read_rules(args.rules) if args.rules else []
+            mesh, specs = planning.parse_mesh(args.mesh), planning.parse_specs(rules + args.spec)
             from ckptlab.devices import setup_devices
 
             setup_devices(max(16, math.prod(mesh.values())))

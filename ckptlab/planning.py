@@ -80,6 +80,18 @@ def parse_specs(items) -> dict:
     return specs
 
 
+def read_rules(path) -> list[str]:
+    """A rules file's ``PATTERN=SPEC`` lines (blank lines and ``#`` comments skipped), for
+    :func:`parse_specs`: the specs of a model's sharding rules, kept beside the checkpoint."""
+    from pathlib import Path
+
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ValueError(f"rules file {path}: {exc.strerror or exc}") from exc
+    return [line.split("#", 1)[0].strip() for line in text.splitlines() if line.split("#", 1)[0].strip()]
+
+
 @dataclass
 class ArrayPlan:
     path: str

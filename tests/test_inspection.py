@@ -131,18 +131,19 @@ def test_refusals_say_what_to_pass(saved, tmp_path):
         inspect_checkpoint(root / "manager", step=5)
 
 
-def test_the_command_prints_the_table_and_json_and_exits_2_on_a_bad_path(saved, tmp_path):
+def test_the_command_prints_the_table_and_json_and_exits_2_on_a_bad_path(saved, tmp_path, capsys):
+    from ckptlab.cli import main
+
     root, _ = saved
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env.pop("XLA_FLAGS", None)
-    out = subprocess.run([sys.executable, "-m", "ckptlab", "inspect", str(root / "ocdbt")], capture_output=True,
-                         text=True, env=env, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert "params/w" in out.stdout and "P('x')" in out.stdout and "on disk, by where: inline in the B+tree" in out.stdout and "; ocdbt.process_0 " in out.stdout
-    as_json = subprocess.run([sys.executable, "-m", "ckptlab", "inspect", "--json", str(root / "manager")],
-                             capture_output=True, text=True, env=env, timeout=120)
-    report = json.loads(as_json.stdout)
+    assert main(["inspect", str(root / "ocdbt")]) == 0
+    out = capsys.readouterr().out
+    assert "params/w" in out and "P('x')" in out
+    assert "on disk, by where: inline in the B+tree" in out and "; ocdbt.process_0 " in out
+    assert main(["inspect", "--json", str(root / "manager")]) == 0
+    report = json.loads(capsys.readouterr().out)
     assert report["step"] == 20 and {a["path"] for a in report["arrays"]} >= {"params/w", "params/e"}
+    # as a learner types it: python -m ckptlab, in a fresh process, a bad path said in one line
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_PLATFORMS": "cpu"}
     bad = subprocess.run([sys.executable, "-m", "ckptlab", "inspect", str(tmp_path)], capture_output=True, text=True,
                          env=env, timeout=120)
     assert bad.returncode == 2 and "is not an Orbax checkpoint" in bad.stderr and "Traceback" not in bad.stderr

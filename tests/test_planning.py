@@ -110,12 +110,37 @@ def test_the_plan_brackets_real_restores_and_pre_sharding_cuts_their_reads(maxte
         assert after["read"][h] < 0.98 * floor[h] <= measured["read"][h], (after["read"], floor, measured["read"])
 
 
-def test_the_commands_print_the_plan_and_say_what_is_wrong(maxtext, capsys):
-    assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--hosts", "2",
-                 "--spec", "*/mlp/wi=None,None,expert+fsdp,None"]) == 0
+def test_the_commands_print_the_plan_and_say_what_is_wrong(maxtext, capsys, tmp_path):
+    rules = tmp_path / "rules.txt"
+    rules.write_text("# the experts' weights FSDP on d_model\n*/mlp/wi=None,None,expert+fsdp,None  # 16 ways\n\n")
+    assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--hosts", "2", "--rules", str(rules)]) == 0
     out = capsys.readouterr().out
     assert "host 1: reads" in out and "pre-sharding 1 array(s)" in out and "params/params/decoder/layers/mlp/wi" in out
+    assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--rules", str(tmp_path / "none.txt")]) == 2
+    assert "rules file" in capsys.readouterr().err
     assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--hosts", "3"]) == 2
     assert "cannot be split over 3 hosts" in capsys.readouterr().err
     assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--spec", "*/wi=None,nope,None,None"]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ocdbt", [True, False])
+def test_the_plan_brackets_restores_of_the_course_s_own_layouts(tmp_path, ocdbt):
+    """Arrays saved by 16 devices, by 8 (data 2 x model 4) and by one, in OCDBT and in plain zarr,
+    restored by two hosts of 8 devices: each saved spec kept where it fits the new mesh, else
+    replicated (the plan says which)."""
+    rng = np.random.default_rng(3)
+    m16, m8 = course_mesh({"x": 16}), course_mesh({"data": 2, "model": 4})
+    tree = {"split": jax.device_put(rng.standard_normal((1024, 512)).astype(np.float32), NamedSharding(m16, P("x"))),
+            "across": jax.device_put(rng.standard_normal((512, 512)).astype(np.float32), NamedSharding(m8, P(None, "model"))),
+            "one": jax.device_put(rng.standard_normal((256, 256)).astype(np.float32), jax.devices()[0])}
+    with ocp.PyTreeCheckpointer(use_ocdbt=ocdbt) as checkpointer:
+        checkpointer.save(tmp_path / "c", tree)
+    measured = measure_restore(tmp_path / "c", {"x": 16}, {}, hosts=2)
+    plan = measured["plan"]
+    assert {a.path: a.why.split(":")[0] for a in plan.arrays} == {"split": "as saved", "across": "replicated",
+                                                                  "one": "replicated"}
+    for h in range(2):
+        assert 0.98 * plan.total("floor")[h] <= measured["read"][h] <= plan.total("ceiling")[h] + SLACK, measured
+        assert measured["held"][h] == plan.total("held")[h] <= measured["peak"][h], measured
