@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
                               "'*/kernel=None,model'; leaves matched by none keep their saved spec where it fits "
                               "the mesh, else are replicated (the plan says which). " + _SPEC_HELP)
         cmd.add_argument("--rules", default=None, metavar="FILE",
-                         help="PATTERN=SPEC lines (# comments), read before the --spec options")
+                         help="PATTERN=SPEC lines (# comments), tried after the --spec options")
         cmd.add_argument("--hosts", type=int, default=1, help="processes the devices are split over (default 1)")
         cmd.add_argument("--step", type=int, default=None, help="the step of a CheckpointManager root")
         cmd.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -77,7 +77,7 @@ def main(argv=None) -> int:
             from ckptlab import planning
 
             rules = planning.read_rules(args.rules) if args.rules else []
-            mesh, specs = planning.parse_mesh(args.mesh), planning.parse_specs(rules + args.spec)
+            mesh, specs = planning.parse_mesh(args.mesh), planning.parse_specs(args.spec + rules)  # the command line first
             from ckptlab.devices import setup_devices
 
             setup_devices(max(16, math.prod(mesh.values())))

@@ -168,10 +168,10 @@ def _ocdbt_sizes(item: Path) -> dict:
 
     base = ts.KvStore.open(f"file://{item}/").result()
     manifest = ts.ocdbt.dump(base).result()
-    root = manifest["versions"][-1]["root"]
     sizes: dict = {}
-    if "location" not in root:
-        return sizes
+    if not manifest.get("versions") or "location" not in manifest["versions"][-1]["root"]:
+        return sizes  # an empty database
+    root = manifest["versions"][-1]["root"]
 
     def walk(location: str, height: int):
         node = ts.ocdbt.dump(base, location).result()

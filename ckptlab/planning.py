@@ -180,7 +180,7 @@ def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, st
     per_host = devices // hosts
     info = inspect_checkpoint(path, step)
     plan = Plan(str(info.path), mesh, hosts)
-    plan.metadata_bytes = sum(p.stat().st_size for p in info.path.rglob("*") if p.is_file()) - info.bytes_on_disk
+    plan.metadata_bytes = max(0, sum(p.stat().st_size for p in info.path.rglob("*") if p.is_file()) - info.bytes_on_disk)
     for array in info.arrays:
         spec, why = _spec_for(array, mesh, specs or {})
         itemsize = array.nbytes // max(1, math.prod(array.shape))

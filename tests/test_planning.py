@@ -5,6 +5,8 @@ MaxText-style checkpoint (scanned layers under ``params/params/decoder``, expert
 
 from __future__ import annotations
 
+import json
+
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
@@ -116,6 +118,12 @@ def test_the_commands_print_the_plan_and_say_what_is_wrong(maxtext, capsys, tmp_
     assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--hosts", "2", "--rules", str(rules)]) == 0
     out = capsys.readouterr().out
     assert "host 1: reads" in out and "pre-sharding 1 array(s)" in out and "params/params/decoder/layers/mlp/wi" in out
+    # the command line's --spec is tried before the rules file's
+    assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--hosts", "2", "--rules", str(rules), "--json",
+                 "--spec", "*/wi=None,expert,None,None"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    wi = next(a for a in planned["arrays"] if a["path"].endswith("mlp/wi"))
+    assert wi["spec"] == [None, "expert", None, None] and wi["why"] == "asked"
     assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--rules", str(tmp_path / "none.txt")]) == 2
     assert "rules file" in capsys.readouterr().err
     assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--hosts", "3"]) == 2
