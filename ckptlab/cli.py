@@ -60,6 +60,10 @@ def main(argv=None) -> int:
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from ckptlab.inspection import NotACheckpoint, as_json, inspect_checkpoint
 
+    def progress(done, count, path):  # on a terminal, for checkpoints of many arrays
+        if count >= 20 and sys.stderr.isatty():
+            print(f"\r[{done}/{count}] {path[:60]:60}", end="" if path else "\n", file=sys.stderr, flush=True)
+
     try:
         if args.command == "inspect":
             info = inspect_checkpoint(args.path, args.step)
@@ -82,7 +86,7 @@ def main(argv=None) -> int:
 
             setup_devices(max(16, math.prod(mesh.values())))
             if args.command == "plan":
-                plan = planning.plan_restore(args.path, mesh, specs, args.hosts, args.step)
+                plan = planning.plan_restore(args.path, mesh, specs, args.hosts, args.step, progress=progress)
                 print(json.dumps(plan.as_dict(), indent=1, default=list) if args.json else plan.text())
             else:
                 result = planning.measure_restore(args.path, mesh, specs, args.hosts, args.step)
@@ -92,10 +96,6 @@ def main(argv=None) -> int:
                     print(planning.measured_text(result))
             return 0
         from ckptlab.diffing import diff_checkpoints
-
-        def progress(done, count, path):
-            if count >= 20 and sys.stderr.isatty():
-                print(f"\r[{done}/{count}] {path[:60]:60}", end="" if path else "\n", file=sys.stderr, flush=True)
 
         report = diff_checkpoints(args.a, args.b, args.rtol, progress=progress)
         print(json.dumps(report.as_dict(), indent=1) if args.json else report.text())

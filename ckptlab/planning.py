@@ -167,10 +167,12 @@ def _spec_for(array: ArrayInfo, mesh: dict, specs: dict) -> tuple[tuple, str]:
     return (), "replicated: no spec asked, none saved"
 
 
-def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, step: int | None = None) -> Plan:
+def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, step: int | None = None,
+                 progress=None) -> Plan:
     """What restoring ``path`` onto ``mesh`` (its axes and sizes) with ``specs`` ({fnmatch pattern on
     the leaf's path: spec}; others as saved where that fits, else replicated) reads and holds per
-    host of ``hosts``. Needs JAX with at least the mesh's number of devices (``setup_devices``)."""
+    host of ``hosts``. Needs JAX with at least the mesh's number of devices (``setup_devices``).
+    ``progress``, if given, is called with (arrays done, arrays in all, path) before each array."""
     from ckptlab.layout import chunks_overlapped, real_index_domains
 
     mesh = {str(k): int(v) for k, v in mesh.items()}
@@ -181,7 +183,9 @@ def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, st
     info = inspect_checkpoint(path, step)
     plan = Plan(str(info.path), mesh, hosts)
     plan.metadata_bytes = max(0, sum(p.stat().st_size for p in info.path.rglob("*") if p.is_file()) - info.bytes_on_disk)
-    for array in info.arrays:
+    for done, array in enumerate(info.arrays):
+        if progress is not None:
+            progress(done, len(info.arrays), array.path)
         spec, why = _spec_for(array, mesh, specs or {})
         itemsize = array.nbytes // max(1, math.prod(array.shape))
         ratio = array.bytes_on_disk / array.nbytes if array.nbytes else 1.0  # stored bytes per value byte
@@ -207,6 +211,8 @@ def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, st
         target_shard = tuple(b - a for a, b in domains[0]) if array.shape else ()
         presharded = target_shard if any(f > n * 1.001 + 1 for f, n in zip(floor, needed)) else None
         plan.arrays.append(ArrayPlan(array.path, spec, why, floor, ceiling, needed, held, presharded))
+    if progress is not None:
+        progress(len(info.arrays), len(info.arrays), "")
     return plan
 
 

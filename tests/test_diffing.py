@@ -115,7 +115,9 @@ def test_a_tolerance_accepts_a_cast_and_still_finds_a_change(pair):
 
 def test_another_sharding_is_reported_and_the_values_still_compared(pair):
     a, made = pair
-    report = diff_checkpoints(a, made["resharded"])
+    calls = []
+    report = diff_checkpoints(a, made["resharded"], progress=lambda *c: calls.append(c))
+    assert [c[0] for c in calls] == [0, 1, 2, 3] and calls[0][1] == 3  # progress: each leaf, then done
     assert report.sharding == ["params/w"] and report.same and report.compared == 3
 
 

@@ -69,7 +69,9 @@ def test_the_spec_language_reads_as_the_help_says():
 
 
 def test_plan_names_each_arrays_spec_and_why(maxtext):
-    plan = plan_restore(maxtext, MESH, SPECS, hosts=2)
+    calls = []
+    plan = plan_restore(maxtext, MESH, SPECS, hosts=2, progress=lambda *a: calls.append(a))
+    assert [c[0] for c in calls] == list(range(len(plan.arrays) + 1)) and calls[-1][2] == ""  # progress, each array
     why = {a.path: (a.spec, a.why) for a in plan.arrays}
     assert why["params/params/decoder/layers/mlp/wi"] == ((None, None, ("expert", "fsdp"), None), "asked")
     assert why["params/params/decoder/decoder_norm/scale"] == ((), "as saved")
