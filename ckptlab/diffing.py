@@ -84,7 +84,8 @@ def _open(info: CheckpointInfo, array: ArrayInfo):
         kvstore = {"driver": "ocdbt", "base": f"file://{info.path}/", "path": f"{array.storage_key}/"}
     else:
         kvstore = {"driver": "file", "path": f"{info.path}/{array.storage_key}/"}
-    zarr3 = (info.path / array.storage_key / "zarr.json").exists() if info.layout == "zarr" else False
+    # Zarr 3 (Orbax v1's default) keeps an array's header in zarr.json, zarr 2 (v0's) in .zarray.
+    zarr3 = ts.KvStore.open(kvstore, context=context).result().read("zarr.json").result().state == "value"
     return ts.open({"driver": "zarr3" if zarr3 else "zarr", "kvstore": kvstore}, open=True, context=context).result()
 
 

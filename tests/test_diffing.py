@@ -49,6 +49,13 @@ def _save(path, tree, ocdbt=True):
     return path
 
 
+def _save_v1(path, tree):  # Orbax's v1 API: OCDBT with zarr 3 (v0's default is zarr 2)
+    from orbax.checkpoint import v1 as ocp_v1
+
+    ocp_v1.save_pytree(path, tree)
+    return path
+
+
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     root = tmp_path_factory.mktemp("diff")
@@ -60,6 +67,8 @@ def pair(tmp_path_factory):
     made = {
         "copy": _save(root / "copy", tree),
         "copy_zarr": _save(root / "copy_zarr", tree, ocdbt=False),
+        "copy_v1": _save_v1(root / "copy_v1", tree),
+        "one_element_v1": _save_v1(root / "one_v1", _model(w=changed)[0]),
         "one_element": _save(root / "one", _model(w=changed)[0]),
         "renamed": _save(root / "renamed", _model(params__w=None, params__kernel=tree["params"]["w"])[0]),
         "reshaped": _save(root / "reshaped", _model(params__w=jax.device_put(w.reshape(256, 512), NamedSharding(mesh, P("x"))))[0]),
@@ -72,7 +81,7 @@ def pair(tmp_path_factory):
 
 def test_the_same_model_is_the_same_whatever_its_layout(pair):
     a, made = pair
-    for name in ("copy", "copy_zarr"):
+    for name in ("copy", "copy_zarr", "copy_v1"):
         report = diff_checkpoints(a, made[name])
         assert report.same and report.compared == 3, (name, report.text())
         assert not (report.values or report.sharding or report.dtype)
@@ -86,6 +95,9 @@ def test_one_changed_element_is_found_block_by_block(pair):
         assert not (report.missing or report.extra or report.shape or report.dtype or report.sharding)
     # +0.5 on a value of N(0, 1): beyond 10% of the larger of the two
     assert diff_checkpoints(a, made["one_element"], rtol=0.1).values["params/w"]["elements"] == 1
+    # between two checkpoints Orbax's v1 API wrote (zarr 3 inside OCDBT), as between v0's
+    v1 = diff_checkpoints(made["copy_v1"], made["one_element_v1"])
+    assert list(v1.values) == ["params/w"] and v1.values["params/w"]["elements"] == 1, v1.text()
 
 
 @pytest.mark.parametrize(("name", "found"), [
