@@ -331,6 +331,26 @@ def test_a_worker_that_waits_forever_ends_at_the_wall_clock_cap():
     assert run.status == "timeout" and 2 <= run.seconds < 6, (run.status, run.seconds)
 
 
+@pytest.mark.skipif(not outside.strict_namespaces(), reason="strict workers get no pid namespace of their own here")
+def test_a_preempted_worker_is_reaped_by_its_own_launcher():
+    """A preemption kills pid 1 of the worker's pid namespace, and with it every process inside; the
+    launcher (the grader's code, outside the namespace) reaps it and exits by itself, with its
+    child's status (128 + SIGKILL). Killed with it, the launcher would leave pid 1 to whichever
+    process adopts orphans on the machine, and the grader waits until the namespace is empty."""
+    import time
+
+    worker = outside.Worker("import time\ndef probe():\n    time.sleep(600)\n", "probe", [()], timeout=30,
+                            level=outside.STRICT, bare=True)
+    deadline = time.monotonic() + 20
+    while not worker.namespace and time.monotonic() < deadline:  # (set once the module has loaded)
+        time.sleep(0.01)
+    assert worker.namespace, "the worker never started"
+    worker.preempt()
+    run = worker.wait()
+    assert run.status in ("crashed", "ok") and worker.proc.returncode == 128 + 9, (run.status, worker.proc.returncode)
+    assert not outside.namespace_pids(worker.namespace)
+
+
 @pytest.mark.parametrize("abi", ["1", "2"])
 def test_before_landlock_abi_3_seccomp_refuses_truncate(tmp_path, monkeypatch, abi):
     import errno

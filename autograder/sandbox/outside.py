@@ -805,9 +805,15 @@ class Worker:
         with self._reaping:
             if self._reaped():
                 return  # reaped: its pid may be another process's now
-            for pid in _children(self.proc.pid):
+            children = _children(self.proc.pid)
+            for pid in children:
                 _kill(pid)
-            _kill(-self.proc.pid)
+            # In a pid namespace of its own, killing pid 1 (the launcher's one child) kills every
+            # process in it, and the launcher, which waits for it, reaps it and exits. Killed with it,
+            # the launcher would leave pid 1 to whichever process adopts orphans here, which reaped it
+            # 1.2 to 1.9 s later (measured): the grader waits until the namespace is empty.
+            if not (children and self.level == STRICT and self.plan.namespaces):
+                _kill(-self.proc.pid)
 
     def _kill_group(self) -> None:
         """SIGKILL the launcher's process group, only while the launcher is not reaped: until then its
