@@ -419,7 +419,7 @@ def unstack_peak(rng) -> Question:
         f"of 'model' and held once per 'data' replica ({data}): {stacked * data:,} bytes on the devices. The slices "
         f"together are as large again, and both are alive: {total:,} bytes. A lower bound on the host's peak (the "
         "restore keeps more than the arrays), and it stays while the stack is alive, however early each slice is "
-        "made (Lesson 7 migrates a scanned model).", rel_tol=0.01,
+        "made. Lesson 7 measures it beside one array at a time (problem 7.4's way: one stack and its layers alive).", rel_tol=0.01,
         facts=dict(layers=layers, width=width, dtype=dtype, data=data, model=model), unit_of_study=7)
 
 

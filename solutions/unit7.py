@@ -96,3 +96,26 @@ def compare_checkpoints(a_dir, b_dir, rtol):
         if not same:
             report["differing"].append(path)
     return report
+
+
+def unstack_layers(ckpt_dir, out_dir, mesh, groups, scan_axis):
+    from orbax.checkpoint import v1 as ocp_v1
+
+    saved = _flat(ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree)
+    for path, m in saved.items():
+        # That array alone, to the host: one copy, however many devices held it.
+        host = _flat(ocp.PyTreeCheckpointer().restore(ckpt_dir, args=ocp.args.PyTreeRestore(
+            item=_nest({path: 0}), restore_args=_nest({path: ocp.RestoreArgs(restore_type=np.ndarray)}),
+            partial_restore=True)))[path]
+        spec = tuple(m.sharding.partition_spec) + (None,) * (len(m.shape) - len(m.sharding.partition_spec))
+        group = next((g for g in groups if path.startswith(g + "/")), None)
+        if group is None:
+            out = {path: jax.device_put(host, NamedSharding(mesh, PartitionSpec(*spec)))}
+        else:
+            layer = NamedSharding(mesh, PartitionSpec(*(spec[:scan_axis] + spec[scan_axis + 1:])))
+            out = {f"{group}_{i}/{path[len(group) + 1:]}": jax.device_put(np.take(host, i, axis=scan_axis), layer)
+                   for i in range(m.shape[scan_axis])}
+        del host
+        ocp_v1.partial.save(out_dir, _nest(out))  # written before the next array is read
+        del out
+    ocp_v1.partial.finalize(out_dir)

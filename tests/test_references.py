@@ -103,11 +103,12 @@ def test_expected_values_the_hidden_tests_compute_equal_the_references_exactly()
     public example and on 20 learners' hidden cases. (5.2's, Orbax's own word on a killed saver's
     folder, is held to the reference in tests/test_training_real.py, on real kills; 5.3's, a run
     never interrupted computed with a worker's XLA flags, by the reference's full marks, graded
-    through real kills in tests/test_grader.py.)"""
+    through real kills in tests/test_grader.py. 6.2's and 7.4's, checkpoints the references write, are held to what
+    Orbax reads back below.)"""
     checked = set()
     for p in registry.PROBLEMS:
         hidden = load(p)
-        if hidden.expected is None or p.id in ("5.2", "5.3", "6.2"):
+        if hidden.expected is None or p.id in ("5.2", "5.3", "6.2", "7.4"):
             continue
         args_seen = [ex.args for ex in p.examples]
         args_seen += [c.args for i in range(20) for c in hidden_cases(p, f"learner{i}")[1]]
@@ -133,6 +134,36 @@ def test_6_2s_expected_checkpoint_is_what_the_reference_writes_as_orbax_reads_it
         reference(p)(*real)
         written = dict(ocp_v1.load(real[1]))
         ours = hidden.expected(*real)
+        written, ours = (codec.loads(codec.dumps(tree, digest=True)) for tree in (written, ours))
+        assert sorted(written) == sorted(ours) and p.returns.equal(written, ours), n
+
+
+def test_7_4s_expected_checkpoint_is_what_the_reference_writes_and_the_drawn_values_sliced(tmp_path):
+    """7.4's expected value is computed from the grader's own copy of the checkpoint; the reference
+    writes a real one; Orbax's own load of it gives the same names, dtypes, bytes and placements. And
+    both hold the values the case drew (not only what Orbax read back): each layer the drawn stack's
+    index i along the scan axis, on the public example and a learner's hidden cases."""
+    from orbax.checkpoint import v1 as ocp_v1
+
+    from autograder.wall.returns import _leaves
+
+    p = registry.get("7.4")
+    hidden = load(p)
+    cases = [ex.args for ex in p.examples] + [c.args for c in hidden_cases(p, "learner0")[1]]
+    for n, args in enumerate(cases):
+        real = codec.materialize(files.realize(args, str(tmp_path / str(n))))
+        reference(p)(*real)
+        written = dict(ocp_v1.load(real[1]))
+        ours = hidden.expected(*real)
+        drawn, groups, axis = args[0].values(), args[3], args[4]
+        for path, leaf in _leaves(ours):
+            group = next((g for g in groups if path.startswith(g + "_")), None)
+            if group is None:
+                want = drawn[path]
+            else:
+                index, rest = path[len(group) + 1:].split("/", 1)
+                want = np.take(drawn[f"{group}/{rest}"], int(index), axis=axis)
+            assert np.array_equal(np.asarray(leaf), want), (n, path)
         written, ours = (codec.loads(codec.dumps(tree, digest=True)) for tree in (written, ours))
         assert sorted(written) == sorted(ours) and p.returns.equal(written, ours), n
 

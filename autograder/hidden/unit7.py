@@ -362,3 +362,177 @@ COMPARE = Hidden(
 )
 
 CASES["compare_checkpoints"] = COMPARE
+
+
+# ---------------------------------------------------------------------------------------------
+# 7.4 unstack_layers: a scanned model's checkpoint (MaxText's names: each group's leaves stacked
+# along the scan axis) written again with one subtree per layer; the grader restores what was
+# written in its own worker, and measures the function's memory.
+
+def _scanned_model(rng, groups: dict, scan_axis: int, d: int, f: int, mesh: tuple):
+    """``((path, shape, dtype, spec), ...)``: an embedding, a final norm, and per group (name -> layer
+    count) MaxText's attention and MLP kernels and a norm, stacked along ``scan_axis`` (never sharded,
+    as MaxText's 'layers' axis is not). Every array is split over every device: none is replicated
+    (Orbax saves a replicated array with programs it compiles per shape, tens of MiB that are the
+    library's, not the function's)."""
+    def stacked(path, shape, spec, layers):
+        shape, spec = list(shape), list(spec) + [None] * (len(shape) - len(spec))
+        shape.insert(scan_axis, layers)
+        spec.insert(scan_axis, None)
+        return (path, tuple(shape), "float32", tuple(spec))
+
+    names = tuple(n for n, _ in mesh)
+    every = names if len(names) > 1 else names[0]
+    across = names if len(names) > 1 else (None, names[0])  # two dimensions split, where the mesh has two axes
+    arrays = [("params/token_embedder/embedding", (1024, d), "float32", (every,)),
+              ("params/decoder/decoder_norm/scale", (d,), "float32", (every,))]
+    for group, layers in groups.items():
+        for name in ("query", "key", "value"):
+            arrays.append(stacked(f"{group}/self_attention/{name}/kernel", (d, d), across, layers))
+        arrays += [stacked(f"{group}/self_attention/out/kernel", (d, d), (every,), layers),
+                   stacked(f"{group}/mlp/wi_0/kernel", (d, f), (None, every), layers),
+                   stacked(f"{group}/mlp/wi_1/kernel", (d, f), (None, every), layers),
+                   stacked(f"{group}/mlp/wo/kernel", (f, d), (every,), layers),
+                   stacked(f"{group}/pre_self_attention_layer_norm/scale", (d,), (every,), layers)]
+    return tuple(arrays)
+
+
+def _unstack_cases(rng):
+    from autograder.wall.files import OutputFolder
+
+    # Smaller first: a case is charged with the largest peak of its worker so far.
+    out = []
+    # DeepSeek's two groups (dense layers first, then MoE ones), stacked along axis 0 as Linen's nn.scan
+    # stacks, on a 2 x 8 mesh.
+    dense = int(rng.choice((1, 2)))
+    mesh = (("data", 2), ("model", 8))
+    groups = {"params/decoder/dense_layers": dense, "params/decoder/moe_layers": 6 - dense}
+    arrays = _scanned_model(rng, groups, 0, 256, 512, mesh)
+    out.append(Case("two_groups_axis_0", (TreeCheckpointArg(arrays, mesh, int(rng.integers(0, 2**31))), OutputFolder(),
+                                          MeshArg(mesh), sorted(groups), 0)))
+    # MaxText's default: one group, stacked along axis 1 (param_scan_axis), on one axis of 16 devices;
+    # its largest arrays 8 MiB, the whole model 48 MiB.
+    layers = int(rng.choice((4, 8)))
+    mesh = (("model", 16),)
+    arrays = _scanned_model(rng, {"params/decoder/layers": layers}, 1, 512, 4096 // layers, mesh)
+    out.append(Case("scan_axis_1", (TreeCheckpointArg(arrays, mesh, int(rng.integers(0, 2**31))), OutputFolder(),
+                                    MeshArg(mesh), ["params/decoder/layers"], 1)))
+    return out
+
+
+def unstacked(ckpt_dir, out_dir, mesh, groups, scan_axis):
+    """What the written checkpoint must restore to, from the grader's own copy of the checkpoint
+    (learner code reaches only its own): each group's leaves sliced per layer, every other leaf as
+    saved, each placed as saved with the scan axis's spec entry removed."""
+    import jax
+    import orbax.checkpoint as ocp
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from autograder.wall.returns import _leaves
+
+    saved = dict(_leaves(ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree))
+    as_numpy = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray),
+                            ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree)
+    values = dict(_leaves(ocp.PyTreeCheckpointer().restore(ckpt_dir, args=ocp.args.PyTreeRestore(restore_args=as_numpy))))
+    out = {}
+    for path, m in saved.items():
+        spec = tuple(m.sharding.partition_spec) + (None,) * (len(m.shape) - len(m.sharding.partition_spec))
+        host = values.pop(path)
+        group = next((g for g in groups if path.startswith(g + "/")), None)
+        if group is None:
+            out[path] = jax.device_put(host, NamedSharding(mesh, PartitionSpec(*spec)))
+            continue
+        sharding = NamedSharding(mesh, PartitionSpec(*(spec[:scan_axis] + spec[scan_axis + 1:])))
+        for i in range(m.shape[scan_axis]):
+            out[f"{group}_{i}/{path[len(group) + 1:]}"] = jax.device_put(np.take(host, i, axis=scan_axis), sharding)
+    tree: dict = {}
+    for path, value in out.items():
+        *parents, last = path.split("/")
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return tree
+
+
+def _check_unstack_memory(args, out) -> str | None:
+    from autograder.wall.memory import unstack_budget
+
+    peak = out.get("anonymous_peak_bytes")
+    if peak is None:
+        return "unmeasured"
+    return "memory" if peak > unstack_budget(largest_held(args)) else None
+
+
+def largest_held(args) -> int:
+    """Bytes the devices hold of the checkpoint's largest array, placed as it was saved (replicas
+    counted): the unit of 7.4's budget."""
+    from autograder.wall.files import _dtype
+    from autograder.wall.memory import held_bytes
+
+    ckpt, mesh = args[0], args[2].shape
+    return max(held_bytes(shape, _dtype(dtype).itemsize, mesh, spec) for _, shape, dtype, spec in ckpt.arrays)
+
+
+def _diagnose_unstack(args, actual, expected):
+    from autograder.wall.returns import _leaves
+
+    a, e = dict(_leaves(actual)), dict(_leaves(expected))
+    groups = args[3]
+    if set(a) != set(e):
+        if any(p.startswith(g + "/") for p in a for g in groups):
+            return "stacked_kept" if any(p.startswith(g + "_") for p in a for g in groups) else "nested_names"
+        if set(e) - set(a) and all(any(p.startswith(g + "_") for g in groups) for p in a):
+            return "others_missing"
+        return "tree"
+    if any(a[k].dtype != e[k].dtype for k in e):
+        return "dtype"
+    if any(a[k].shape != e[k].shape for k in e):
+        return "shape"
+    if any(a[k].sha256 != e[k].sha256 for k in e):
+        return "values"
+    return "wrong_sharding"
+
+
+UNSTACK = Hidden(
+    generate=_unstack_cases,
+    messages={
+        "memory": "The checkpoint is right, but your function's own memory (anonymous, sampled from outside) went over "
+                  "the budget: three times the bytes the devices hold of the checkpoint's largest array, plus 16 MiB. Restore "
+                  "one array at a time (a partial restore of that leaf alone), write its layers "
+                  "(orbax.checkpoint.v1.partial.save) and let it go before the next: the whole model, or every layer "
+                  "of it at once, is over.",
+        "unmeasured": "The grader could not measure your function's memory on this machine (it samples the worker's "
+                      "anonymous memory in /proc: Linux only). Grade on Linux.",
+        "nested_names": "Each layer is a subtree of its own named after its group and index, as MaxText names them: "
+                        "'params/decoder/layers_0/mlp/wo/kernel', not 'params/decoder/layers/0/...', and no stacked "
+                        "leaf is left in the checkpoint.",
+        "stacked_kept": "The stacked leaves are still in the checkpoint beside the per-layer ones: write each layer's "
+                        "slices in place of the stack, not as well.",
+        "others_missing": "Every leaf outside the stacked groups (the embedding, the final norm) belongs in the new "
+                          "checkpoint as it was saved.",
+        "tree": "The checkpoint must hold every leaf outside the groups as saved, and for each group g and layer i the "
+                "group's leaves as 'g_i/<the rest of the path>'.",
+        "dtype": "Keep each array's saved dtype: unstacking changes the tree, not the numbers (MaxText's decode "
+                 "checkpoint casts to bfloat16; this one must not).",
+        "shape": "Some per-layer arrays have the wrong shape: slice along `scan_axis` (MaxText stacks along axis 1, "
+                 "Linen's nn.scan along 0), which the per-layer array no longer has.",
+        "values": "Some values differ from the checkpoint's: layer i of a stacked array is its index i along the scan "
+                  "axis.",
+        "wrong_sharding": "The values are right, but some arrays were not saved placed as the stack was: on `mesh`, with "
+                          "the stacked array's saved spec less its scan-axis entry (a leaf outside the groups keeps "
+                          "its spec).",
+        "scan_axis_1": "Wrong for MaxText's layout: one group of layers stacked along axis 1, on one axis of 16 devices.",
+        "two_groups_axis_0": "Wrong for two groups (DeepSeek's dense and MoE layers) stacked along axis 0, on a 2 x 8 "
+                             "mesh.",
+    },
+    diagnose=_diagnose_unstack,
+    check_outcome=_check_unstack_memory,
+    expected=unstacked,
+    on_exception="out_dir does not exist yet: Orbax's save creates it. orbax.checkpoint.v1.partial.save(out_dir, "
+                 "tree) adds arrays to a checkpoint in the making; orbax.checkpoint.v1.partial.finalize(out_dir) makes it "
+                 "a checkpoint. Read each saved array's shape and spec from "
+                 "ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree.",
+)
+
+CASES["unstack_layers"] = UNSTACK

@@ -8,9 +8,9 @@ import numpy as np
 
 from autograder.declarations import Example, Problem, Unit
 from autograder.wall.codec import AbstractArg, MeshArg
-from autograder.wall.files import CheckpointArg, TreeCheckpointArg
-from autograder.wall.memory import PLACED_FACTOR, PLACED_SLACK
-from autograder.wall.returns import MigratedTree, PlacedTree, Raises, Struct
+from autograder.wall.files import CheckpointArg, OutputFolder, TreeCheckpointArg
+from autograder.wall.memory import PLACED_FACTOR, PLACED_SLACK, UNSTACK_FACTOR, UNSTACK_SLACK
+from autograder.wall.returns import MigratedTree, PlacedTree, Raises, Struct, UnstackedTree
 
 UNIT = Unit(
     number=7,
@@ -18,9 +18,9 @@ UNIT = Unit(
     intro=(
         "A checkpoint outlives the machine and the code that wrote it. Restore one saved by another "
         "number of devices onto this machine's mesh within a memory budget, migrate a checkpoint into a "
-        "changed model without a single silent change, and compare two checkpoints leaf by leaf. Each "
-        "problem comes from failures practitioners report (Orbax issues #332, #657, #683 and #2972, "
-        "MaxText PR #3192): the wrong answers that pass without an error are the ones these problems "
+        "changed model without a single silent change, compare two checkpoints leaf by leaf, and unstack a "
+        "scanned model's layers into per-layer ones one array at a time. Each problem comes from failures "
+        "practitioners report (Orbax issues #332, #657, #683 and #2972, MaxText PR #3192 and issue #528): the wrong answers that pass without an error are the ones these problems "
         "grade hardest. The lesson is `course/07_changed_machine_or_code.ipynb`."
     ),
     notebook="unit7_changed_machine_or_code.ipynb",
@@ -65,6 +65,16 @@ _MODEL = (("params/embed", (16, 8), "float32", ()), ("params/layer0/kernel", (8,
 _A = TreeCheckpointArg(_MODEL, (("x", 1),), 5)
 _B = TreeCheckpointArg(_MODEL, (("x", 1),), 5, (("drop", "params/layer0/bias"), ("add", "params/head", (8, 4), "float32"),
                                                 ("cast", "params/embed", "bfloat16")))
+
+# A scanned model of two layers (MaxText's names, stacked along axis 1) on a 2 x 8 mesh.
+_SCAN_MESH = (("data", 2), ("model", 8))
+_SCANNED = TreeCheckpointArg((("params/token_embedder/embedding", (64, 32), "float32", (("data", "model"),)),
+                              ("params/decoder/decoder_norm/scale", (32,), "float32", (("data", "model"),)),
+                              ("params/decoder/layers/mlp/wi/kernel", (32, 2, 64), "float32", (None, None, ("data", "model"))),
+                              ("params/decoder/layers/mlp/wo/kernel", (64, 2, 32), "float32", ("data", None, "model")),
+                              ("params/decoder/layers/pre_self_attention_layer_norm/scale", (32, 2), "float32",
+                               (("data", "model"),))),
+                             _SCAN_MESH, 7)
 
 PROBLEMS = (
     Problem(
@@ -179,5 +189,50 @@ PROBLEMS = (
         forbidden=("ckptlab.diffing", "ckptlab.inspection", "ckptlab.cli"),
         timeout=60.0,
         tags=("inspection", "comparison"),
+    ),
+    Problem(
+        id="7.4",
+        function="unstack_layers",
+        signature=("ckpt_dir", "out_dir", "mesh", "groups", "scan_axis"),
+        points=20,
+        title="Unstack scanned layers into per-layer ones, one array at a time",
+        statement=(
+            "`ckpt_dir` holds a scanned model's checkpoint saved with `ocp.StandardCheckpointer` on `mesh` (this "
+            "machine's 16 devices): nested dicts, named as MaxText names them. `groups` lists the paths of its stacked "
+            "subtrees (keys joined by '/', e.g. `'params/decoder/layers'`): every leaf under a group holds all the "
+            "group's layers, stacked along axis `scan_axis` (never sharded). Write into `out_dir` (it does not exist "
+            "yet) an Orbax checkpoint of the same model with one subtree per layer, as a server's code wants it: for "
+            "group `g` and layer `i`, the leaf `g/<rest>` becomes `g_i/<rest>`, its index `i` along `scan_axis`, saved "
+            "as a `jax.Array` placed as `NamedSharding(mesh, spec)` where `spec` is the stacked leaf's saved spec "
+            "without its scan-axis entry. Every leaf outside the groups is saved as it was (values, dtype, spec); no "
+            "stacked leaf remains. The grader restores what you wrote with `orbax.checkpoint.v1.load(out_dir)` in a "
+            "worker of its own, and measures your function's own memory from outside (its anonymous memory, "
+            f"sampled): it must stay under {UNSTACK_FACTOR} times the bytes the devices hold of the checkpoint's largest "
+            f"array placed as saved (replicas count), plus {UNSTACK_SLACK >> 20} MiB. What you return is not looked at. As seen in "
+            "MaxText's `generate_param_only_checkpoint.py` (`force_unroll`: the whole training state restored, then "
+            "every layer sliced while the stack is alive) and MaxText issue #528 (layers scanned along "
+            "`param_scan_axis` 1, not 0)."
+        ),
+        returns=UnstackedTree(),
+        hints=(
+            "The metadata (`ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree`) gives every array's "
+            "shape, dtype and saved spec (`.sharding.partition_spec`) before a byte is read; a spec may be shorter "
+            "than the array's rank (the missing entries are None).",
+            "Restore one array at a time: a partial restore naming that leaf alone (`ocp.args.PyTreeRestore(..., "
+            "partial_restore=True)`). As NumPy (`ocp.RestoreArgs(restore_type=np.ndarray)`) it is one host copy, "
+            "however many devices hold it.",
+            "`np.take(stack, i, axis=scan_axis)` is layer i. Place each layer with `jax.device_put(layer, "
+            "NamedSharding(mesh, spec))` and write them with `ocp_v1.partial.save(out_dir, tree)` before the next "
+            "array is read; `ocp_v1.partial.finalize(out_dir)` once every array is written.",
+        ),
+        examples=(
+            Example((_SCANNED, OutputFolder(), MeshArg(_SCAN_MESH), ["params/decoder/layers"], 1), None,
+                    "two layers stacked along axis 1, on a 2 x 8 mesh"),
+        ),
+        measure_memory=True,
+        readback=True,
+        forbidden=("ckptlab.unstacking", "ckptlab.serving"),
+        timeout=90.0,
+        tags=("migration", "scanned layers", "memory"),
     ),
 )

@@ -120,6 +120,7 @@ class TreeCheckpointArg(CheckpointArg):
     each leaf by its path (``"params/layer0/kernel"``). Integers are drawn above what the float of
     their width holds exactly (2**24 for int32, 2**53 for int64), so that a cast shows. ``edits``
     change what ``seed`` draws, in order: two checkpoints of one model that differ as planted.
+    Each leaf is placed as ``NamedSharding(mesh, PartitionSpec(*spec_entries))``.
 
     Edits: ``("drop", path)``, ``("add", path, shape, dtype)``, ``("cast", path, dtype)``,
     ``("reshape", path, shape)`` (new values), ``("scale", path, factor)``, ``("set", path, index,
@@ -165,6 +166,7 @@ class TreeCheckpointArg(CheckpointArg):
         from ckptlab.layout import course_mesh
 
         mesh = course_mesh(dict(self.mesh))
+        specs = {path: spec for path, _, _, spec in self.arrays}
         tree: dict = {}
         for path, value in self.values().items():
             keys = path.split("/")
@@ -174,7 +176,8 @@ class TreeCheckpointArg(CheckpointArg):
             # A 64-bit integer stays NumPy (JAX without x64 would make it int32), as a data
             # loader's counters are saved beside a model's jax.Arrays.
             big = value.dtype.kind in "iu" and value.dtype.itemsize == 8 and not jax.config.jax_enable_x64
-            where[keys[-1]] = value if big else jax.device_put(value, NamedSharding(mesh, PartitionSpec()))
+            spec = PartitionSpec(*specs.get(path, ()))  # (a leaf an edit added: replicated)
+            where[keys[-1]] = value if big else jax.device_put(value, NamedSharding(mesh, spec))
         with ORBAX:
             checkpointer = ocp.StandardCheckpointer()
             checkpointer.save(directory, tree)

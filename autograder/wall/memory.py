@@ -91,3 +91,15 @@ def held_bytes(shape, itemsize: int, mesh_shape: dict, spec) -> int:
 def placed_budget(held: int) -> int:
     """Bytes a restore onto a layout that holds ``held`` bytes may peak at."""
     return PLACED_FACTOR * held + PLACED_SLACK
+
+
+# Problem 7.4's budget: three times the bytes the devices hold of the checkpoint's largest array
+# placed as saved (a stacked array, its layers, and a restore's buffers for it), plus this. The whole
+# model at once is several times its largest array.
+UNSTACK_SLACK = 16 * MiB
+UNSTACK_FACTOR = 3
+
+
+def unstack_budget(largest_held: int) -> int:
+    """Bytes an unstacking whose largest array the devices hold as ``largest_held`` bytes may peak at."""
+    return UNSTACK_FACTOR * largest_held + UNSTACK_SLACK

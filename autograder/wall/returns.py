@@ -597,3 +597,71 @@ class Raises:
         if self.dim is not None and not names_dimension(message, self.dim):
             return False
         return self.word.lower() in message.lower()
+
+
+@dataclass(frozen=True)
+class UnstackedTree(WrittenTree):
+    """Problem 7.4's checkpoint, written to its output folder and restored by the grader's own worker
+    with no target: each stacked group's leaves one subtree per layer, every other leaf as saved, and
+    each array placed as the saved one was, less the scan axis."""
+
+    @property
+    def describe(self) -> str:
+        return "an Orbax checkpoint in out_dir: one subtree per layer, each array placed on the mesh"
+
+    def type_error(self, v, detail: bool = True) -> str | None:
+        from autograder.wall.codec import ArrayDigest
+        from autograder.wall.readback import UNREADABLE
+
+        if v == UNREADABLE:
+            return ("wrote no checkpoint the grader could restore in out_dir: save with Orbax into out_dir itself (with "
+                    "orbax.checkpoint.v1's partial save, finalize it)")
+        if type(v) is not dict:
+            return f"must write {self.describe}, but it restored as a {_type_name(v, detail)}"
+        for path, leaf in _leaves(v):
+            if not (isinstance(leaf, ArrayDigest) and leaf.jax):
+                return (f"must write {self.describe}, but {repr(path) if detail else 'an array'} was saved as a "
+                        f"{'NumPy array' if isinstance(leaf, ArrayDigest) else _type_name(leaf, detail)}: it restores "
+                        "on no device. Save jax.Arrays placed with NamedSharding(mesh, spec)")
+        return None
+
+    def check_example(self, args, real_args, got) -> str | None:
+        """Restore what the function wrote (in the learner's kernel) and compare it with the checkpoint's
+        arrays, sliced per layer and placed as the stacks were."""
+        import jax
+        from jax.sharding import NamedSharding, PartitionSpec
+        from orbax.checkpoint import v1 as ocp
+
+        _, out_dir, mesh, groups, scan_axis = real_args
+        ckpt = args[0]
+        values = ckpt.values()
+        try:
+            written = dict(_leaves(dict(ocp.load(out_dir))))
+        except Exception as exc:  # noqa: BLE001 - shown to the learner, in their own kernel
+            return f"no checkpoint could be restored from out_dir ({type(exc).__name__}: {str(exc)[:200]})"
+        want = {}
+        for path, shape, _, spec in ckpt.arrays:
+            spec = tuple(spec) + (None,) * (len(shape) - len(spec))
+            group = next((g for g in groups if path.startswith(g + "/")), None)
+            if group is None:
+                want[path] = (values[path], spec)
+            else:
+                for i in range(shape[scan_axis]):
+                    want[f"{group}_{i}/{path[len(group) + 1:]}"] = (np.take(values[path], i, axis=scan_axis),
+                                                                    spec[:scan_axis] + spec[scan_axis + 1:])
+        if set(written) != set(want):
+            extra, missing = sorted(set(written) - set(want)), sorted(set(want) - set(written))
+            return (f"the checkpoint's leaves are not the unstacked model's: {len(missing)} missing (e.g. "
+                    f"{missing[:2]}), {len(extra)} not expected (e.g. {extra[:2]})")
+        for path, (value, spec) in want.items():
+            leaf = written[path]
+            if not isinstance(leaf, jax.Array):
+                return f"{path!r} was saved as a {type(leaf).__name__}: save a jax.Array placed on the mesh"
+            if leaf.shape != value.shape or leaf.dtype != value.dtype:
+                return f"{path!r} is {leaf.dtype}{list(leaf.shape)}, expected {value.dtype}{list(value.shape)}"
+            if not np.array_equal(np.asarray(leaf), value):
+                return f"{path!r} does not hold the checkpoint's values"
+            target = NamedSharding(mesh, PartitionSpec(*spec))
+            if not leaf.sharding.is_equivalent_to(target, leaf.ndim):
+                return f"{path!r} was saved sharded as {leaf.sharding}, expected {target}"
+        return None

@@ -227,8 +227,106 @@ def compare_checkpoints(a_dir, b_dir, rtol):
 """, "incorrect", "the course's own ckptlab.diffing"),
 ]
 
+_UNSTACK = """
+from orbax.checkpoint import v1 as ocp_v1
+
+
+def _paths(tree, prefix=""):
+    for key, value in tree.items():
+        path = prefix + "/" + key if prefix else key
+        if isinstance(value, dict):
+            yield from _paths(value, path)
+        else:
+            yield path, value
+
+
+def _tree(flat):
+    out = {}
+    for path, value in flat.items():
+        keys = path.split("/")
+        node = out
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = value
+    return out
+
+
+def _one(ckpt_dir, path):
+    got = ocp.PyTreeCheckpointer().restore(ckpt_dir, args=ocp.args.PyTreeRestore(
+        item=_tree({path: 0}), restore_args=_tree({path: ocp.RestoreArgs(restore_type=np.ndarray)}), partial_restore=True))
+    return dict(_paths(got))[path]
+
+
+def unstack_layers(ckpt_dir, out_dir, mesh, groups, scan_axis):
+    saved = dict(_paths(ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree))
+    BEFORE
+    for path, m in saved.items():
+        spec = tuple(m.sharding.partition_spec) + (None,) * (len(m.shape) - len(m.sharding.partition_spec))
+        host = READ
+        group = next((g for g in groups if path.startswith(g + "/")), None)
+        if group is None:
+            out = {path: jax.device_put(host, NamedSharding(mesh, PartitionSpec(*spec)))}
+        else:
+            layer = NamedSharding(mesh, LAYER_SPEC)
+            out = {NAME: PLACE
+                   for i in range(m.shape[scan_axis])}
+        SAVE
+    AFTER
+"""
+
+
+def _unstack(before="", read="_one(ckpt_dir, path)", layer_spec="PartitionSpec(*(spec[:scan_axis] + spec[scan_axis + 1:]))",
+             name='f"{group}_{i}/{path[len(group) + 1:]}"', place="jax.device_put(np.take(host, i, axis=scan_axis), layer)",
+             save="ocp_v1.partial.save(out_dir, _tree(out))", after="ocp_v1.partial.finalize(out_dir)"):
+    return (_UNSTACK.replace("BEFORE", before).replace("READ", read).replace("LAYER_SPEC", layer_spec)
+            .replace("NAME", name).replace("PLACE", place).replace("SAVE", save).replace("AFTER", after))
+
+
+UNSTACK = [
+    # MaxText's force_unroll: every array restored at once (onto the devices, as saved), every layer
+    # sliced, one save of the whole model.
+    ("whole_model_at_once", _unstack(
+        before="whole = dict(_paths(ocp.StandardCheckpointer().restore(ckpt_dir)))\n    written = {}",
+        read="whole.pop(path)", place="jax.device_put(host[(slice(None),) * scan_axis + (i,)], layer)",
+        save="written.update(out)", after="ocp_v1.save_pytree(out_dir, _tree(written))"),
+     "incorrect", "over the budget"),
+    # Each array written as it is sliced, but the whole model read first (as NumPy: one host copy of it).
+    ("whole_model_read_first", _unstack(
+        before="whole = dict(_paths(ocp.PyTreeCheckpointer().restore(ckpt_dir, args=ocp.args.PyTreeRestore(restore_args="
+               "jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), "
+               "ocp.PyTreeCheckpointer().metadata(ckpt_dir).item_metadata.tree)))))",
+        read="whole.pop(path)"),
+     "incorrect", "over the budget"),
+    # Always the first axis: Linen's nn.scan layout assumed, MaxText's (axis 1) sliced wrong.
+    ("first_axis_always", _unstack(layer_spec="PartitionSpec(*spec[1:])", place="jax.device_put(host[i], layer)"),
+     "incorrect", "slice along `scan_axis`"),
+    # The layers saved as host arrays: nothing placed.
+    ("numpy_layers", _unstack(place="np.take(host, i, axis=scan_axis)"),
+     "incorrect", "NumPy array"),
+    # Each layer replicated on every device (PartitionSpec()), the stack's spec forgotten.
+    ("replicated_layers", _unstack(layer_spec="PartitionSpec()"), "incorrect", "the stacked array's saved spec"),
+    # Layers as a nested index (layers/0/...), not MaxText's layers_0.
+    ("nested_index", _unstack(name='f"{group}/{i}/{path[len(group) + 1:]}"'), "incorrect", "layers_0"),
+    # Only the groups written: the embedding and the final norm left behind.
+    ("groups_only", _unstack().replace("            out = {path: jax.device_put(host, NamedSharding(mesh, PartitionSpec(*spec)))}",
+                                       "            continue"),
+     "incorrect", "Every leaf outside the stacked groups"),
+    # Cast to bfloat16, as MaxText's decode checkpoint is.
+    ("cast_to_bfloat16", _unstack(place="jax.device_put(np.take(host, i, axis=scan_axis).astype(jnp.bfloat16), layer)"),
+     "incorrect", "saved dtype"),
+    # The lesson's own helper called: its answer, not the learner's.
+    ("calls_the_course_tool", """
+from ckptlab import unstacking
+
+
+def unstack_layers(ckpt_dir, out_dir, mesh, groups, scan_axis):
+    unstacking.unstack(ckpt_dir, out_dir, mesh, groups, scan_axis)
+""", "incorrect", "the course's own ckptlab.unstacking"),
+]
+
 WRONG = {
     "restore_on_new_mesh": PLACE,
     "migrate_checkpoint": MIGRATE,
     "compare_checkpoints": COMPARE,
+    "unstack_layers": UNSTACK,
 }
