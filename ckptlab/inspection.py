@@ -17,23 +17,31 @@ each chunk's file, offset and length, read from the tree's nodes, never from the
 checkpoint saved without OCDBT, the chunk files' sizes. Layouts read: OCDBT and plain zarr; Orbax's
 v0 (``StandardCheckpointer``, ``PyTreeCheckpointer``, ``CheckpointManager`` items such as
 ``default``) and v1 (``state``) folders; a ``CheckpointManager`` root (its newest committed step, or
-the one asked for). A folder that is none of these, or a step still being written, is refused with
-what to pass instead.
+the one asked for; step folders named as Orbax names them, with a prefix or a fixed length). A
+folder that is none of these, a step still being written, a v1 partial save never finalized, or a
+checkpoint missing a record is refused with what to pass (or do) instead.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 _TMP = ".orbax-checkpoint-tmp"
+_PARTIAL = ".partial_save"  # Orbax v1's partial saves (PARTIAL_SAVE_SUFFIX in its partial/path.py)
+_ITEM_FILES = ("_METADATA", "_sharding", "manifest.ocdbt", "array_metadatas")  # what a saved pytree holds
 
 
 class NotACheckpoint(ValueError):
     """The path is not a checkpoint this tool reads (the message says what to pass)."""
+
+
+class Damaged(NotACheckpoint):
+    """A checkpoint missing a record, or with one damaged (the message says which, and what to do)."""
 
 
 @dataclass
@@ -64,7 +72,7 @@ class CheckpointInfo:
     step: int | None
     arrays: list[ArrayInfo]
     others: list[str]  # leaves that are not arrays (strings, scalars Orbax keeps in its metadata)
-    pending: list[str] = field(default_factory=list)  # a manager's steps still being written (or abandoned)
+    pending: list[str] = field(default_factory=list)  # a root's steps still being written (or abandoned)
 
     @property
     def bytes_on_disk(self) -> int:
@@ -122,13 +130,84 @@ def _spec_text(spec) -> str:
 
 
 # ------------------------------------------------------------------------------ finding the item
+def absolute(path) -> Path:
+    """``path`` made absolute (Orbax's ``metadata()`` reads nothing from a relative one)."""
+    return Path(os.path.abspath(os.fspath(path)))
+
+
 def _steps(root: Path) -> dict:
-    return {int(p.name): p for p in root.iterdir() if p.is_dir() and p.name.isdigit()}
+    """{step: folder} for the committed step folders of ``root``, named as Orbax names them (``12``,
+    ``ckpt_000012``, ``step_12``: its own parser, :func:`ckptlab.preempt.step_of`); a prefixed name
+    counts only with Orbax's step record inside (a folder ``layer_1`` of something else does not)."""
+    from ckptlab.preempt import step_of
+
+    steps: dict = {}
+    for p in sorted(root.iterdir()):
+        if not p.is_dir() or _TMP in p.name or _PARTIAL in p.name:
+            continue
+        step = step_of(p.name)
+        if step is not None and (p.name.isdigit() or (p / "_CHECKPOINT_METADATA").exists()):
+            steps.setdefault(step, p)
+    return steps
 
 
-def locate(path, step: int | None = None) -> tuple[Path, int | None]:
-    """The pytree folder to read under ``path`` and its step (None outside a manager)."""
-    path = Path(path)
+def _partial_save(path: Path) -> Path | None:
+    """The checkpoint a v1 partial save (``ocp_v1.partial.save``, never finalized) is for, when
+    ``path`` is it, its ``.partial_save`` folder, or a folder inside that one; else None."""
+    for p in (*reversed(path.parents), path):  # the outermost: the pending folders inside repeat the name
+        if _PARTIAL in p.name:
+            return p.parent / p.name.split(_PARTIAL)[0]
+    if not path.exists() and (path.parent / (path.name + _PARTIAL)).is_dir():
+        return path
+    return None
+
+
+def _looks_like_item(folder: Path) -> bool:
+    return any((folder / name).exists() for name in _ITEM_FILES) or any(folder.glob("ocdbt.process_*"))
+
+
+def _item(folder: Path) -> Path:
+    """The pytree folder in ``folder``: itself, or its one item (a step's ``default``, a v1 ``state``)."""
+    if (folder / "_METADATA").exists():
+        return folder
+    # an OCDBT writer's folder holds a manifest too: a part of an item, never one
+    items = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("ocdbt.process_")
+                   and _looks_like_item(p))
+    whole = [p for p in items if (p / "_METADATA").exists()]
+    if len(whole) > 1:
+        raise NotACheckpoint(f"{folder} holds several items ({', '.join(p.name for p in whole)}): pass one of them")
+    if len(whole) == 1 and (folder / "_CHECKPOINT_METADATA").exists():
+        return whole[0]
+    damaged = [folder] if _looks_like_item(folder) else [p for p in items if p not in whole]
+    if damaged:
+        raise Damaged(f"{damaged[0]} has no _METADATA, the record of its tree Orbax reads first (deleted, "
+                             "or its save never finished): it cannot be read. Restore the folder from a copy, "
+                             "or pass another checkpoint")
+    pending = sorted(p.name for p in folder.iterdir() if _TMP in p.name)
+    if pending:
+        raise NotACheckpoint(f"{folder} holds only steps still being written ({', '.join(pending)}): "
+                             "wait for the save to commit, or pass an older step")
+    raise NotACheckpoint(f"{folder} is not an Orbax checkpoint: no _METADATA in it, in an item folder, or in a step "
+                         "folder. Pass the folder a save wrote (or a CheckpointManager root)")
+
+
+def _older(steps: dict, step: int) -> str:
+    """What to pass instead of a manager's step that cannot be read."""
+    older = sorted((s for s in steps if s < step), reverse=True)
+    if not older:
+        return f"; step {step} is the root's only step, or its oldest"
+    return f"; the root's older steps: {', '.join(map(str, older))} (pass --step {older[0]}, or step={older[0]})"
+
+
+def locate(path, step: int | None = None) -> tuple[Path, int | None, Path | None]:
+    """The pytree folder to read under ``path``, its step, and the folder of steps it was chosen
+    among (both None outside a manager)."""
+    path = absolute(path)
+    partial = _partial_save(path)
+    if partial is not None:
+        raise NotACheckpoint(f"{partial} is a partial save never finalized (Orbax v1's partial.save; its pieces are in "
+                             f"{partial.name}{_PARTIAL}): call orbax.checkpoint.v1.partial.finalize('{partial}') "
+                             f"to make it a checkpoint, then pass {partial}")
     if not path.exists():
         raise NotACheckpoint(f"{path} does not exist: pass an Orbax checkpoint folder")
     if not path.is_dir():
@@ -137,28 +216,24 @@ def locate(path, step: int | None = None) -> tuple[Path, int | None]:
         raise NotACheckpoint(f"{path} is a checkpoint still being written (or abandoned by a killed save): "
                              "pass a committed step")
     if (path / "_METADATA").exists():
-        return path, None
+        return path, None, None
     steps = _steps(path)
     if steps:
         if step is None:
             step = max(steps)
         elif step not in steps:
             raise NotACheckpoint(f"{path} has no step {step}; its steps: {sorted(steps)}")
-        return locate(steps[step])[0], step
+        try:
+            return _item(steps[step]), step, path
+        except Damaged as exc:
+            raise Damaged(f"{exc}{_older(steps, step)}") from None
     if step is not None:
         raise NotACheckpoint(f"{path} is not a CheckpointManager root (no step folders): drop --step")
-    items = sorted(p for p in path.iterdir() if p.is_dir() and (p / "_METADATA").exists())
-    if len(items) == 1 and (path / "_CHECKPOINT_METADATA").exists():  # a step or a v1 folder and its one item
-        match = re.fullmatch(r"\d+", path.name)
-        return items[0], int(path.name) if match else None
-    if len(items) > 1:
-        raise NotACheckpoint(f"{path} holds several items ({', '.join(p.name for p in items)}): pass one of them")
-    pending = sorted(p.name for p in path.iterdir() if _TMP in p.name)
-    if pending:
-        raise NotACheckpoint(f"{path} holds only steps still being written ({', '.join(pending)}): "
-                             "wait for the save to commit, or pass an older step")
-    raise NotACheckpoint(f"{path} is not an Orbax checkpoint: no _METADATA in it, in an item folder, or in a step "
-                         "folder. Pass the folder a save wrote (or a CheckpointManager root)")
+    from ckptlab.preempt import step_of
+
+    item = _item(path)  # a step (or a v1 folder) and its one item
+    number = step_of(path.name)
+    return (item, number, path.parent) if number is not None else (item, None, None)
 
 
 # ------------------------------------------------------------------------------ bytes on disk
@@ -202,20 +277,54 @@ def _zarr_sizes(item: Path, key: str) -> dict:
             for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".") and p.name != "zarr.json"}
 
 
+# ------------------------------------------------------------------------------ the records
+def _records(item: Path) -> bool:
+    """Whether ``item`` is OCDBT, once its records are found whole; else why it cannot be read."""
+    what = "Restore the folder from a copy, or pass another checkpoint"
+    try:
+        record = json.loads((item / "_METADATA").read_text())
+    except (OSError, ValueError) as exc:
+        raise Damaged(f"{item}/_METADATA is damaged (not the JSON Orbax writes: {exc}): the tree it records "
+                             f"cannot be read. {what}") from None
+    if not isinstance(record, dict) or "tree_metadata" not in record:
+        raise Damaged(f"{item}/_METADATA is damaged (no tree_metadata, the record of the tree): {what}")
+    ocdbt = (item / "manifest.ocdbt").exists() or bool(record.get("use_ocdbt")) or any(item.glob("ocdbt.process_*"))
+    if ocdbt and not (item / "manifest.ocdbt").exists():
+        raise Damaged(f"{item}/manifest.ocdbt is missing: the OCDBT database's root, without which none of its "
+                             f"arrays can be found. {what}")
+    return ocdbt
+
+
+def _orbax_tree(item: Path):
+    import orbax.checkpoint as ocp
+
+    try:
+        meta = ocp.StandardCheckpointer().metadata(item)
+        return meta.item_metadata.tree
+    except Exception as exc:  # Orbax logs why, and returns no item metadata
+        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0]}" if str(exc) else type(exc).__name__
+        raise Damaged(f"{item}: Orbax could not read its metadata ({reason}): a record it needs is missing or "
+                             "damaged. Restore the folder from a copy, or pass another checkpoint") from exc
+
+
 # ------------------------------------------------------------------------------ the whole
 def inspect_checkpoint(path, step: int | None = None) -> CheckpointInfo:
     """What the checkpoint at ``path`` holds, array by array (see the module's text)."""
     import jax
-    import orbax.checkpoint as ocp
 
-    item, step = locate(path, step)
+    item, step, root = locate(path, step)
     try:
-        tree = ocp.StandardCheckpointer().metadata(item).item_metadata.tree
-    except Exception as exc:  # a folder with _METADATA Orbax cannot read
-        raise NotACheckpoint(f"{item}: Orbax could not read its metadata ({type(exc).__name__}: "
-                             f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
-    ocdbt = (item / "manifest.ocdbt").exists()
-    sizes = _ocdbt_sizes(item) if ocdbt else {}
+        ocdbt = _records(item)
+        try:
+            sizes = _ocdbt_sizes(item) if ocdbt else {}
+        except ValueError as exc:  # TensorStore's NOT_FOUND or DATA_LOSS, in one line
+            raise Damaged(f"{item}: its OCDBT database cannot be read ({str(exc).splitlines()[0]}): a file of it "
+                          "is missing or damaged. Restore the folder from a copy, or pass another checkpoint") from None
+        tree = _orbax_tree(item)
+    except Damaged as exc:
+        if step is None or root is None:
+            raise
+        raise Damaged(f"{exc}{_older(_steps(root), step)}") from None
     arrays, others = [], []
     leaves = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda x: hasattr(x, "storage"))[0]
     for keypath, meta in leaves:
@@ -240,7 +349,6 @@ def inspect_checkpoint(path, step: int | None = None) -> CheckpointInfo:
         arrays.append(ArrayInfo(name, tuple(int(d) for d in meta.shape), str(meta.dtype), mesh, spec, devices,
                                 replicas, chunk_shape, len(chunks), sum(n for n, _ in chunks.values()),
                                 dict(sorted(writers.items())), key, grid))
-    root = item.parent.parent if step is not None else None
     pending = sorted(p.name for p in root.iterdir() if _TMP in p.name) if root is not None else []
     return CheckpointInfo(item, "ocdbt" if ocdbt else "zarr", step, arrays, others, pending)
 

@@ -1,6 +1,8 @@
 """``ckptlab.inspection`` (``python -m ckptlab inspect``) against what Orbax's metadata and the files
 say, on checkpoints saved for real: 1, 8 and 16 devices, OCDBT and plain zarr, v0 and v1, a
-CheckpointManager root with a step still being written; and its refusals."""
+CheckpointManager root with a step still being written, roots whose steps Orbax names with a prefix,
+a folder of plain saves, a v1 partial save never finalized; and its refusals, damaged checkpoints
+among them."""
 
 from __future__ import annotations
 
@@ -115,6 +117,85 @@ def test_a_manager_root_reads_its_newest_committed_step_and_names_the_unfinished
     assert locate(root / "manager" / "10")[0] == root / "manager" / "10" / "default"
 
 
+def _tree_of(step):
+    return {"w": np.full((8, 4), step, np.float32)}
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory):
+    """Roots whose steps Orbax names otherwise: a prefix and a fixed length, a prefix alone; and a
+    folder of plain saves (1, 2) beside a save to 3 that a kill left unfinished."""
+    top = tmp_path_factory.mktemp("roots")
+    for name, options in (("prefixed", {"step_prefix": "ckpt", "step_format_fixed_length": 6}),
+                          ("step_named", {"step_prefix": "step"})):
+        manager = ocp.CheckpointManager(top / name, options=ocp.CheckpointManagerOptions(**options))
+        for step in (5, 100):
+            manager.save(step, args=ocp.args.StandardSave(_tree_of(step)))
+        manager.wait_until_finished()
+        manager.close()
+    checkpointer = ocp.StandardCheckpointer()
+    for step in (1, 2):
+        checkpointer.save(top / "plain" / str(step), _tree_of(step))
+        checkpointer.wait_until_finished()
+    shutil.copytree(top / "plain" / "2", top / "plain" / "3.orbax-checkpoint-tmp")  # what the kill leaves
+    (top / "9.orbax-checkpoint-tmp").mkdir()  # the folder above's own: not the root's
+    return top
+
+
+def test_steps_named_with_orbax_s_options_are_read_and_shown(roots):
+    assert sorted(p.name for p in (roots / "prefixed").iterdir()) == ["ckpt_000005", "ckpt_000100"]
+    for name, folder in (("prefixed", "ckpt_000100"), ("step_named", "step_100")):
+        info = inspect_checkpoint(roots / name)
+        assert info.step == 100 and info.path == roots / name / folder / "default", info.path
+        assert "step 100" in info.table().splitlines()[0]
+        assert inspect_checkpoint(roots / name, step=5).step == 5
+    with pytest.raises(NotACheckpoint, match=r"no step 7; its steps: \[5, 100\]"):
+        inspect_checkpoint(roots / "prefixed", step=7)
+
+
+def test_a_folder_of_plain_saves_lists_its_own_pending_steps(roots):
+    info = inspect_checkpoint(roots / "plain")
+    assert info.step == 2 and info.path == roots / "plain" / "2"
+    assert info.pending == ["3.orbax-checkpoint-tmp"], info.pending
+
+
+def test_a_relative_path_reads_as_its_absolute_one(saved, monkeypatch, capsys):
+    """Orbax's metadata() reads nothing from a relative path (its item metadata is None)."""
+    from ckptlab.cli import main
+
+    root, _ = saved
+    monkeypatch.chdir(root)
+    for where in ("ocdbt", "manager", "v1"):
+        info = inspect_checkpoint(where)
+        assert info.path.is_absolute() and len(info.arrays) == 5, where
+    assert main(["inspect", "ocdbt"]) == 0 and "params/w" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def partial(tmp_path_factory):
+    """A v1 partial save: two partial.save calls, not finalized."""
+    from orbax.checkpoint import v1 as ocp_v1
+
+    path = tmp_path_factory.mktemp("partial") / "ckpt"
+    rng = np.random.default_rng(1)
+    mesh = course_mesh({"x": 16})
+    for name in ("layer1", "layer2"):
+        ocp_v1.partial.save(path, {name: {"w": jax.device_put(rng.standard_normal((256, 32)).astype(np.float32),
+                                                             NamedSharding(mesh, P("x")))}})
+    return path
+
+
+def test_a_partial_save_never_finalized_says_to_finalize_it(partial, capsys):
+    from ckptlab.cli import main
+
+    pending = next((partial.parent / (partial.name + ".partial_save")).iterdir())
+    for path in (partial, partial.parent / (partial.name + ".partial_save"), pending, pending / "state"):
+        with pytest.raises(NotACheckpoint, match="partial save never finalized") as refused:
+            inspect_checkpoint(path)
+        assert f"orbax.checkpoint.v1.partial.finalize('{partial}')" in str(refused.value), str(refused.value)
+    assert main(["inspect", str(partial)]) == 2 and "finalize(" in capsys.readouterr().err
+
+
 def test_refusals_say_what_to_pass(saved, tmp_path):
     root, _ = saved
     (tmp_path / "empty").mkdir()
@@ -123,12 +204,48 @@ def test_refusals_say_what_to_pass(saved, tmp_path):
     cases = {tmp_path / "missing": "does not exist", root / "ocdbt" / "_METADATA": "is a file",
              root / "manager" / "30.orbax-checkpoint-tmp-1234": "still being written",
              tmp_path / "empty": "is not an Orbax checkpoint",
-             tmp_path / "unknown": "Orbax could not read its metadata"}
+             tmp_path / "unknown": "_METADATA is damaged"}
     for path, said in cases.items():
         with pytest.raises(NotACheckpoint, match=said):
             inspect_checkpoint(path)
     with pytest.raises(NotACheckpoint, match=r"no step 5; its steps: \[10, 20\]"):
         inspect_checkpoint(root / "manager", step=5)
+
+
+def _copy(source, where):
+    shutil.copytree(source, where)
+    return where
+
+
+def test_a_damaged_checkpoint_says_what_is_missing_and_what_to_do(saved, tmp_path, capsys):
+    from ckptlab.cli import main
+
+    root, _ = saved
+    garbage = _copy(root / "ocdbt", tmp_path / "garbage")
+    (garbage / "_METADATA").write_text("garbage{")
+    no_manifest = _copy(root / "ocdbt", tmp_path / "no_manifest")
+    (no_manifest / "manifest.ocdbt").unlink()
+    no_metadata = _copy(root / "ocdbt", tmp_path / "no_metadata")
+    (no_metadata / "_METADATA").unlink()
+    no_tree = _copy(root / "ocdbt", tmp_path / "no_tree")
+    shutil.rmtree(no_tree / "d")
+    cases = {garbage: "_METADATA is damaged", no_manifest: "manifest.ocdbt is missing",
+             no_metadata: "has no _METADATA", no_tree: "its OCDBT database cannot be read"}
+    for path, said in cases.items():
+        with pytest.raises(NotACheckpoint, match=said) as refused:
+            inspect_checkpoint(path)
+        assert "Restore the folder from a copy" in str(refused.value) and "not an Orbax" not in str(refused.value)
+    # a manager root whose newest step is damaged: the older steps named, and how to ask for one
+    manager = _copy(root / "manager", tmp_path / "manager")
+    (manager / "20" / "default" / "_METADATA").unlink()
+    with pytest.raises(NotACheckpoint, match=r"20/default has no _METADATA.*older steps: 10 \(pass --step 10"):
+        inspect_checkpoint(manager)
+    (manager / "20" / "default" / "manifest.ocdbt").unlink()
+    (manager / "20" / "default" / "_METADATA").write_text("{}")
+    assert main(["inspect", str(manager)]) == 2
+    err = capsys.readouterr().err
+    assert "_METADATA is damaged" in err and "--step 10" in err and "Traceback" not in err
+    assert inspect_checkpoint(manager, step=10).step == 10
 
 
 def test_the_command_prints_the_table_and_json_and_exits_2_on_a_bad_path(saved, tmp_path, capsys):
