@@ -16,6 +16,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 
 _SPEC_HELP = ("A spec is the mesh axis per dimension, comma-separated: 'model', 'None,model', 'data+model,None' "
@@ -66,15 +67,16 @@ def main(argv=None) -> int:
 
     try:
         if args.command == "inspect":
+            if args.figure:  # the figure asks JAX for the saved mesh's devices; reading the metadata starts JAX
+                from ckptlab.devices import setup_devices
+
+                setup_devices()
             info = inspect_checkpoint(args.path, args.step)
             print(as_json(info) if args.json else info.table())
             if args.figure:
-                from ckptlab.devices import setup_devices
                 from ckptlab.inspection import placement_figure
 
-                array = next((a for a in info.arrays if a.path == args.figure), None)
-                setup_devices(max(16, array.devices if array else 1))
-                out = placement_figure(info, args.figure, args.out or args.figure.replace("/", "_") + ".png")
+                out = placement_figure(info, args.figure, args.out or re.sub(r"[^\w.-]+", "_", args.figure) + ".png")
                 print(f"figure: {out}", file=sys.stderr)
             return 0
         if args.command in ("plan", "measure"):

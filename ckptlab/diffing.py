@@ -5,7 +5,8 @@
     report.same            # True when nothing below was found
     print(report.text())   # or: python -m ckptlab diff old/ckpt new/ckpt --rtol 1e-2
 
-What it reports, by each leaf's path in the tree:
+What it reports, by each leaf's path in the tree (a leaf is its keys, level by level: ``{"x/y": a}``
+and ``{"x": {"y": b}}`` are two leaves, the first printed quoted, ``"x/y"``):
 
 - ``missing``: in ``a``, not in ``b``; ``extra``: in ``b``, not in ``a``;
 - ``shape``: another shape (values not compared); ``dtype``: another dtype; ``sharding``: saved
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ckptlab.inspection import ArrayInfo, CheckpointInfo, inspect_checkpoint
+from ckptlab.inspection import ArrayInfo, CheckpointInfo, inspect_checkpoint, path_text
 
 BLOCK_BYTES = 8 * 2**20
 
@@ -153,16 +154,19 @@ def diff_checkpoints(a, b, rtol: float = 0.0, block_bytes: int = BLOCK_BYTES, st
     if not (rtol >= 0 and math.isfinite(rtol)):
         raise ValueError(f"rtol must be a number at or above 0, not {rtol!r}")
     ia, ib = inspect_checkpoint(a, step_a), inspect_checkpoint(b, step_b)
-    ma, mb = {x.path: x for x in ia.arrays}, {x.path: x for x in ib.arrays}
+    # by each leaf's keys, never its printed path alone: two leaves are never merged
+    ma, mb = {x.keys: x for x in ia.arrays}, {x.keys: x for x in ib.arrays}
+    oa, ob = {o.keys for o in ia.others}, {o.keys for o in ib.others}
     report = DiffReport(str(ia.path), str(ib.path), float(rtol))
-    report.missing = sorted((ma.keys() | set(ia.others)) - (mb.keys() | set(ib.others)))
-    report.extra = sorted((mb.keys() | set(ib.others)) - (ma.keys() | set(ia.others)))
-    report.not_arrays = sorted(set(ia.others) & set(ib.others))
+    report.missing = [path_text(k) for k in sorted((ma.keys() | oa) - (mb.keys() | ob))]
+    report.extra = [path_text(k) for k in sorted((mb.keys() | ob) - (ma.keys() | oa))]
+    report.not_arrays = [path_text(k) for k in sorted(oa & ob)]
     common = sorted(ma.keys() & mb.keys())
-    for done, path in enumerate(common):
+    for done, keys in enumerate(common):
+        path = path_text(keys)
         if progress is not None:
             progress(done, len(common), path)
-        x, y = ma[path], mb[path]
+        x, y = ma[keys], mb[keys]
         if x.shape != y.shape:
             report.shape.append(path)
             continue

@@ -4,12 +4,15 @@
     info = inspect_checkpoint("runs/ckpt")        # a pytree folder, a step, or a CheckpointManager root
     print(info.table())                           # or: python -m ckptlab inspect runs/ckpt
 
-Per array: its path in the tree, shape, dtype, the sharding it was saved with (the mesh's axes and
-sizes, the spec, how many devices), the chunk shape Orbax stored it in, how many chunks are on
-disk, their bytes on disk (compressed, as stored), which writer folder holds them
-(``ocdbt.process_N``: one per process that saved; chunks of at most 1 KiB sit inline in the
-B+tree's nodes), and the replicas (the devices holding each
-distinct shard: the mesh axes the spec does not name). Totals per writer follow.
+Per array: its path in the tree (keys joined by "/"; a key holding a "/" is quoted, so that no two
+leaves print alike), shape, dtype, where it was saved from (the mesh's axes and sizes, the spec,
+how many devices; one device, by name; or host memory, for a NumPy array), the chunk shape Orbax
+stored it in, how many chunks are stored, their bytes as stored, which writer folder holds them
+(``ocdbt.process_N``: one per process that saved), and the replicas (the devices holding each
+distinct shard: the mesh axes the spec does not name). Stored bytes are on disk as they are, but
+for chunks of at most 1 KiB that OCDBT keeps inline in its B+tree's nodes: those are the values'
+encoded bytes before the tree compresses its nodes, and the table gives the nodes' own size on
+disk beside them. Leaves that are not arrays (strings) are listed by path and kind.
 
 Everything comes from the checkpoint's own records: Orbax's ``metadata()`` for the tree, shapes,
 dtypes, shardings and chunk shapes, and for the bytes, the OCDBT B+tree (``tensorstore.ocdbt.dump``:
@@ -33,6 +36,7 @@ from pathlib import Path
 
 _TMP = ".orbax-checkpoint-tmp"
 _PARTIAL = ".partial_save"  # Orbax v1's partial saves (PARTIAL_SAVE_SUFFIX in its partial/path.py)
+_INLINE = "inline in the B+tree"
 _ITEM_FILES = ("_METADATA", "_sharding", "manifest.ocdbt", "array_metadatas")  # what a saved pytree holds
 
 
@@ -46,23 +50,34 @@ class Damaged(NotACheckpoint):
 
 @dataclass
 class ArrayInfo:
-    path: str  # the leaf's path in the tree, keys joined by "/"
+    path: str  # the leaf's path in the tree as printed (path_text of its keys)
     shape: tuple
     dtype: str
     mesh: dict | None  # the saved mesh's axes and sizes, None for a single device or a host array
     spec: tuple | None  # the saved PartitionSpec, as entries (None, "x", ("x", "y"))
-    devices: int  # devices it was saved from
+    devices: int  # devices it was saved from (1 for a host array)
     replicas: int  # devices holding each distinct shard
     chunk_shape: tuple | None
-    chunks: int  # chunks on disk
-    bytes_on_disk: int
-    writers: dict = field(default_factory=dict)  # writer folder -> bytes on disk
+    chunks: int  # chunks stored
+    stored_bytes: int  # the chunks' bytes as stored (inline ones before the B+tree's compression)
+    writers: dict = field(default_factory=dict)  # where the chunks are -> their stored bytes
     storage_key: str = ""
-    chunk_sizes: dict = field(default_factory=dict, repr=False)  # chunk grid position -> bytes on disk
+    chunk_sizes: dict = field(default_factory=dict, repr=False)  # chunk grid position -> stored bytes
+    keys: tuple = ()  # the leaf's keys, one per level of the tree: its identity
+    saved_on: str = ""  # "data 2 x model 8", "device cpu:3" or "host (NumPy)"
 
     @property
     def nbytes(self) -> int:
         return int(math.prod(self.shape)) * _itemsize(self.dtype) if self.shape is not None else 0
+
+
+@dataclass
+class OtherInfo:
+    """A leaf that is not an array: Orbax keeps its value outside the arrays (a string in _strings.json)."""
+
+    path: str
+    keys: tuple
+    kind: str  # "string", or the type Orbax's metadata names
 
 
 @dataclass
@@ -71,12 +86,14 @@ class CheckpointInfo:
     layout: str  # "ocdbt" or "zarr"
     step: int | None
     arrays: list[ArrayInfo]
-    others: list[str]  # leaves that are not arrays (strings, scalars Orbax keeps in its metadata)
+    others: list[OtherInfo]  # leaves that are not arrays
     pending: list[str] = field(default_factory=list)  # a root's steps still being written (or abandoned)
+    tree_bytes: int = 0  # the OCDBT B+tree's nodes on disk (holding the inline chunks), from its manifest
+    metadata: object = field(default=None, repr=False)  # Orbax's metadata tree, as read
 
     @property
-    def bytes_on_disk(self) -> int:
-        return sum(a.bytes_on_disk for a in self.arrays)
+    def stored_bytes(self) -> int:
+        return sum(a.stored_bytes for a in self.arrays)
 
     @property
     def nbytes(self) -> int:
@@ -90,22 +107,27 @@ class CheckpointInfo:
         return dict(sorted(totals.items()))
 
     def table(self) -> str:
-        rows = [("array", "shape", "dtype", "saved on", "spec", "replicas", "chunk", "chunks", "on disk")]
+        rows = [("array", "shape", "dtype", "saved on", "spec", "replicas", "chunk", "chunks", "stored")]
         for a in self.arrays:
-            mesh = " x ".join(f"{k} {v}" for k, v in a.mesh.items()) if a.mesh else "1 device"
-            rows.append((a.path, str(a.shape), a.dtype, mesh, _spec_text(a.spec), str(a.replicas),
-                         str(a.chunk_shape), str(a.chunks), human(a.bytes_on_disk)))
+            rows.append((a.path, str(a.shape), a.dtype, a.saved_on, spec_text(a.spec), str(a.replicas),
+                         str(a.chunk_shape), str(a.chunks), human(a.stored_bytes)))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = [f"{self.path}  ({self.layout}{'' if self.step is None else f', step {self.step}'})"]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-        lines.append(f"{len(self.arrays)} arrays, {human(self.nbytes)} of values, {human(self.bytes_on_disk)} on disk")
+        lines.append(f"{len(self.arrays)} arrays, {human(self.nbytes)} of values, {human(self.stored_bytes)} stored")
         if self.per_writer():
-            lines.append("on disk, by where: " + "; ".join(f"{w} {human(n)}" for w, n in self.per_writer().items()))
+            lines.append("stored, by where: " + "; ".join(self._where(w, n) for w, n in self.per_writer().items()))
         if self.pending:
             lines.append(f"steps still being written or abandoned, not read: {', '.join(self.pending)}")
         if self.others:
-            lines.append(f"not arrays: {', '.join(self.others)}")
+            lines.append(f"not arrays: {', '.join(f'{o.path} ({o.kind})' for o in self.others)}")
         return "\n".join(lines)
+
+    def _where(self, writer: str, n: int) -> str:
+        if writer == _INLINE:  # encoded values, compressed again with the keys inside the tree's nodes
+            return (f"{writer} {human(n)} (the values' encoded bytes, before the tree's compression; "
+                    f"its nodes take {human(self.tree_bytes)} on disk, keys included)")
+        return f"{writer} {human(n)} (on disk)"
 
 
 def human(n: float) -> str:
@@ -116,6 +138,18 @@ def human(n: float) -> str:
     return f"{n:,.1f} GiB"
 
 
+def path_text(keys) -> str:
+    """A leaf's keys as one path, joined by "/"; a key that holds a "/" (or is empty, or starts with
+    a quote) is quoted as JSON, so that ``{"x/y": a}`` (``"x/y"``) and ``{"x": {"y": b}}`` (``x/y``)
+    never print alike."""
+    return "/".join(json.dumps(k) if not k or "/" in k or k.startswith('"') else k for k in keys)
+
+
+def leaf_keys(keypath) -> tuple:
+    """A JAX key path as a tuple of strings, one per level (a dict key, a list index, an attribute)."""
+    return tuple(_key(e) for e in keypath)
+
+
 def _itemsize(dtype: str) -> int:
     import ml_dtypes  # noqa: F401  (bfloat16 and the float8 types by name)
     import numpy as np
@@ -123,7 +157,7 @@ def _itemsize(dtype: str) -> int:
     return np.dtype(dtype).itemsize
 
 
-def _spec_text(spec) -> str:
+def spec_text(spec) -> str:
     if spec is None:
         return "-"
     return "P(" + ", ".join(repr(e) if e is not None else "None" for e in spec) + ")"
@@ -236,16 +270,17 @@ def locate(path, step: int | None = None) -> tuple[Path, int | None, Path | None
     return (item, number, path.parent) if number is not None else (item, None, None)
 
 
-# ------------------------------------------------------------------------------ bytes on disk
-def _ocdbt_sizes(item: Path) -> dict:
-    """{storage key: (bytes, writer)} for every key of the item's OCDBT database, from its B+tree."""
+# ------------------------------------------------------------------------------ bytes stored
+def _ocdbt_sizes(item: Path) -> tuple[dict, int]:
+    """{storage key: (bytes, writer)} for every key of the item's OCDBT database, from its B+tree,
+    and the tree's own bytes on disk (its nodes, which hold the inline values)."""
     import tensorstore as ts
 
     base = ts.KvStore.open(f"file://{item}/").result()
     manifest = ts.ocdbt.dump(base).result()
     sizes: dict = {}
     if not manifest.get("versions") or "location" not in manifest["versions"][-1]["root"]:
-        return sizes  # an empty database
+        return sizes, 0  # an empty database
     root = manifest["versions"][-1]["root"]
 
     def walk(location: str, height: int):
@@ -255,18 +290,21 @@ def _ocdbt_sizes(item: Path) -> dict:
             if node["height"] > 0:
                 walk(entry["node"], node["height"] - 1)
             elif "inline_value" in entry:
-                sizes[key] = (len(entry["inline_value"]), "inline in the B+tree")
+                sizes[key] = (len(entry["inline_value"]), _INLINE)
             else:
                 ref = entry["indirect_value"]  # "value:<base path>:<file>:<offset>:<length>"
                 sizes[key] = (int(ref.rsplit(":", 1)[1]), _writer(ref))
 
     walk(root["location"], manifest["versions"][-1].get("root_height", 0))
-    return sizes
+    return sizes, int(root.get("statistics", {}).get("num_tree_bytes", 0))
 
 
 def _writer(reference: str) -> str:
-    match = re.search(r"(ocdbt\.process_\d+)", reference)
-    return match.group(1) if match else "the checkpoint's own folder"
+    """The writer folder of a value's reference: its base path (``ocdbt.process_0/``, or a v1 partial
+    save's ``ocdbt.process_0a690ab7...``), empty for the checkpoint's own data files."""
+    head = reference.rsplit(":", 3)[0]  # "value:<base path>"
+    base = head.split(":", 1)[1].strip("/") if ":" in head else ""
+    return base or "the checkpoint's own folder"
 
 
 def _zarr_sizes(item: Path, key: str) -> dict:
@@ -310,47 +348,60 @@ def _orbax_tree(item: Path):
 # ------------------------------------------------------------------------------ the whole
 def inspect_checkpoint(path, step: int | None = None) -> CheckpointInfo:
     """What the checkpoint at ``path`` holds, array by array (see the module's text)."""
-    import jax
-
     item, step, root = locate(path, step)
     try:
         ocdbt = _records(item)
         try:
-            sizes = _ocdbt_sizes(item) if ocdbt else {}
+            sizes, tree_bytes = _ocdbt_sizes(item) if ocdbt else ({}, 0)
         except ValueError as exc:  # TensorStore's NOT_FOUND or DATA_LOSS, in one line
             raise Damaged(f"{item}: its OCDBT database cannot be read ({str(exc).splitlines()[0]}): a file of it "
-                          "is missing or damaged. Restore the folder from a copy, or pass another checkpoint") from None
+                                 "is missing or damaged. Restore the folder from a copy, or pass another checkpoint") from None
         tree = _orbax_tree(item)
     except Damaged as exc:
         if step is None or root is None:
             raise
         raise Damaged(f"{exc}{_older(_steps(root), step)}") from None
+    arrays, others = _leaves(item, tree, ocdbt, sizes)
+    pending = sorted(p.name for p in root.iterdir() if _TMP in p.name) if root is not None else []
+    return CheckpointInfo(item, "ocdbt" if ocdbt else "zarr", step, arrays, others, pending, tree_bytes, tree)
+
+
+def _leaves(item: Path, tree, ocdbt: bool, sizes: dict) -> tuple[list, list]:
+    import jax
+
     arrays, others = [], []
-    leaves = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda x: hasattr(x, "storage"))[0]
-    for keypath, meta in leaves:
-        name = "/".join(_key(e) for e in keypath)
+    for keypath, meta in jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda x: hasattr(x, "storage"))[0]:
+        keys = leaf_keys(keypath)
         if not hasattr(meta, "shape") or not hasattr(meta, "storage"):
-            others.append(name)
+            others.append(OtherInfo(path_text(keys), keys, kind_of(meta)))
             continue
-        key = getattr(meta, "name", None) or ".".join(_key(e) for e in keypath)
-        chunks = {k: v for k, v in (sizes.items() if ocdbt else _zarr_sizes(item, key).items())
-                  if k.startswith(key + "/") and not k.rsplit("/", 1)[1].startswith(".") and not k.endswith("zarr.json")}
+        key = getattr(meta, "name", None) or ".".join(keys)
+        found = sizes.items() if ocdbt else _zarr_sizes(item, key).items()
+        # a chunk's key is the array's, "/", its grid position: not a header, nor another array's
+        # chunk under a longer name ("x/y/0" is not a chunk of "x")
+        chunks = {k: v for k, v in found if k.startswith(key + "/") and _grid_position(k[len(key) + 1:]) is not None}
         writers: dict = {}
-        for n, writer in chunks.values():
-            writers[writer] = writers.get(writer, 0) + n
         grid = {}
-        for k, (n, _) in chunks.items():
-            position = _grid_position(k[len(key) + 1:])
-            if position is not None:
-                grid[position[: len(meta.shape)]] = n  # a scalar's one chunk is "0": position ()
-        mesh, spec, devices, replicas = _sharding(meta)
+        for k, (n, writer) in chunks.items():
+            writers[writer] = writers.get(writer, 0) + n
+            grid[_grid_position(k[len(key) + 1:])[: len(meta.shape)]] = n  # a scalar's one chunk: position ()
+        mesh, spec, devices, replicas, saved_on = _sharding(meta)
         storage = getattr(meta, "storage", None)
         chunk_shape = tuple(storage.chunk_shape) if storage is not None and storage.chunk_shape is not None else None
-        arrays.append(ArrayInfo(name, tuple(int(d) for d in meta.shape), str(meta.dtype), mesh, spec, devices,
-                                replicas, chunk_shape, len(chunks), sum(n for n, _ in chunks.values()),
-                                dict(sorted(writers.items())), key, grid))
-    pending = sorted(p.name for p in root.iterdir() if _TMP in p.name) if root is not None else []
-    return CheckpointInfo(item, "ocdbt" if ocdbt else "zarr", step, arrays, others, pending)
+        arrays.append(ArrayInfo(path_text(keys), tuple(int(d) for d in meta.shape), str(meta.dtype), mesh, spec,
+                                devices, replicas, chunk_shape, len(chunks), sum(n for n, _ in chunks.values()),
+                                dict(sorted(writers.items())), key, grid, keys, saved_on))
+    return arrays, others
+
+
+def kind_of(meta) -> str:
+    """A leaf's kind, as Orbax's metadata says it: "string", "array int32 (3,)", or the type's name."""
+    name = type(meta).__name__
+    if name == "StringMetadata":
+        return "string"
+    if hasattr(meta, "shape") and hasattr(meta, "dtype"):
+        return f"array {meta.dtype} {tuple(meta.shape)}"
+    return name.removesuffix("Metadata").lower() or name
 
 
 def _grid_position(name: str):
@@ -372,22 +423,26 @@ def _key(entry) -> str:
 
 
 def _sharding(meta):
-    """(mesh axes -> sizes, spec, devices, replicas) from an array's sharding metadata."""
+    """(mesh axes -> sizes, spec, devices, replicas, where it was saved from) from an array's metadata."""
     sharding = getattr(meta, "sharding", None)
-    if sharding is None or not hasattr(sharding, "axis_names"):
-        return None, None, 1, 1
+    if sharding is None:  # a NumPy array or a Python scalar: saved from host memory
+        return None, None, 1, 1, "host (NumPy)"
+    if not hasattr(sharding, "axis_names"):
+        device = getattr(sharding, "device_str", None)
+        return None, None, 1, 1, f"device {device}" if device else "1 device"
     mesh = {str(a): int(n) for a, n in zip(sharding.axis_names, sharding.shape)}
     spec = tuple(None if e is None else (e if isinstance(e, str) else tuple(e)) for e in sharding.partition_spec)
     named = {a for e in spec if e is not None for a in ((e,) if isinstance(e, str) else e)}
     devices = math.prod(mesh.values())
     replicas = math.prod(n for a, n in mesh.items() if a not in named)
-    return mesh, spec, devices, replicas
+    return mesh, spec, devices, replicas, " x ".join(f"{k} {v}" for k, v in mesh.items())
 
 
 def placement_figure(info: CheckpointInfo, array_path: str, out):
     """Draw where each piece of ``array_path`` lived when it was saved (its mesh positions, replicas
     together) with the saved chunk grid on top, to the image file ``out``; 1-D and 2-D arrays. Needs
-    JAX with as many devices as the saved mesh (``setup_devices``)."""
+    JAX with as many devices as the saved mesh (``setup_devices``, before JAX starts)."""
+    import jax
     import matplotlib
 
     matplotlib.use("Agg")
@@ -402,18 +457,22 @@ def placement_figure(info: CheckpointInfo, array_path: str, out):
     if len(a.shape) not in (1, 2):
         raise NotACheckpoint(f"{array_path} has {len(a.shape)} dimensions: a figure draws a 1-D or 2-D array")
     mesh = a.mesh or {"device": 1}
-    spec = a.spec if a.spec is not None else ()
+    if len(jax.devices()) < math.prod(mesh.values()):
+        raise NotACheckpoint(f"{array_path} was saved on {math.prod(mesh.values())} devices and JAX runs with "
+                             f"{len(jax.devices())}: its figure needs as many (in Python, setup_devices(N) before JAX "
+                             "starts, then placement_figure)")
+    whole = "" if a.mesh else " (one piece, d0 here)"
     fig, ax = plt.subplots()
-    plot_sharded_array(a.shape, mesh, spec, chunk_shape=a.chunk_shape, ax=ax,
-                       title=f"{array_path}: saved on {' x '.join(f'{k} {v}' for k, v in mesh.items())}, "
-                             f"spec {_spec_text(a.spec)}; chunks dashed")
+    plot_sharded_array(a.shape, mesh, a.spec if a.spec is not None else (), chunk_shape=a.chunk_shape, ax=ax,
+                       title=f"{array_path}: saved on {a.saved_on}{whole}, spec {spec_text(a.spec)}; chunks dashed")
     fig.savefig(out, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return out
 
 
 def as_json(info: CheckpointInfo) -> str:
-    return json.dumps({"path": str(info.path), "layout": info.layout, "step": info.step,
+    return json.dumps({"path": str(info.path), "layout": info.layout, "step": info.step, "pending": info.pending,
                        "arrays": [{**{k: v for k, v in a.__dict__.items() if k != "chunk_sizes"}, "nbytes": a.nbytes}
-                                  for a in info.arrays], "not_arrays": info.others,
-                       "bytes_on_disk": info.bytes_on_disk, "per_writer": info.per_writer()}, indent=1, default=list)
+                                  for a in info.arrays],
+                       "not_arrays": [o.__dict__ for o in info.others], "stored_bytes": info.stored_bytes,
+                       "per_writer": info.per_writer(), "tree_bytes_on_disk": info.tree_bytes}, indent=1, default=list)

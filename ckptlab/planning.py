@@ -182,13 +182,13 @@ def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, st
     per_host = devices // hosts
     info = inspect_checkpoint(path, step)
     plan = Plan(str(info.path), mesh, hosts)
-    plan.metadata_bytes = max(0, sum(p.stat().st_size for p in info.path.rglob("*") if p.is_file()) - info.bytes_on_disk)
+    plan.metadata_bytes = max(0, sum(p.stat().st_size for p in info.path.rglob("*") if p.is_file()) - info.stored_bytes)
     for done, array in enumerate(info.arrays):
         if progress is not None:
             progress(done, len(info.arrays), array.path)
         spec, why = _spec_for(array, mesh, specs or {})
         itemsize = array.nbytes // max(1, math.prod(array.shape))
-        ratio = array.bytes_on_disk / array.nbytes if array.nbytes else 1.0  # stored bytes per value byte
+        ratio = array.stored_bytes / array.nbytes if array.nbytes else 1.0  # stored bytes per value byte
         if not array.shape:
             domains = {d: () for d in range(devices)}
         else:
@@ -198,7 +198,7 @@ def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, st
                 raise ValueError(f"{array.path}: spec {spec} on mesh {mesh}: {type(exc).__name__}: {exc}") from exc
         chunk = array.chunk_shape or array.shape
         size = {pos: n for pos, n in array.chunk_sizes.items()}
-        default = array.bytes_on_disk / max(1, array.chunks)
+        default = array.stored_bytes / max(1, array.chunks)
         floor, ceiling, needed, held = [], [], [], []
         for h in range(hosts):
             mine = [d for d in range(h * per_host, (h + 1) * per_host)]

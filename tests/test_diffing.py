@@ -1,5 +1,5 @@
 """``ckptlab.diffing`` (``python -m ckptlab diff``): each planted difference found and nothing else,
-on checkpoints saved for real; block by block, so its memory stays flat in the checkpoints' size
+on checkpoints saved for real (keys holding a "/" among them); block by block, so its memory stays flat in the checkpoints' size
 (measured by the kernel in fresh processes, beside a whole-array read that grows: the control)."""
 
 from __future__ import annotations
@@ -160,6 +160,24 @@ def test_the_command_exits_0_when_the_same_1_when_not_2_on_a_bad_path(pair, tmp_
     assert json.loads(capsys.readouterr().out)["dtype"] == ["params/w"]
     assert main(["diff", str(a), str(tmp_path)]) == 2 and "not an Orbax checkpoint" in capsys.readouterr().err
     assert main(["diff", "--rtol", "-1", str(a), str(a)]) == 2 and "rtol" in capsys.readouterr().err
+
+
+def _pytree(path, tree):  # PyTreeCheckpointHandler: strings too (kept in _strings.json, not as arrays)
+    ocp.Checkpointer(ocp.PyTreeCheckpointHandler()).save(path, args=ocp.args.PyTreeSave(tree))
+    return path
+
+
+@pytest.fixture(scope="module")
+def odd(tmp_path_factory):
+    root = tmp_path_factory.mktemp("odd")
+    return {"slash_a": _pytree(root / "slash_a", {"x/y": np.ones(1, np.float32), "x": {"y": np.zeros(1, np.float32)}}),
+            "slash_b": _pytree(root / "slash_b", {"x/y": np.ones(1, np.float32), "x": {"y": np.full(1, 5, np.float32)}})}
+
+
+def test_a_key_holding_a_slash_is_not_merged_with_the_nested_path(odd):
+    report = diff_checkpoints(odd["slash_a"], odd["slash_b"])
+    assert list(report.values) == ["x/y"] and report.compared == 2, report.text()  # the nested one, not '"x/y"'
+    assert report.values["x/y"]["max_abs"] == 5
 
 
 _MEASURE = textwrap.dedent(r"""

@@ -1,8 +1,8 @@
 """``ckptlab.inspection`` (``python -m ckptlab inspect``) against what Orbax's metadata and the files
 say, on checkpoints saved for real: 1, 8 and 16 devices, OCDBT and plain zarr, v0 and v1, a
 CheckpointManager root with a step still being written, roots whose steps Orbax names with a prefix,
-a folder of plain saves, a v1 partial save never finalized; and its refusals, damaged checkpoints
-among them."""
+a folder of plain saves, a v1 partial save, keys holding a "/"; and its refusals, damaged
+checkpoints among them."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import orbax.checkpoint as ocp
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from ckptlab.inspection import NotACheckpoint, inspect_checkpoint, locate
+from ckptlab.inspection import NotACheckpoint, human, inspect_checkpoint, locate
 from ckptlab.layout import course_mesh
 
 ROWS, COLS = 512, 256  # 512 KiB of float32
@@ -31,7 +31,7 @@ def _tree():
         "params": {"w": jax.device_put(rng.standard_normal((ROWS, COLS)).astype(np.float32), NamedSharding(mesh16, P("x"))),
                    "zeros": jax.device_put(np.zeros((ROWS, COLS), np.float32), NamedSharding(mesh16, P(None, "x"))),
                    "e": jax.device_put(rng.standard_normal((64, 32)).astype(np.float32), NamedSharding(mesh8, P("model")))},
-        "one": jax.device_put(rng.standard_normal((8,)).astype(np.float32), jax.devices()[0]),
+        "one": jax.device_put(rng.standard_normal((8,)).astype(np.float32), jax.devices()[3]),
         "step": np.array(7, np.int32),
     }
 
@@ -81,11 +81,12 @@ def test_inspect_equals_orbax_metadata(saved, where):
     # the data axis's two replicas each write half of a shard (replica-parallel): 8 chunks of 4 shards
     assert e.mesh == {"data": 2, "model": 4} and e.spec == ("model",) and e.replicas == 2
     assert e.chunk_shape == (8, 32) and e.chunks == 8
-    assert arrays["one"].devices == 1 and arrays["one"].mesh is None
+    assert arrays["one"].devices == 1 and arrays["one"].mesh is None and arrays["one"].saved_on == "device cpu:3"
+    assert arrays["step"].saved_on == "host (NumPy)" and w.saved_on == "x 16"
     assert info.layout == ("zarr" if where == "zarr" else "ocdbt")
     # the bytes come from the files, not from the shapes: random floats keep their size, zeros shrink
-    assert 0.85 * w.nbytes < w.bytes_on_disk < 1.1 * w.nbytes, (w.bytes_on_disk, w.nbytes)
-    assert arrays["params/zeros"].bytes_on_disk < 0.05 * w.nbytes
+    assert 0.85 * w.nbytes < w.stored_bytes < 1.1 * w.nbytes, (w.stored_bytes, w.nbytes)
+    assert arrays["params/zeros"].stored_bytes < 0.05 * w.nbytes
 
 
 def test_zarr_bytes_are_the_chunk_files_sizes(saved):
@@ -93,7 +94,7 @@ def test_zarr_bytes_are_the_chunk_files_sizes(saved):
     w = _as_saved(inspect_checkpoint(root / "zarr"))["params/w"]
     folder = root / "zarr" / w.storage_key
     files = [p for p in folder.iterdir() if not p.name.startswith(".")]
-    assert w.chunks == len(files) and w.bytes_on_disk == sum(p.stat().st_size for p in files)
+    assert w.chunks == len(files) and w.stored_bytes == sum(p.stat().st_size for p in files)
 
 
 def test_ocdbt_bytes_add_up_to_the_data_files(saved):
@@ -102,19 +103,41 @@ def test_ocdbt_bytes_add_up_to_the_data_files(saved):
     root, _ = saved
     info = inspect_checkpoint(root / "ocdbt")
     data_files = sum(p.stat().st_size for p in (root / "ocdbt").rglob("d/*") if p.is_file())
-    assert info.bytes_on_disk <= data_files and info.bytes_on_disk > 0.9 * data_files, (info.bytes_on_disk, data_files)
+    assert info.stored_bytes <= data_files and info.stored_bytes > 0.9 * data_files, (info.stored_bytes, data_files)
     # large chunks in the writing process's files; small ones inline in the tree's nodes
     assert set(info.per_writer()) == {"ocdbt.process_0", "inline in the B+tree"}, info.per_writer()
-    assert info.per_writer()["ocdbt.process_0"] > 0.9 * info.bytes_on_disk
+    assert info.per_writer()["ocdbt.process_0"] > 0.9 * info.stored_bytes
 
 
-def test_a_manager_root_reads_its_newest_committed_step_and_names_the_unfinished_one(saved):
+def test_inline_chunks_are_said_as_encoded_beside_the_tree_s_own_bytes_on_disk(tmp_path):
+    """Chunks of at most 1 KiB sit in the B+tree's nodes, which OCDBT compresses: their encoded
+    bytes are not bytes on disk. The table says what they are, and the nodes' own size, which is
+    the tree's file in the checkpoint's d/ folder."""
+    tree = {f"layer_{i:02d}": {"w": np.full((4, 4), i, np.float32)} for i in range(40)}
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(tmp_path / "tiny", tree)
+    checkpointer.wait_until_finished()
+    info = inspect_checkpoint(tmp_path / "tiny")
+    assert set(info.per_writer()) == {"inline in the B+tree"}
+    tree_file = sum(p.stat().st_size for p in (tmp_path / "tiny" / "d").iterdir())
+    assert info.tree_bytes == tree_file, (info.tree_bytes, tree_file)
+    line = info.table().splitlines()[-1]
+    assert "before the tree's compression" in line and f"its nodes take {human(tree_file)} on disk" in line, line
+    assert "(on disk)" not in line and "on disk" not in info.table().splitlines()[1]  # the column: "stored"
+
+
+def test_a_manager_root_reads_its_newest_committed_step_and_names_the_unfinished_one(saved, capsys):
+    from ckptlab.cli import main
+
     root, _ = saved
     info = inspect_checkpoint(root / "manager")
     assert info.step == 20 and info.path == root / "manager" / "20" / "default"
     assert info.pending == ["30.orbax-checkpoint-tmp-1234"] and "30.orbax-checkpoint-tmp-1234" in info.table()
     assert inspect_checkpoint(root / "manager", step=10).step == 10
     assert locate(root / "manager" / "10")[0] == root / "manager" / "10" / "default"
+    # --json says what the table says: the pending steps too
+    assert main(["inspect", "--json", str(root / "manager")]) == 0
+    assert json.loads(capsys.readouterr().out)["pending"] == ["30.orbax-checkpoint-tmp-1234"]
 
 
 def _tree_of(step):
@@ -171,9 +194,20 @@ def test_a_relative_path_reads_as_its_absolute_one(saved, monkeypatch, capsys):
     assert main(["inspect", "ocdbt"]) == 0 and "params/w" in capsys.readouterr().out
 
 
+def test_keys_holding_a_slash_stay_apart_from_the_nested_path(tmp_path):
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(tmp_path / "keys", {"x/y": np.ones(1, np.float32), "x": {"y": np.zeros(2, np.float32)}})
+    checkpointer.wait_until_finished()
+    info = inspect_checkpoint(tmp_path / "keys")
+    arrays = {a.keys: a for a in info.arrays}
+    assert set(arrays) == {("x/y",), ("x", "y")} and arrays[("x", "y")].shape == (2,)
+    assert {a.path for a in info.arrays} == {'"x/y"', "x/y"}  # printed apart: the key holding "/" quoted
+    assert all(a.chunks == 1 for a in info.arrays)
+
+
 @pytest.fixture(scope="module")
 def partial(tmp_path_factory):
-    """A v1 partial save: two partial.save calls, not finalized."""
+    """A v1 partial save: two partial.save calls, not finalized (yet); chunks of 2 KiB, in data files."""
     from orbax.checkpoint import v1 as ocp_v1
 
     path = tmp_path_factory.mktemp("partial") / "ckpt"
@@ -194,6 +228,16 @@ def test_a_partial_save_never_finalized_says_to_finalize_it(partial, capsys):
             inspect_checkpoint(path)
         assert f"orbax.checkpoint.v1.partial.finalize('{partial}')" in str(refused.value), str(refused.value)
     assert main(["inspect", str(partial)]) == 2 and "finalize(" in capsys.readouterr().err
+
+
+def test_the_writer_column_names_a_partial_save_s_writer_folders_whole(partial):
+    from orbax.checkpoint import v1 as ocp_v1
+
+    ocp_v1.partial.finalize(partial)
+    info = inspect_checkpoint(partial)
+    folders = {p.name for p in info.path.glob("ocdbt.process_*")}
+    writers = set(info.per_writer()) - {"inline in the B+tree"}
+    assert writers and writers <= folders and all(len(w) > len("ocdbt.process_0") for w in writers), (writers, folders)
 
 
 def test_refusals_say_what_to_pass(saved, tmp_path):
@@ -254,24 +298,31 @@ def test_the_command_prints_the_table_and_json_and_exits_2_on_a_bad_path(saved, 
     root, _ = saved
     assert main(["inspect", str(root / "ocdbt")]) == 0
     out = capsys.readouterr().out
-    assert "params/w" in out and "P('x')" in out
-    assert "on disk, by where: inline in the B+tree" in out and "; ocdbt.process_0 " in out
+    assert "params/w" in out and "P('x')" in out and "device cpu:3" in out and "host (NumPy)" in out
+    assert "stored, by where: inline in the B+tree" in out and "; ocdbt.process_0 " in out
     assert main(["inspect", "--json", str(root / "manager")]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["step"] == 20 and {a["path"] for a in report["arrays"]} >= {"params/w", "params/e"}
-    # as a learner types it: python -m ckptlab, in a fresh process, a bad path said in one line
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_PLATFORMS": "cpu"}
-    bad = subprocess.run([sys.executable, "-m", "ckptlab", "inspect", str(tmp_path)], capture_output=True, text=True,
-                         env=env, timeout=120)
-    assert bad.returncode == 2 and "is not an Orbax checkpoint" in bad.stderr and "Traceback" not in bad.stderr
+    assert main(["inspect", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "is not an Orbax checkpoint" in err and len(err.splitlines()) == 1
 
 
-def test_a_placement_figure_per_array_on_request(saved, tmp_path, capsys):
+def test_a_placement_figure_per_array_on_request(saved, tmp_path, capsys, monkeypatch):
+    from ckptlab import plotting
     from ckptlab.cli import main
 
     root, _ = saved
     out = tmp_path / "w.png"
-    assert main(["inspect", str(root / "ocdbt"), "--figure", "params/e", "--out", str(out)]) == 0
+    # as a learner types it: python -m ckptlab, in a fresh process, whose JAX has not started yet
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_PLATFORMS": "cpu"}
+    drawn = subprocess.run([sys.executable, "-m", "ckptlab", "inspect", str(root / "ocdbt"), "--figure", "params/e",
+                            "--out", str(out)], capture_output=True, text=True, env=env, timeout=120)
+    assert drawn.returncode == 0 and "Traceback" not in drawn.stderr, drawn.stderr[-2000:]
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
     assert main(["inspect", str(root / "ocdbt"), "--figure", "params/nope"]) == 2
     assert "no array 'params/nope'" in capsys.readouterr().err
+    titles = []
+    monkeypatch.setattr(plotting, "plot_sharded_array", lambda *a, **kw: titles.append(kw["title"]))
+    assert main(["inspect", str(root / "ocdbt"), "--figure", "one", "--out", str(tmp_path / "f.png")]) == 0
+    assert "saved on device cpu:3" in titles[0], titles  # where it was, not "device 1"
