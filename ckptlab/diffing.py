@@ -9,15 +9,21 @@ What it reports, by each leaf's path in the tree (a leaf is its keys, level by l
 and ``{"x": {"y": b}}`` are two leaves, the first printed quoted, ``"x/y"``):
 
 - ``missing``: in ``a``, not in ``b``; ``extra``: in ``b``, not in ``a``;
+- ``kind``: an array on one side, not on the other (a string saved where an array was), with
+  what each side holds;
 - ``shape``: another shape (values not compared); ``dtype``: another dtype; ``sharding``: saved
   with another mesh or spec (the values are compared all the same: a re-shard keeps them);
-- ``values``: leaves whose values differ, each with how many elements differ and the largest
-  difference found.
+- ``values``: leaves whose values differ: for an array, how many elements differ, the largest
+  difference found, and how many are a NaN against a number; for a leaf that is not an array (a
+  string, kept outside the arrays), its value on each side (as Orbax restores it).
+
+Every leaf of either is in one of these, or among those compared and found the same.
 
 Exact (``rtol=0``, the default), two leaves are the same when their dtypes and bytes are: a NaN
 equals itself, ``-0.0`` differs from ``0.0``, and another dtype is a difference already. With a
 tolerance (for a cast), two values differ when ``|x - y| > rtol * max(|x|, |y|)``, compared in
-float64; a NaN equals a NaN, an infinity only itself, and integers are compared exactly.
+float64 (complex128 for complex values: ``|x - y|`` is the modulus of the difference); a NaN
+equals a NaN, an infinity only itself, and integers are compared exactly.
 
 It reads each array with TensorStore a block at a time, along ``a``'s saved chunk grid (a block is
 at most one chunk, and at most ``block_bytes``), the two checkpoints' blocks side by side and
@@ -34,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ckptlab.inspection import ArrayInfo, CheckpointInfo, inspect_checkpoint, path_text
+from ckptlab.inspection import ArrayInfo, CheckpointInfo, inspect_checkpoint, leaf_keys, path_text
 
 BLOCK_BYTES = 8 * 2**20
 
@@ -49,32 +55,68 @@ class DiffReport:
     shape: list = field(default_factory=list)
     dtype: list = field(default_factory=list)
     sharding: list = field(default_factory=list)
-    values: dict = field(default_factory=dict)  # path -> {"elements": n differing, "max_abs": largest |x - y|}
+    # path -> an array's {"elements": n differing, "max_abs": largest |x - y| (None: only NaNs differ),
+    # "nan": n of them a NaN against a number}, or a leaf's that is not an array {"a": value, "b": value}
+    values: dict = field(default_factory=dict)
     compared: int = 0  # leaves whose values were compared
-    not_arrays: list = field(default_factory=list)  # leaves that are not arrays in either (not compared)
+    not_arrays: list = field(default_factory=list)  # leaves that are not arrays in both (compared by value)
+    kind: dict = field(default_factory=dict)  # path -> {"a": what a holds, "b": what b holds}
+    unread: dict = field(default_factory=dict)  # path -> why its value could not be read (not compared)
+    leaves: tuple = (0, 0)  # leaves in a, in b
 
     @property
     def same(self) -> bool:
-        """Nothing missing, extra, reshaped, recast or changed (another sharding alone keeps a model the same)."""
-        return not (self.missing or self.extra or self.shape or self.values or (self.dtype and self.rtol == 0))
+        """Nothing missing, extra, of another kind, reshaped, recast, changed or unread (another sharding
+        alone keeps a model the same)."""
+        return not (self.missing or self.extra or self.kind or self.shape or self.values or self.unread
+                    or (self.dtype and self.rtol == 0))
 
     def as_dict(self) -> dict:
         return {"a": self.a, "b": self.b, "rtol": self.rtol, "same": self.same, "missing": self.missing,
-                "extra": self.extra, "shape": self.shape, "dtype": self.dtype, "sharding": self.sharding,
-                "values": self.values, "compared": self.compared}
+                "extra": self.extra, "kind": self.kind, "shape": self.shape, "dtype": self.dtype,
+                "sharding": self.sharding, "values": {p: _plain(d) for p, d in self.values.items()},
+                "compared": self.compared, "not_arrays": self.not_arrays, "unread": self.unread,
+                "leaves": {"a": self.leaves[0], "b": self.leaves[1]}}
 
     def text(self) -> str:
+        how = "exactly" if self.rtol == 0 else f"within rtol {self.rtol:g}"
+        others = len(self.not_arrays)
         lines = [f"a: {self.a}", f"b: {self.b}",
-                 f"{'exactly' if self.rtol == 0 else f'within rtol {self.rtol:g}'}: {self.compared} leaves compared"]
+                 f"{self.leaves[0]} leaves in a, {self.leaves[1]} in b; {how}: {self.compared} leaves compared "
+                 f"({self.compared - others} arrays block by block, {others} "
+                 f"{'leaf' if others == 1 else 'leaves'} not an array by value)"]
         for label, paths in (("missing from b", self.missing), ("extra in b", self.extra),
                              ("another shape", self.shape), ("another dtype", self.dtype),
                              ("saved with another sharding", self.sharding)):
             for p in paths:
                 lines.append(f"{label}: {p}")
+        for p, d in self.kind.items():
+            lines.append(f"another kind: {p} ({d['a']} in a, {d['b']} in b)")
+        for p, why in self.unread.items():
+            lines.append(f"not compared: {p} (its value could not be read: {why})")
         for p, d in self.values.items():
-            lines.append(f"values differ: {p} ({d['elements']:,} element(s), largest difference {d['max_abs']:.3g})")
+            lines.append(f"values differ: {p} ({_difference(d)})")
         lines.append("the same model" if self.same else "not the same")
         return "\n".join(lines)
+
+
+def _difference(d: dict) -> str:
+    if "elements" not in d:  # a leaf that is not an array
+        return f"{d['a']!r} in a, {d['b']!r} in b"
+    parts = [f"{d['elements']:,} element(s)"]
+    if d["max_abs"] is not None:
+        parts.append(f"largest difference {d['max_abs']:.3g}")
+    if d["nan"]:
+        parts.append(f"{d['nan']:,} of them a NaN against a number" if d["max_abs"] is not None else
+                     "largest difference NaN: a NaN against a number")
+    if d["max_abs"] is None and not d["nan"]:
+        parts.append("NaNs of other bytes")
+    return ", ".join(parts)
+
+
+def _plain(d: dict) -> dict:
+    """A difference as JSON holds it: a value that is not a string or a number by its repr."""
+    return {k: v if isinstance(v, str | int | float | bool | type(None)) else repr(v) for k, v in d.items()}
 
 
 def _open(info: CheckpointInfo, array: ArrayInfo):
@@ -118,8 +160,15 @@ def blocks(shape, itemsize: int, block_bytes: int = BLOCK_BYTES, chunk_shape=Non
         yield tuple(slice(c * b, min((c + 1) * b, n)) for c, b, n in zip(corner, block, shape))
 
 
-def _differing(x: np.ndarray, y: np.ndarray, rtol: float) -> tuple[int, float]:
-    """(elements that differ, the largest |x - y| among them) for one block."""
+def _wide(x: np.ndarray, complex_: bool) -> np.ndarray:
+    """Values as float64, or complex128 where either side is complex (float64 would drop the imaginary part)."""
+    return x.astype(np.complex128 if complex_ else np.float64).reshape(-1)
+
+
+def _differing(x: np.ndarray, y: np.ndarray, rtol: float) -> tuple[int, float | None, int]:
+    """(elements that differ, the largest |x - y| among those where neither is a NaN (None if there is
+    none), how many differ as a NaN against a number) for one block."""
+    complex_ = x.dtype.kind == "c" or y.dtype.kind == "c"
     if rtol == 0:
         size = x.dtype.itemsize  # the same dtype: another one was reported without reading
         xb = np.ascontiguousarray(x).reshape(-1).view(np.uint8).reshape(x.size, size)
@@ -128,7 +177,7 @@ def _differing(x: np.ndarray, y: np.ndarray, rtol: float) -> tuple[int, float]:
     elif x.dtype.kind in "iub" and y.dtype.kind in "iub":
         bad = (x != y).reshape(-1)
     else:
-        xf, yf = x.astype(np.float64).reshape(-1), y.astype(np.float64).reshape(-1)
+        xf, yf = _wide(x, complex_), _wide(y, complex_)
         with np.errstate(invalid="ignore", over="ignore"):
             both_nan = np.isnan(xf) & np.isnan(yf)
             either_inf = np.isinf(xf) | np.isinf(yf)
@@ -136,15 +185,17 @@ def _differing(x: np.ndarray, y: np.ndarray, rtol: float) -> tuple[int, float]:
             bad = ~(both_nan | np.where(either_inf, xf == yf, close))
     n = int(np.count_nonzero(bad))
     if not n:
-        return 0, 0.0
+        return 0, 0.0, 0
     xs, ys = x.reshape(-1)[bad], y.reshape(-1)[bad]
     if xs.dtype.kind in "iub" and ys.dtype.kind in "iub":  # exactly, as Python integers
-        gaps = np.abs(xs.astype(object) - ys.astype(object)).astype(np.float64)
-    else:
-        with np.errstate(invalid="ignore", over="ignore"):
-            gaps = np.abs(xs.astype(np.float64) - ys.astype(np.float64))
-    finite = gaps[np.isfinite(gaps)]
-    return n, float(finite.max()) if finite.size else float("inf")
+        return n, float(np.abs(xs.astype(object) - ys.astype(object)).astype(np.float64).max()), 0
+    xf, yf = _wide(xs, complex_), _wide(ys, complex_)
+    nan_x, nan_y = np.isnan(xf), np.isnan(yf)
+    numbers = ~(nan_x | nan_y)  # both NaN: another payload or sign, the same value (a difference of bytes)
+    with np.errstate(invalid="ignore", over="ignore"):
+        gaps = np.abs(xf[numbers] - yf[numbers])
+    largest = float(gaps.max()) if gaps.size else None
+    return n, largest, int(np.count_nonzero(nan_x ^ nan_y))
 
 
 def diff_checkpoints(a, b, rtol: float = 0.0, block_bytes: int = BLOCK_BYTES, step_a: int | None = None,
@@ -156,11 +207,14 @@ def diff_checkpoints(a, b, rtol: float = 0.0, block_bytes: int = BLOCK_BYTES, st
     ia, ib = inspect_checkpoint(a, step_a), inspect_checkpoint(b, step_b)
     # by each leaf's keys, never its printed path alone: two leaves are never merged
     ma, mb = {x.keys: x for x in ia.arrays}, {x.keys: x for x in ib.arrays}
-    oa, ob = {o.keys for o in ia.others}, {o.keys for o in ib.others}
-    report = DiffReport(str(ia.path), str(ib.path), float(rtol))
-    report.missing = [path_text(k) for k in sorted((ma.keys() | oa) - (mb.keys() | ob))]
-    report.extra = [path_text(k) for k in sorted((mb.keys() | ob) - (ma.keys() | oa))]
-    report.not_arrays = [path_text(k) for k in sorted(oa & ob)]
+    oa, ob = {o.keys: o for o in ia.others}, {o.keys: o for o in ib.others}
+    la, lb = ma.keys() | oa.keys(), mb.keys() | ob.keys()
+    report = DiffReport(str(ia.path), str(ib.path), float(rtol), leaves=(len(la), len(lb)))
+    report.missing = [path_text(k) for k in sorted(la - lb)]
+    report.extra = [path_text(k) for k in sorted(lb - la)]
+    for k in sorted((ma.keys() & ob.keys()) | (oa.keys() & mb.keys())):
+        report.kind[path_text(k)] = {"a": _what(ma.get(k) or oa[k]), "b": _what(mb.get(k) or ob[k])}
+    _compare_others(ia, ib, sorted(oa.keys() & ob.keys()), report)
     common = sorted(ma.keys() & mb.keys())
     for done, keys in enumerate(common):
         path = path_text(keys)
@@ -178,14 +232,71 @@ def diff_checkpoints(a, b, rtol: float = 0.0, block_bytes: int = BLOCK_BYTES, st
                 continue  # exactly: another dtype is a difference already
         ta, tb = _open(ia, x), _open(ib, y)
         itemsize = max(ta.dtype.numpy_dtype.itemsize, tb.dtype.numpy_dtype.itemsize)
-        elements, largest = 0, 0.0
+        elements, largest, nan = 0, None, 0
         for index in blocks(x.shape, itemsize, block_bytes, x.chunk_shape):
-            n, gap = _differing(np.asarray(ta[index].read().result()), np.asarray(tb[index].read().result()), rtol)
-            elements += n
-            largest = max(largest, gap)
+            n, gap, k = _differing(np.asarray(ta[index].read().result()), np.asarray(tb[index].read().result()), rtol)
+            elements, nan = elements + n, nan + k
+            if gap is not None and n:
+                largest = gap if largest is None else max(largest, gap)
         report.compared += 1
         if elements:
-            report.values[path] = {"elements": elements, "max_abs": largest}
+            report.values[path] = {"elements": elements, "max_abs": largest, "nan": nan}
     if progress is not None:
         progress(len(common), len(common), "")
     return report
+
+
+def _what(leaf) -> str:
+    """What a side holds at a leaf, for a leaf of another kind on each side."""
+    if isinstance(leaf, ArrayInfo):
+        return f"an array {leaf.dtype} {leaf.shape}"
+    return f"a {leaf.kind}" if leaf.kind == "string" else leaf.kind
+
+
+def _compare_others(ia: CheckpointInfo, ib: CheckpointInfo, keys: list, report: DiffReport) -> None:
+    """The leaves that are not arrays on either side, compared by the values Orbax restores."""
+    if not keys:
+        return
+    va, vb = other_values(ia), other_values(ib)
+    for k in keys:
+        path = path_text(k)
+        unread = [v for v in (va.get(k), vb.get(k)) if isinstance(v, _Unread)]
+        if unread:
+            report.unread[path] = unread[0].why
+            continue
+        report.not_arrays.append(path)
+        report.compared += 1
+        if type(va[k]) is not type(vb[k]) or va[k] != vb[k]:
+            report.values[path] = {"a": va[k], "b": vb[k]}
+
+
+class _Unread:
+    def __init__(self, why: str):
+        self.why = why
+
+
+def other_values(info: CheckpointInfo) -> dict:
+    """{leaf keys: value} for the leaves of ``info`` that are not arrays (strings), as Orbax restores
+    them: the checkpoint restored with every array a placeholder, so no array is read."""
+    import jax
+    import orbax.checkpoint as ocp
+
+    def is_array(m):
+        return hasattr(m, "shape") and hasattr(m, "storage")
+
+    def args(m):
+        return ocp.PLACEHOLDER if is_array(m) else ocp.RestoreArgs(
+            restore_type=str if type(m).__name__ == "StringMetadata" else None)
+
+    tree = info.metadata
+    item = jax.tree.map(lambda m: ocp.PLACEHOLDER if is_array(m) else m, tree, is_leaf=lambda x: hasattr(x, "storage"))
+    restore_args = jax.tree.map(args, tree, is_leaf=lambda x: hasattr(x, "storage"))
+    wanted = {o.keys for o in info.others}
+    try:
+        with ocp.PyTreeCheckpointer() as checkpointer:
+            restored = checkpointer.restore(info.path, args=ocp.args.PyTreeRestore(item=item, restore_args=restore_args))
+    except Exception as exc:  # a handler this Orbax lacks, or a record missing: said, not compared
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return {k: _Unread(why) for k in wanted}
+    found = {leaf_keys(p): v for p, v in jax.tree_util.tree_flatten_with_path(restored)[0]}
+    return {k: found.get(k, _Unread("Orbax restored nothing there")) for k in wanted}

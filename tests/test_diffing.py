@@ -1,5 +1,6 @@
 """``ckptlab.diffing`` (``python -m ckptlab diff``): each planted difference found and nothing else,
-on checkpoints saved for real (keys holding a "/" among them); block by block, so its memory stays flat in the checkpoints' size
+on checkpoints saved for real (strings beside the arrays, a leaf that changed kind, keys holding a
+"/", complex values, NaNs); block by block, so its memory stays flat in the checkpoints' size
 (measured by the kernel in fresh processes, beside a whole-array read that grows: the control)."""
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def test_one_changed_element_is_found_block_by_block(pair):
     a, made = pair
     for block_bytes in (4096, 64 * MiB):  # many blocks, and one
         report = diff_checkpoints(a, made["one_element"], block_bytes=block_bytes)
-        assert report.values == {"params/w": {"elements": 1, "max_abs": pytest.approx(0.5, rel=1e-5)}}, report.text()
+        assert report.values == {"params/w": {"elements": 1, "max_abs": pytest.approx(0.5, rel=1e-5), "nan": 0}}
         assert not (report.missing or report.extra or report.shape or report.dtype or report.sharding)
     # +0.5 on a value of N(0, 1): beyond 10% of the larger of the two
     assert diff_checkpoints(a, made["one_element"], rtol=0.1).values["params/w"]["elements"] == 1
@@ -120,7 +121,7 @@ def test_a_tolerance_accepts_a_cast_and_still_finds_a_change(pair):
     assert cast.same and cast.dtype == ["params/w"] and not cast.values, cast.text()
     assert not diff_checkpoints(a, made["bf16"], rtol=1e-4).same  # bfloat16 keeps 8 bits: beyond 1e-4
     # integers exactly, even where float64 cannot tell them apart (2^53 + 2 and + 3)
-    assert diff_checkpoints(a, made["counter"], rtol=0.5).values == {"count": {"elements": 1, "max_abs": 1.0}}
+    assert diff_checkpoints(a, made["counter"], rtol=0.5).values == {"count": {"elements": 1, "max_abs": 1.0, "nan": 0}}
     # NaN, infinities, 1e-12 compared with themselves: the same, at any tolerance
     assert diff_checkpoints(a, made["copy"], rtol=0.1).same
 
@@ -170,14 +171,65 @@ def _pytree(path, tree):  # PyTreeCheckpointHandler: strings too (kept in _strin
 @pytest.fixture(scope="module")
 def odd(tmp_path_factory):
     root = tmp_path_factory.mktemp("odd")
-    return {"slash_a": _pytree(root / "slash_a", {"x/y": np.ones(1, np.float32), "x": {"y": np.zeros(1, np.float32)}}),
-            "slash_b": _pytree(root / "slash_b", {"x/y": np.ones(1, np.float32), "x": {"y": np.full(1, 5, np.float32)}})}
+    w = np.arange(6, dtype=np.float32)
+
+    def tree(**changes):
+        return {"w": w, "name": "run-a", "n": 3, **changes}
+
+    return {"a": _pytree(root / "a", tree()), "copy": _pytree(root / "copy", tree()),
+            "renamed_run": _pytree(root / "renamed_run", tree(name="run-b")),
+            "n_changed": _pytree(root / "n_changed", tree(n=4)),
+            "name_an_array": _pytree(root / "name_an_array", tree(name=np.arange(2, dtype=np.int32))),
+            "slash_a": _pytree(root / "slash_a", {"x/y": np.ones(1, np.float32), "x": {"y": np.zeros(1, np.float32)}}),
+            "slash_b": _pytree(root / "slash_b", {"x/y": np.ones(1, np.float32), "x": {"y": np.full(1, 5, np.float32)}}),
+            "c_a": _pytree(root / "c_a", {"c": np.array([1 + 1j, 2 + 2j], np.complex64), "f": np.ones(3, np.float32)}),
+            "c_b": _pytree(root / "c_b", {"c": np.array([1 + 1j, 2 + 3j], np.complex64),
+                                          "f": np.array([1, np.nan, 1], np.float32)})}
+
+
+def test_leaves_that_are_not_arrays_are_compared_by_value(odd):
+    same = diff_checkpoints(odd["a"], odd["copy"])
+    assert same.same and same.not_arrays == ["name"] and same.compared == 3 and same.leaves == (3, 3), same.text()
+    changed = diff_checkpoints(odd["a"], odd["renamed_run"])
+    assert not changed.same and changed.values == {"name": {"a": "run-a", "b": "run-b"}}, changed.text()
+    assert "values differ: name ('run-a' in a, 'run-b' in b)" in changed.text()
+    assert list(diff_checkpoints(odd["a"], odd["n_changed"]).values) == ["n"]  # a Python int: an array to Orbax
+
+
+def test_a_leaf_that_changed_kind_is_a_difference(odd, capsys):
+    from ckptlab.cli import main
+
+    report = diff_checkpoints(odd["a"], odd["name_an_array"])
+    assert not report.same and report.kind == {"name": {"a": "a string", "b": "an array int32 (2,)"}}, report.text()
+    assert not (report.missing or report.extra) and report.compared == 2
+    assert "another kind: name (a string in a, an array int32 (2,) in b)" in report.text()
+    # --json accounts for every leaf too: the ones that are not arrays among them
+    assert main(["diff", "--json", str(odd["a"]), str(odd["renamed_run"])]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["not_arrays"] == ["name"] and out["values"] == {"name": {"a": "run-a", "b": "run-b"}}
+    assert out["leaves"] == {"a": 3, "b": 3} and out["compared"] == 3
 
 
 def test_a_key_holding_a_slash_is_not_merged_with_the_nested_path(odd):
     report = diff_checkpoints(odd["slash_a"], odd["slash_b"])
     assert list(report.values) == ["x/y"] and report.compared == 2, report.text()  # the nested one, not '"x/y"'
     assert report.values["x/y"]["max_abs"] == 5
+
+
+def test_complex_values_compare_as_complex_and_a_nan_is_said(odd):
+    exact = diff_checkpoints(odd["c_a"], odd["c_b"])
+    assert exact.values["c"] == {"elements": 1, "max_abs": 1.0, "nan": 0}, exact.text()  # the imaginary part
+    assert exact.values["f"] == {"elements": 1, "max_abs": None, "nan": 1}
+    assert "values differ: f (1 element(s), largest difference NaN: a NaN against a number)" in exact.text()
+    # |(2+3j) - (2+2j)| = 1 against max(|2+3j|, |2+2j|) = 3.6: beyond 10%, within 30%
+    assert diff_checkpoints(odd["c_a"], odd["c_b"], rtol=0.1).values["c"]["elements"] == 1
+    assert "c" not in diff_checkpoints(odd["c_a"], odd["c_b"], rtol=0.3).values
+
+
+def test_relative_paths_read_as_their_absolute_ones(odd, monkeypatch):
+    monkeypatch.chdir(odd["a"].parent)
+    report = diff_checkpoints("a", "renamed_run")
+    assert report.a == str(odd["a"]) and list(report.values) == ["name"], report.text()
 
 
 _MEASURE = textwrap.dedent(r"""
