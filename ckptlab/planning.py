@@ -16,7 +16,9 @@ them):
   reads (Lesson 3 measures Orbax meeting it on aligned and replicated targets);
 - ``ceiling``: every device reading its own chunks alone, no read shared (Lesson 3: a misaligned
   target lands between the two, up to a few times the floor, varying from run to run);
-- ``needed``: the bytes of the distinct pieces the host's devices hold (replicas once), as stored;
+- ``needed``: the bytes of the distinct pieces the host's devices hold (replicas once), as stored:
+  each chunk read, its stored bytes pro rata to the part of it the host holds (so a host that holds
+  every chunk it reads whole needs its floor exactly, whatever each chunk compressed to);
 - ``held``: what the host's devices hold, every replica counted: the peak host memory's lower
   bound where devices are host memory (CPU devices); the restore keeps more than the arrays while
   it runs, and how much more is measured (:func:`measure_restore`), not modelled here.
@@ -24,7 +26,9 @@ them):
 Reads exclude the checkpoint's metadata files (a few KiB to a few MiB: the B+tree, ``_METADATA``).
 **Pre-sharding** (Lesson 4, MaxText's re-sharding of its checkpoints for a 64-way FSDP load):
 when the floor is above what is needed, saving the checkpoint once in the target layout (one chunk
-per target shard, the chunk shape given) makes each host read exactly what it needs.
+per target shard, the chunk shape given) makes each host read exactly what it needs. It is
+suggested for an array only where that lowers some host's reads by a real margin (a tenth of its
+floor and 4 KiB): otherwise the saved chunks already suit the target.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ from dataclasses import dataclass, field
 
 from ckptlab.inspection import ArrayInfo, inspect_checkpoint
 
+# Pre-sharding is suggested where it saves some host at least this share of an array's floor, and
+# this many bytes: below that, the gain is noise in what the chunks compressed to, not the layout.
+PRESHARD_MARGIN, PRESHARD_MIN_BYTES = 0.1, 4096
 SPEC_HELP = ("a spec is the mesh axis per dimension, comma-separated: 'model' or 'None,model' or 'data+model,None' "
              "(one dimension over two axes); '' replicates")
 
@@ -101,7 +108,7 @@ class ArrayPlan:
     ceiling: list
     needed: list
     held: list
-    presharded_chunk: tuple | None  # the chunk shape that would make floor == needed, when it is not
+    presharded_chunk: tuple | None  # the chunk shape that would make floor == needed, where that is worth it
 
 
 @dataclass
@@ -146,7 +153,8 @@ class Plan:
             for a in sorted(pre, key=lambda a: -max(x - y for x, y in zip(a.floor, a.needed)))[:top]:
                 lines.append(f"  {a.path}: chunk {a.presharded_chunk}")
         else:
-            lines.append("pre-sharding would not change the reads: every host's floor is what it needs")
+            lines.append(f"the saved chunks already suit this layout: pre-sharding would lower no host's reads of an "
+                         f"array by {PRESHARD_MARGIN:.0%} of its floor (and {human(PRESHARD_MIN_BYTES)}) or more")
         lines.append(f"not counted: the metadata files, {human(self.metadata_bytes)}")
         return "\n".join(lines)
 
@@ -188,7 +196,6 @@ def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, st
             progress(done, len(info.arrays), array.path)
         spec, why = _spec_for(array, mesh, specs or {})
         itemsize = array.nbytes // max(1, math.prod(array.shape))
-        ratio = array.stored_bytes / array.nbytes if array.nbytes else 1.0  # stored bytes per value byte
         if not array.shape:
             domains = {d: () for d in range(devices)}
         else:
@@ -196,7 +203,7 @@ def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, st
                 domains = real_index_domains(array.shape, mesh, spec)
             except Exception as exc:
                 raise ValueError(f"{array.path}: spec {spec} on mesh {mesh}: {type(exc).__name__}: {exc}") from exc
-        chunk = array.chunk_shape or array.shape
+        chunk = tuple(array.chunk_shape or array.shape)
         size = {pos: n for pos, n in array.chunk_sizes.items()}
         default = array.stored_bytes / max(1, array.chunks)
         floor, ceiling, needed, held = [], [], [], []
@@ -205,15 +212,32 @@ def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, st
             reads = {d: chunks_overlapped(domains[d], chunk) if array.shape else [()] for d in mine}
             floor.append(sum(size.get(c, default) for c in {c for d in mine for c in reads[d]}))
             ceiling.append(sum(size.get(c, default) for d in mine for c in reads[d]))
-            pieces = {tuple(map(tuple, domains[d])) for d in mine}
-            needed.append(sum(math.prod(b - a for a, b in p) for p in pieces) * itemsize * ratio)
+            share = _shares({tuple(map(tuple, domains[d])) for d in mine}, chunk, array.shape)
+            needed.append(sum(size.get(c, default) * part for c, part in share.items()))
             held.append(sum(math.prod(b - a for a, b in domains[d]) for d in mine) * itemsize)
         target_shard = tuple(b - a for a, b in domains[0]) if array.shape else ()
-        presharded = target_shard if any(f > n * 1.001 + 1 for f, n in zip(floor, needed)) else None
+        worth = any(f - n >= max(PRESHARD_MARGIN * f, PRESHARD_MIN_BYTES) for f, n in zip(floor, needed))
+        presharded = target_shard if worth and target_shard != chunk else None
         plan.arrays.append(ArrayPlan(array.path, spec, why, floor, ceiling, needed, held, presharded))
     if progress is not None:
         progress(len(info.arrays), len(info.arrays), "")
     return plan
+
+
+def _shares(pieces, chunk: tuple, shape: tuple) -> dict:
+    """{chunk grid position: the part of that chunk (0 to 1) the distinct ``pieces`` (index domains
+    of one host's devices, disjoint) cover}: what a host needs of each chunk it reads."""
+    from ckptlab.layout import chunks_overlapped
+
+    if not shape:
+        return {(): 1.0}
+    covered: dict = {}
+    for piece in pieces:
+        for c in chunks_overlapped(piece, chunk):
+            box = [(i * k, min((i + 1) * k, n)) for i, k, n in zip(c, chunk, shape)]
+            inside = math.prod(max(0, min(b, q) - max(a, p)) for (a, b), (p, q) in zip(box, piece))
+            covered[c] = covered.get(c, 0.0) + inside / max(1, math.prod(b - a for a, b in box))
+    return {c: min(1.0, part) for c, part in covered.items()}
 
 
 # ------------------------------------------------------------------------------------- measure

@@ -1,7 +1,8 @@
 """``ckptlab.planning`` (``python -m ckptlab plan|measure``): the plan's floor and ceiling bracket
 what real restores read per host (two processes joined by ``jax.distributed``), the devices hold
 what it says, and its pre-sharding suggestion, applied with Orbax, cuts the reads measured; on a
-MaxText-style checkpoint (scanned layers under ``params/params/decoder``, expert-parallel chunks)."""
+MaxText-style checkpoint (scanned layers under ``params/params/decoder``, expert-parallel chunks).
+No suggestion where the saved chunks already suit the target."""
 
 from __future__ import annotations
 
@@ -132,6 +133,31 @@ def test_the_commands_print_the_plan_and_say_what_is_wrong(maxtext, capsys, tmp_
     assert "cannot be split over 3 hosts" in capsys.readouterr().err
     assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--spec", "*/wi=None,nope,None,None"]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """Saved by 16 devices as a=4 x b=4, one chunk per shard: rows 0-31 zeros (tiny once compressed),
+    32-63 random (incompressible); a 1-D leaf of 10, an int64 one, and a string beside them."""
+    rng = np.random.default_rng(5)
+    half = np.zeros((64, 64), np.float32)
+    half[32:] = rng.standard_normal((32, 64))
+    tree = {"half": jax.device_put(half, NamedSharding(course_mesh({"a": 4, "b": 4}), P("a", "b"))),
+            "bias": np.ones(10, np.float32), "count": np.arange(4, dtype=np.int64), "name": "run-a"}
+    path = tmp_path_factory.mktemp("small") / "small"
+    ocp.Checkpointer(ocp.PyTreeCheckpointHandler()).save(path, args=ocp.args.PyTreeSave(tree))
+    return path
+
+
+def test_no_pre_sharding_where_the_saved_chunks_already_suit_the_target(small):
+    """Restored as saved, each host holds every chunk it reads whole: what it needs is its floor,
+    however unevenly the chunks compressed (host 0's are zeros, host 1's random)."""
+    plan = plan_restore(small, {"a": 4, "b": 4}, hosts=2)
+    half = next(a for a in plan.arrays if a.path == "half")
+    assert half.why == "as saved" and half.floor[1] > 10 * half.floor[0], half.floor
+    assert half.presharded_chunk is None and half.needed == pytest.approx(half.floor), (half.needed, half.floor)
+    assert plan.presharded_reads() == plan.total("floor")
+    assert "the saved chunks already suit this layout" in plan.text()
 
 
 @pytest.mark.slow
