@@ -41,7 +41,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
-from ckptlab.inspection import ArrayInfo, inspect_checkpoint
+from ckptlab.inspection import ArrayInfo, inspect_checkpoint, spec_text
 
 # Pre-sharding is suggested where it saves some host at least this share of an array's floor, and
 # this many bytes: below that, the gain is noise in what the chunks compressed to, not the layout.
@@ -55,8 +55,11 @@ def parse_mesh(text: str) -> dict:
     mesh = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, _, size = part.partition("=")
-        if not name or not size.strip().isdigit() or int(size) < 1:
+        if not name.strip() or not size.strip().isdigit() or int(size) < 1:
             raise ValueError(f"mesh {text!r}: write it as axis=size pairs, e.g. data=2,model=8")
+        if name.strip() in mesh:
+            raise ValueError(f"mesh {text!r} names the axis {name.strip()!r} twice: name each axis once, "
+                             "e.g. data=2,model=8")
         mesh[name.strip()] = int(size)
     if not mesh:
         raise ValueError("the mesh is empty: write it as axis=size pairs, e.g. data=2,model=8")
@@ -162,17 +165,38 @@ class Plan:
 def _spec_for(array: ArrayInfo, mesh: dict, specs: dict) -> tuple[tuple, str]:
     for pattern, spec in specs.items():
         if fnmatch.fnmatchcase(array.path, pattern):
+            _check_spec(array, spec, mesh, pattern)
             return spec, "asked"
     saved = array.spec
     if saved is not None and array.mesh is not None:
         axes = {a for e in saved if e is not None for a in ((e,) if isinstance(e, str) else e)}
-        fits = axes <= set(mesh) and all(
+        fits = axes <= set(mesh) and len(saved) <= len(array.shape) and all(
             e is None or n % math.prod(mesh[a] for a in ((e,) if isinstance(e, str) else e)) == 0
             for e, n in zip(saved, array.shape))
         if fits:
             return tuple(saved), "as saved"
         return (), "replicated: no spec asked, and the saved one does not fit this mesh"
     return (), "replicated: no spec asked, none saved"
+
+
+def _check_spec(array: ArrayInfo, spec: tuple, mesh: dict, pattern: str) -> None:
+    """Refuse a spec asked by ``pattern`` that cannot place ``array`` on ``mesh``, naming the leaf, and
+    how to give it another (a catch-all such as ``*=x`` meets every leaf, scalars and all)."""
+    asked = f"the spec {spec_text(spec)} of the pattern {pattern!r}"
+    fix = (f"give {array.path} a more specific pattern before {pattern!r} (the first match wins), e.g. "
+           f"--spec '{array.path}=' to replicate it")
+    if len(spec) > len(array.shape):
+        raise ValueError(f"{array.path} {array.shape}: {asked} has {len(spec)} entries, more than its "
+                         f"{len(array.shape)} dimension(s); {fix}")
+    for dim, (entry, n) in enumerate(zip(spec, array.shape)):
+        axes = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+        unknown = [a for a in axes if a not in mesh]
+        if unknown:
+            raise ValueError(f"{array.path}: {asked} names the axis {unknown[0]!r}, which the mesh {mesh} has not")
+        ways = math.prod(mesh[a] for a in axes)
+        if n % ways:
+            raise ValueError(f"{array.path} {array.shape}: dimension {dim} ({n}) does not split into {ways} "
+                             f"({'+'.join(axes)}), as {asked} asks; {fix}")
 
 
 def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, step: int | None = None,

@@ -2,7 +2,8 @@
 what real restores read per host (two processes joined by ``jax.distributed``), the devices hold
 what it says, and its pre-sharding suggestion, applied with Orbax, cuts the reads measured; on a
 MaxText-style checkpoint (scanned layers under ``params/params/decoder``, expert-parallel chunks).
-No suggestion where the saved chunks already suit the target."""
+No suggestion where the saved chunks already suit the target; specs and meshes that cannot place a
+leaf refused by name."""
 
 from __future__ import annotations
 
@@ -65,6 +66,8 @@ def test_the_spec_language_reads_as_the_help_says():
     for bad in ("x", "x=0", "=2", ""):
         with pytest.raises(ValueError, match="axis=size"):
             parse_mesh(bad)
+    with pytest.raises(ValueError, match="names the axis 'x' twice"):
+        parse_mesh("x=4,x=4")
     with pytest.raises(ValueError, match="PATTERN=SPEC"):
         parse_specs(["model"])
 
@@ -158,6 +161,19 @@ def test_no_pre_sharding_where_the_saved_chunks_already_suit_the_target(small):
     assert half.presharded_chunk is None and half.needed == pytest.approx(half.floor), (half.needed, half.floor)
     assert plan.presharded_reads() == plan.total("floor")
     assert "the saved chunks already suit this layout" in plan.text()
+
+
+def test_a_spec_that_cannot_place_a_leaf_names_it_and_what_to_do(small, capsys):
+    mesh = ["--mesh", "a=4,b=4"]
+    assert main(["plan", str(small), *mesh, "--spec", "*=None,None,a"]) == 2
+    err = capsys.readouterr().err
+    assert "bias (10,): the spec P(None, None, 'a') of the pattern '*' has 3 entries, more than its 1" in err, err
+    assert main(["plan", str(small), *mesh, "--spec", "*=a+b"]) == 2
+    err = capsys.readouterr().err
+    assert "bias (10,): dimension 0 (10) does not split into 16 (a+b)" in err, err
+    assert "more specific pattern before '*'" in err and "--spec 'bias='" in err and "Traceback" not in err
+    assert main(["plan", str(small), *mesh, "--spec", "bias=", "--spec", "count=", "--spec", "*=a+b"]) == 0  # as said
+    capsys.readouterr()
 
 
 @pytest.mark.slow
