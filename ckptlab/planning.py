@@ -28,7 +28,8 @@ Reads exclude the checkpoint's metadata files (a few KiB to a few MiB: the B+tre
 when the floor is above what is needed, saving the checkpoint once in the target layout (one chunk
 per target shard, the chunk shape given) makes each host read exactly what it needs. It is
 suggested for an array only where that lowers some host's reads by a real margin (a tenth of its
-floor and 4 KiB): otherwise the saved chunks already suit the target.
+floor and 4 KiB): otherwise the saved chunks already suit the target. Leaves that are not arrays
+(strings) are listed, neither planned nor restored by ``measure``.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
-from ckptlab.inspection import ArrayInfo, inspect_checkpoint, spec_text
+from ckptlab.inspection import ArrayInfo, inspect_checkpoint, leaf_keys, path_text, spec_text
 
 # Pre-sharding is suggested where it saves some host at least this share of an array's floor, and
 # this many bytes: below that, the gain is noise in what the chunks compressed to, not the layout.
@@ -112,6 +113,7 @@ class ArrayPlan:
     needed: list
     held: list
     presharded_chunk: tuple | None  # the chunk shape that would make floor == needed, where that is worth it
+    keys: tuple = ()  # the leaf's keys (its path as printed is ``path``)
 
 
 @dataclass
@@ -121,6 +123,7 @@ class Plan:
     hosts: int
     arrays: list = field(default_factory=list)
     metadata_bytes: int = 0
+    not_arrays: list = field(default_factory=list)  # "path (kind)" of the leaves that are not arrays
 
     def total(self, what: str) -> list:
         return [sum(getattr(a, what)[h] for a in self.arrays) for h in range(self.hosts)]
@@ -133,7 +136,7 @@ class Plan:
         return {"path": self.path, "mesh": self.mesh, "hosts": self.hosts,
                 "per_host": {k: self.total(k) for k in ("floor", "ceiling", "needed", "held")},
                 "presharded_floor": self.presharded_reads(), "metadata_bytes": self.metadata_bytes,
-                "arrays": [a.__dict__ for a in self.arrays]}
+                "arrays": [a.__dict__ for a in self.arrays], "not_arrays": self.not_arrays}
 
     def text(self, top: int = 5) -> str:
         from ckptlab.inspection import human
@@ -159,6 +162,8 @@ class Plan:
             lines.append(f"the saved chunks already suit this layout: pre-sharding would lower no host's reads of an "
                          f"array by {PRESHARD_MARGIN:.0%} of its floor (and {human(PRESHARD_MIN_BYTES)}) or more")
         lines.append(f"not counted: the metadata files, {human(self.metadata_bytes)}")
+        if self.not_arrays:
+            lines.append(f"not arrays, not planned: {', '.join(self.not_arrays)}")
         return "\n".join(lines)
 
 
@@ -213,7 +218,7 @@ def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, st
         raise ValueError(f"{devices} devices cannot be split over {hosts} hosts evenly")
     per_host = devices // hosts
     info = inspect_checkpoint(path, step)
-    plan = Plan(str(info.path), mesh, hosts)
+    plan = Plan(str(info.path), mesh, hosts, not_arrays=[f"{o.path} ({o.kind})" for o in info.others])
     plan.metadata_bytes = max(0, sum(p.stat().st_size for p in info.path.rglob("*") if p.is_file()) - info.stored_bytes)
     for done, array in enumerate(info.arrays):
         if progress is not None:
@@ -242,7 +247,7 @@ def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, st
         target_shard = tuple(b - a for a, b in domains[0]) if array.shape else ()
         worth = any(f - n >= max(PRESHARD_MARGIN * f, PRESHARD_MIN_BYTES) for f, n in zip(floor, needed))
         presharded = target_shard if worth and target_shard != chunk else None
-        plan.arrays.append(ArrayPlan(array.path, spec, why, floor, ceiling, needed, held, presharded))
+        plan.arrays.append(ArrayPlan(array.path, spec, why, floor, ceiling, needed, held, presharded, array.keys))
     if progress is not None:
         progress(len(info.arrays), len(info.arrays), "")
     return plan
@@ -265,6 +270,45 @@ def _shares(pieces, chunk: tuple, shape: tuple) -> dict:
 
 
 # ------------------------------------------------------------------------------------- measure
+def restore_targets(tree, mesh, specs: dict) -> tuple:
+    """What the measuring restore asks ``PyTreeCheckpointer`` for, from Orbax's metadata ``tree``:
+    (item, restore_args), each array placed on ``mesh`` (a ``Mesh``) with its spec ({leaf keys:
+    spec}), every leaf that is not an array a placeholder, left unread."""
+    import jax
+    import orbax.checkpoint as ocp
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    def target(keypath, m):
+        if not (hasattr(m, "shape") and hasattr(m, "storage")):
+            return ocp.PLACEHOLDER
+        sharding = NamedSharding(mesh, PartitionSpec(*specs[leaf_keys(keypath)]))
+        return jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=sharding)
+
+    item = jax.tree_util.tree_map_with_path(target, tree, is_leaf=lambda x: hasattr(x, "storage"))
+    args = jax.tree.map(lambda t: ocp.PLACEHOLDER if t is ocp.PLACEHOLDER else ocp.ArrayRestoreArgs(
+        restore_type=jax.Array, sharding=t.sharding, global_shape=t.shape, dtype=t.dtype), item)
+    return item, args
+
+
+def restored_bytes(tree, restored) -> tuple[int, dict]:
+    """(the bytes this process's devices hold of ``restored``, {path: [saved dtype, restored dtype]}
+    for the arrays restored in another dtype than Orbax's metadata ``tree`` says: int64 as int32, and
+    float64 as float32, where JAX's x64 is off)."""
+    import jax
+
+    saved = {leaf_keys(k): m for k, m in jax.tree_util.tree_flatten_with_path(
+        tree, is_leaf=lambda x: hasattr(x, "storage"))[0]}
+    held, narrowed = 0, {}
+    for keypath, leaf in jax.tree_util.tree_flatten_with_path(restored)[0]:
+        if not isinstance(leaf, jax.Array):
+            continue  # a placeholder: a leaf that is not an array
+        held += sum(s.data.nbytes for s in leaf.addressable_shards)
+        keys = leaf_keys(keypath)
+        if str(leaf.dtype) != str(saved[keys].dtype):
+            narrowed[path_text(keys)] = [str(saved[keys].dtype), str(leaf.dtype)]
+    return held, narrowed
+
+
 _CHILD = r"""
 import json, sys
 args = json.loads(sys.argv[1])
@@ -288,24 +332,12 @@ from ckptlab.serving import reset_peak, status_bytes
 logging.set_verbosity(logging.ERROR)
 devices = np.array(sorted(jax.devices(), key=lambda d: d.id)).reshape(tuple(args["mesh"].values()))
 mesh = Mesh(devices, tuple(args["mesh"]))
+from ckptlab.planning import restore_targets, restored_bytes
+
 checkpointer = ocp.StandardCheckpointer()
 tree = checkpointer.metadata(args["path"]).item_metadata.tree
-specs = {p: PartitionSpec(*[tuple(e) if isinstance(e, list) else e for e in s]) for p, s in args["specs"].items()}
-
-
-def name(entry):
-    for attr in ("key", "name", "idx"):
-        if hasattr(entry, attr):
-            return str(getattr(entry, attr))
-    return str(entry)
-
-
-def target(keypath, m):
-    path = "/".join(name(e) for e in keypath)
-    return jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=NamedSharding(mesh, specs[path]))
-
-
-abstract = jax.tree_util.tree_map_with_path(target, tree, is_leaf=lambda x: hasattr(x, "storage"))
+specs = {tuple(keys): tuple(tuple(e) if isinstance(e, list) else e for e in s) for keys, s in args["specs"]}
+item, restore_args = restore_targets(tree, mesh, specs)  # the arrays; a string is not one (a placeholder)
 # Warm-up on a small checkpoint of its own: what a first save and restore load once (modules,
 # TensorStore's drivers), without the memory of a restore of this one (which the next would reuse).
 small = jax.make_array_from_callback((mesh.size, 4), NamedSharding(mesh, PartitionSpec(tuple(mesh.axis_names))),
@@ -317,11 +349,13 @@ jax.block_until_ready(checkpointer.restore(args["warm"], {"w": jax.ShapeDtypeStr
 reset_peak()
 before = status_bytes("VmRSS")
 with count_reads(whole_process=True) as reads:
-    restored = checkpointer.restore(args["path"], abstract)
-    jax.block_until_ready(restored)
+    restored = ocp.PyTreeCheckpointer().restore(args["path"], args=ocp.args.PyTreeRestore(item=item,
+                                                                                        restore_args=restore_args))
+    jax.block_until_ready([x for x in jax.tree.leaves(restored) if isinstance(x, jax.Array)])
 peak = status_bytes("VmHWM") - before
-held = sum(s.data.nbytes for leaf in jax.tree.leaves(restored) for s in leaf.addressable_shards)
-print(json.dumps({"host": jax.process_index(), "read": reads.bytes, "peak": peak, "held": held}), flush=True)
+held, narrowed = restored_bytes(tree, restored)
+print(json.dumps({"host": jax.process_index(), "read": reads.bytes, "peak": peak, "held": held, "narrowed": narrowed}),
+      flush=True)
 if args["hosts"] > 1:
     jax.distributed.shutdown()
 """
@@ -336,7 +370,7 @@ def measure_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1,
     from ckptlab.twohost import free_port, run_hosts
 
     plan = plan_restore(path, mesh, specs, hosts, step)
-    chosen = {a.path: [list(e) if isinstance(e, tuple) else e for e in a.spec] for a in plan.arrays}
+    chosen = [[list(a.keys), [list(e) if isinstance(e, tuple) else e for e in a.spec]] for a in plan.arrays]
     port = free_port()
     per_host = math.prod(plan.mesh.values()) // hosts
     with tempfile.TemporaryDirectory(prefix="measure-") as warm:
@@ -346,7 +380,7 @@ def measure_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1,
                     for h in range(hosts)]
         reports = sorted(run_hosts(commands, timeout, "restoring host"), key=lambda r: r["host"])
     return {"plan": plan, "read": [r["read"] for r in reports], "peak": [r["peak"] for r in reports],
-            "held": [r["held"] for r in reports]}
+            "held": [r["held"] for r in reports], "narrowed": reports[0]["narrowed"]}
 
 
 def measured_text(result: dict) -> str:
@@ -360,6 +394,12 @@ def measured_text(result: dict) -> str:
                      f"(plan: {human(plan.total('floor')[h])} to {human(plan.total('ceiling')[h])}, plus metadata); "
                      f"peak {human(result['peak'][h])} above its start, its devices hold {human(result['held'][h])} "
                      f"(plan: {human(plan.total('held')[h])})")
+    narrowed = result.get("narrowed") or {}
+    if narrowed:  # the plan counts the saved dtypes; JAX without x64 holds 64-bit values in 32 bits
+        lines.append("held in another dtype than saved (JAX's x64 is off), so below the plan's figure: "
+                     + ", ".join(f"{p} {a} as {b}" for p, (a, b) in narrowed.items()))
+    if plan.not_arrays:
+        lines.append(f"not restored, not arrays: {', '.join(plan.not_arrays)}")
     return "\n".join(lines)
 
 

@@ -3,7 +3,7 @@ what real restores read per host (two processes joined by ``jax.distributed``), 
 what it says, and its pre-sharding suggestion, applied with Orbax, cuts the reads measured; on a
 MaxText-style checkpoint (scanned layers under ``params/params/decoder``, expert-parallel chunks).
 No suggestion where the saved chunks already suit the target; specs and meshes that cannot place a
-leaf refused by name."""
+leaf refused by name; a string beside the arrays listed, not restored."""
 
 from __future__ import annotations
 
@@ -17,7 +17,15 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ckptlab.cli import main
 from ckptlab.layout import course_mesh
-from ckptlab.planning import measure_restore, parse_mesh, parse_spec, parse_specs, plan_restore
+from ckptlab.planning import (
+    measure_restore,
+    parse_mesh,
+    parse_spec,
+    parse_specs,
+    plan_restore,
+    restore_targets,
+    restored_bytes,
+)
 
 MiB = 2**20
 SLACK = 512 * 1024  # metadata files and the modules a restore loads on first use: reads besides the chunks
@@ -161,6 +169,7 @@ def test_no_pre_sharding_where_the_saved_chunks_already_suit_the_target(small):
     assert half.presharded_chunk is None and half.needed == pytest.approx(half.floor), (half.needed, half.floor)
     assert plan.presharded_reads() == plan.total("floor")
     assert "the saved chunks already suit this layout" in plan.text()
+    assert "not arrays, not planned: name (string)" in plan.text()
 
 
 def test_a_spec_that_cannot_place_a_leaf_names_it_and_what_to_do(small, capsys):
@@ -176,23 +185,43 @@ def test_a_spec_that_cannot_place_a_leaf_names_it_and_what_to_do(small, capsys):
     capsys.readouterr()
 
 
+def test_measure_restores_the_arrays_and_leaves_a_string_unread(small, monkeypatch):
+    """What measure's fresh processes run (restore_targets, restored_bytes), here in-process: a string
+    is a placeholder, and an int64 restored as int32 (JAX's x64 off) is said, beside the plan's held."""
+    monkeypatch.chdir(small.parent)
+    plan = plan_restore("small", {"a": 4, "b": 4})  # a relative path, as typed
+    assert plan.path == str(small)
+    tree = ocp.StandardCheckpointer().metadata(small).item_metadata.tree
+    item, args = restore_targets(tree, course_mesh({"a": 4, "b": 4}), {a.keys: a.spec for a in plan.arrays})
+    restored = ocp.PyTreeCheckpointer().restore(small, args=ocp.args.PyTreeRestore(item=item, restore_args=args))
+    assert restored["name"] is ocp.PLACEHOLDER  # not read
+    held, narrowed = restored_bytes(tree, restored)
+    count = next(a for a in plan.arrays if a.path == "count")
+    assert narrowed == {"count": ["int64", "int32"]}
+    assert held == plan.total("held")[0] - count.held[0] // 2
+
+
 @pytest.mark.slow
 def test_the_plan_brackets_restores_of_the_course_s_own_layouts(tmp_path):
     """Arrays saved by 16 devices, by 8 (data 2 x model 4) and by one, in plain zarr (OCDBT: the
     MaxText-style test above), restored by two hosts of 8 devices: each saved spec kept where it fits
-    the new mesh, else replicated (the plan says which)."""
+    the new mesh, else replicated (the plan says which); a string not restored, an int64 held as
+    int32 (JAX's x64 off) and said."""
     rng = np.random.default_rng(3)
     m16, m8 = course_mesh({"x": 16}), course_mesh({"data": 2, "model": 4})
     tree = {"split": jax.device_put(rng.standard_normal((1024, 512)).astype(np.float32), NamedSharding(m16, P("x"))),
             "across": jax.device_put(rng.standard_normal((512, 512)).astype(np.float32), NamedSharding(m8, P(None, "model"))),
-            "one": jax.device_put(rng.standard_normal((256, 256)).astype(np.float32), jax.devices()[0])}
+            "one": jax.device_put(rng.standard_normal((256, 256)).astype(np.float32), jax.devices()[0]),
+            "count": np.arange(4, dtype=np.int64), "name": "run-a"}
     with ocp.PyTreeCheckpointer(use_ocdbt=False) as checkpointer:
         checkpointer.save(tmp_path / "c", tree)
     measured = measure_restore(tmp_path / "c", {"x": 16}, {}, hosts=2)
     assert measured["plan"].path.endswith("/c") and not (tmp_path / "c" / "manifest.ocdbt").exists()
     plan = measured["plan"]
     assert {a.path: a.why.split(":")[0] for a in plan.arrays} == {"split": "as saved", "across": "replicated",
-                                                                  "one": "replicated"}
+                                                                  "one": "replicated", "count": "replicated"}
+    assert measured["narrowed"] == {"count": ["int64", "int32"]} and plan.not_arrays == ["name (string)"]
+    count = next(a for a in plan.arrays if a.path == "count")
     for h in range(2):
         assert 0.98 * plan.total("floor")[h] <= measured["read"][h] <= plan.total("ceiling")[h] + SLACK, measured
-        assert measured["held"][h] == plan.total("held")[h] <= measured["peak"][h], measured
+        assert measured["held"][h] == plan.total("held")[h] - count.held[h] // 2 <= measured["peak"][h], measured
