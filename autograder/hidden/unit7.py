@@ -9,7 +9,7 @@ import numpy as np
 from autograder.hidden import Case, Hidden
 from autograder.wall.codec import AbstractArg, MeshArg
 from autograder.wall.files import CheckpointArg, TreeCheckpointArg
-from autograder.wall.memory import PLACED_FACTOR, PLACED_SLACK
+from autograder.wall.memory import PLACED_FACTOR, PLACED_SLACK, UNSTACK_FACTOR, UNSTACK_SLACK
 
 # ---------------------------------------------------------------------------------------------
 # 7.1 restore_on_new_mesh: a checkpoint saved on another mesh (4, 8 or 16 devices, the same axis
@@ -498,7 +498,8 @@ UNSTACK = Hidden(
     generate=_unstack_cases,
     messages={
         "memory": "The checkpoint is right, but your function's own memory (anonymous, sampled from outside) went over "
-                  "the budget: three times the bytes the devices hold of the checkpoint's largest array, plus 16 MiB. Restore "
+                  f"the budget: {UNSTACK_FACTOR} times the bytes the devices hold of the checkpoint's largest array, plus "
+                  f"{UNSTACK_SLACK >> 20} MiB. Restore "
                   "one array at a time (a partial restore of that leaf alone), write its layers "
                   "(orbax.checkpoint.v1.partial.save) and let it go before the next: the whole model, or every layer "
                   "of it at once, is over.",

@@ -163,6 +163,8 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
         except BaseException as exc:  # noqa: BLE001
             send({"error": _error(exc, "setup")})
             continue
+        if plan.measure_memory:
+            _forget_compiled()
         start = time.perf_counter()
         try:
             value = fn(*args)
@@ -183,6 +185,21 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
             continue
         answer({"value": encoded, "seconds": seconds})
         value = encoded = None  # not held while the next case runs (its memory may be measured)
+
+
+def _forget_compiled() -> None:
+    """Between two cases of a memory-measured worker: JAX keeps every program it compiles (about 2
+    MiB each on 16 devices, one per shape and sharding) for the process's life, and a case is charged
+    the largest peak so far: the programs of one case, kept, would be charged to the next as its own."""
+    import gc
+
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        try:
+            jax.clear_caches()
+        except Exception:  # noqa: BLE001 - learner code may have replaced it: its own memory, then
+            pass
+    gc.collect()
 
 
 if __name__ == "__main__":

@@ -507,8 +507,317 @@ def compare_checkpoints(a_dir, b_dir, rtol):
 """),
 ]
 
+UNSTACK = [
+    # Orbax's v1 API for reading too: the metadata from ocp_v1.metadata, one load_pytree per leaf under a
+    # partial-load Context (a NumPy leaf in the abstract tree: the stack comes back as one host copy),
+    # np.take per layer, device_put with the stack's spec less its scan entry; one partial save per array.
+    ("orbax_v1_partial_load_numpy_take", """
+def _u74_spec(entries, rank, drop=None):
+    entries = [tuple(e) if isinstance(e, list) else e for e in (entries or ())]
+    entries += [None] * (rank - len(entries))
+    if drop is not None:
+        del entries[drop]
+    return PartitionSpec(*entries)
+
+
+def _u74_leaves(tree, prefix=()):
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            yield from _u74_leaves(value, prefix + (key,))
+        else:
+            yield prefix + (key,), value
+
+
+def _u74_nest(keys, leaf):
+    for key in reversed(keys):
+        leaf = {key: leaf}
+    return leaf
+
+
+def unstack_layers(ckpt_dir, out_dir, mesh, groups, scan_axis):
+    saved = ocp_v1.metadata(ckpt_dir).metadata
+    prefixes = [tuple(g.split("/")) for g in groups]
+    context = ocp_v1.Context()
+    context.pytree.loading.partial_load = True
+    for keys, meta in _u74_leaves(saved):
+        shape, rank = tuple(meta.shape), len(meta.shape)
+        spec = meta.sharding_metadata.partition_spec
+        group = next((p for p in prefixes if keys[:len(p)] == p), None)
+        if group is None:
+            # Not stacked: loaded onto the mesh as saved, written as it is.
+            abstract = jax.ShapeDtypeStruct(shape, meta.dtype, sharding=NamedSharding(mesh, _u74_spec(spec, rank)))
+            with context:
+                leaf = ocp_v1.load_pytree(ckpt_dir, _u74_nest(keys, abstract))
+            ocp_v1.partial.save(out_dir, leaf)
+            del leaf
+            continue
+        # A NumPy leaf in the abstract tree asks for NumPy back: one host copy of the stack.
+        with context:
+            stack = ocp_v1.load_pytree(ckpt_dir, _u74_nest(keys, np.empty(shape, meta.dtype)))
+        for key in keys:
+            stack = stack[key]
+        sharding = NamedSharding(mesh, _u74_spec(spec, rank, drop=scan_axis))
+        rest = keys[len(group):]
+        layers = {}
+        for i in range(shape[scan_axis]):
+            layer_keys = group[:-1] + (f"{group[-1]}_{i}",) + rest
+            layers[layer_keys] = jax.device_put(np.take(stack, i, axis=scan_axis), sharding)
+        del stack
+        out = {}
+        for layer_keys, layer in layers.items():
+            node = out
+            for key in layer_keys[:-1]:
+                node = node.setdefault(key, {})
+            node[layer_keys[-1]] = layer
+        del layers
+        ocp_v1.partial.save(out_dir, out)
+        del out
+    ocp_v1.partial.finalize(out_dir)
+"""),
+    # No Orbax restore at all: each stacked array's zarr array opened in the OCDBT store with TensorStore,
+    # and every layer built with jax.make_array_from_callback, each device reading only its block of
+    # that layer (an integer index at the scan axis); the stack is never read whole.
+    ("tensorstore_per_layer_callback", """
+import tensorstore as ts
+
+
+def _u74_ts_spec(entries, rank):
+    entries = [tuple(e) if isinstance(e, list) else e for e in entries]
+    return entries + [None] * (rank - len(entries))
+
+
+def unstack_layers(ckpt_dir, out_dir, mesh, groups, scan_axis):
+    metadata = ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree
+    flat, _ = jax.tree_util.tree_flatten_with_path(metadata)
+    base = "file://" + os.path.abspath(ckpt_dir)
+    for key_path, meta in flat:
+        keys = [k.key for k in key_path]
+        path = "/".join(keys)
+        # Each saved array is a zarr array in the checkpoint's OCDBT store, named by its keys joined by '.'.
+        store = ts.open({"driver": "zarr", "kvstore": {"driver": "ocdbt", "base": base,
+                                                      "path": ".".join(keys) + "/"}}).result()
+        entries = _u74_ts_spec(meta.sharding.partition_spec, len(meta.shape))
+        group = next((g for g in groups if path.startswith(g + "/")), None)
+        if group is None:
+            sharding = NamedSharding(mesh, PartitionSpec(*entries))
+            named = {path: jax.make_array_from_callback(
+                tuple(meta.shape), sharding, lambda index, s=store: s[index].read().result())}
+        else:
+            del entries[scan_axis]
+            sharding = NamedSharding(mesh, PartitionSpec(*entries))
+            layer_shape = tuple(meta.shape[:scan_axis]) + tuple(meta.shape[scan_axis + 1:])
+            rest = path[len(group) + 1:]
+            named = {}
+            for i in range(meta.shape[scan_axis]):
+                # Each device reads its own block of layer i alone: an integer index drops the scan axis.
+                def read(index, i=i, s=store):
+                    return s[tuple(index[:scan_axis]) + (i,) + tuple(index[scan_axis:])].read().result()
+                named[f"{group}_{i}/{rest}"] = jax.make_array_from_callback(layer_shape, sharding, read)
+        tree = {}
+        for name, array in named.items():
+            node = tree
+            parts = name.split("/")
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+            node[parts[-1]] = array
+        del named
+        ocp_v1.partial.save(out_dir, tree)
+        del tree
+    ocp_v1.partial.finalize(out_dir)
+"""),
+    # MaxText's way, one array at a time: v0 PyTreeCheckpointer restoring the stack onto the devices with
+    # its saved sharding (construct_restore_args, partial_restore=True), the layers sliced there by a
+    # jax.jit(..., out_shardings=<the layer's sharding>) of lax.dynamic_index_in_dim.
+    ("v0_sharded_restore_jit_slice", """
+def unstack_layers(ckpt_dir, out_dir, mesh, groups, scan_axis):
+    checkpointer = ocp.PyTreeCheckpointer()
+    tree = checkpointer.metadata(ckpt_dir).item_metadata.tree
+    leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
+    for key_path, meta in leaves:
+        keys = [k.key for k in key_path]
+        path = "/".join(keys)
+        spec = [tuple(e) if isinstance(e, list) else e for e in meta.sharding.partition_spec]
+        spec += [None] * (len(meta.shape) - len(spec))
+        # A target naming this one leaf, placed as saved: the stack lands on the devices, sharded.
+        target = jax.ShapeDtypeStruct(tuple(meta.shape), meta.dtype, sharding=NamedSharding(mesh, PartitionSpec(*spec)))
+        for key in reversed(keys):
+            target = {key: target}
+        restored = checkpointer.restore(ckpt_dir, args=ocp.args.PyTreeRestore(
+            item=target, restore_args=ocp.checkpoint_utils.construct_restore_args(target), partial_restore=True))
+        array = restored
+        for key in keys:
+            array = array[key]
+        del restored
+        group = next((g for g in groups if path.startswith(g + "/")), None)
+        if group is None:
+            out = {path: array}
+        else:
+            layer_sharding = NamedSharding(mesh, PartitionSpec(*(spec[:scan_axis] + spec[scan_axis + 1:])))
+            rest = path[len(group) + 1:]
+            # As MaxText's generate_param_only_checkpoint.py slices a scanned stack: on the devices, with
+            # the per-layer sharding as out_shardings (the layer index traced: one compilation per array).
+            slice_layer = jax.jit(lambda stack, i: jax.lax.dynamic_index_in_dim(stack, i, scan_axis, keepdims=False),
+                                  out_shardings=layer_sharding)
+            out = {f"{group}_{i}/{rest}": slice_layer(array, i) for i in range(meta.shape[scan_axis])}
+            jax.block_until_ready(list(out.values()))
+        del array
+        nested = {}
+        for name, value in out.items():
+            node = nested
+            *parents, last = name.split("/")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[last] = value
+        del out
+        ocp_v1.partial.save(out_dir, nested)
+        del nested
+    ocp_v1.partial.finalize(out_dir)
+"""),
+    # Layer by layer: one ocp_v1.partial.save per layer of each stacked array; flax.traverse_util's
+    # '/'-joined flat dicts for every path; each leaf read by a v0 restore of the whole tree's structure
+    # with every other leaf an ocp.PLACEHOLDER (skipped), the stacks as NumPy.
+    ("layer_by_layer_saves_placeholders_traverse_util", """
+from flax import traverse_util
+
+
+def _u74_one_leaf(flat_meta, wanted, value):
+    # The whole tree's structure, every other leaf an Orbax placeholder (skipped: never read).
+    return traverse_util.unflatten_dict(
+        {path: value if path == wanted else ocp.PLACEHOLDER for path in flat_meta}, sep="/")
+
+
+def unstack_layers(ckpt_dir, out_dir, mesh, groups, scan_axis):
+    checkpointer = ocp.PyTreeCheckpointer()
+    flat_meta = traverse_util.flatten_dict(checkpointer.metadata(ckpt_dir).item_metadata.tree, sep="/")
+    for path, meta in flat_meta.items():
+        spec = [tuple(e) if isinstance(e, list) else e for e in meta.sharding.partition_spec]
+        spec += [None] * (len(meta.shape) - len(spec))
+        group = next((g for g in groups if path.startswith(g + "/")), None)
+        if group is None:
+            sharding = NamedSharding(mesh, PartitionSpec(*spec))
+            args = ocp.ArrayRestoreArgs(sharding=sharding, global_shape=tuple(meta.shape), dtype=meta.dtype)
+        else:
+            args = ocp.RestoreArgs(restore_type=np.ndarray, dtype=meta.dtype)
+        restored = checkpointer.restore(ckpt_dir, args=ocp.args.PyTreeRestore(
+            item=_u74_one_leaf(flat_meta, path, 0), restore_args=_u74_one_leaf(flat_meta, path, args)))
+        value = traverse_util.flatten_dict(restored, sep="/")[path]
+        del restored
+        if group is None:
+            ocp_v1.partial.save(out_dir, traverse_util.unflatten_dict({path: value}, sep="/"))
+            del value
+            continue
+        sharding = NamedSharding(mesh, PartitionSpec(*(spec[:scan_axis] + spec[scan_axis + 1:])))
+        rest = path[len(group) + 1:]
+        # Layer by layer: one partial save per layer, so a single layer is on the devices at a time.
+        for i in range(value.shape[scan_axis]):
+            layer = jax.device_put(np.take(value, i, axis=scan_axis), sharding)
+            ocp_v1.partial.save(out_dir, traverse_util.unflatten_dict({f"{group}_{i}/{rest}": layer}, sep="/"))
+            del layer
+        del value
+    ocp_v1.partial.finalize(out_dir)
+"""),
+    # Orbax's v1 API with the stack loaded onto the devices as saved (a sharded ShapeDtypeStruct, partial
+    # load), split there in one jitted jnp.unstack whose out_shardings lay every layer out at once; the
+    # v1 metadata walked with jax.tree_util.tree_map_with_path; written with partial.save_async, awaited.
+    ("v1_sharded_load_jnp_unstack", """
+def unstack_layers(ckpt_dir, out_dir, mesh, groups, scan_axis):
+    metadata = ocp_v1.pytree_metadata(ckpt_dir).metadata
+    saved = {}
+
+    def record(key_path, meta):
+        saved[tuple(k.key for k in key_path)] = meta
+
+    jax.tree_util.tree_map_with_path(record, metadata)
+    group_keys = [tuple(g.split("/")) for g in groups]
+    partial_load = ocp_v1.Context()
+    partial_load.pytree.loading.partial_load = True
+
+    def as_tree(flat):
+        tree = {}
+        for keys, value in flat.items():
+            node = tree
+            for key in keys[:-1]:
+                node = node.setdefault(key, {})
+            node[keys[-1]] = value
+        return tree
+
+    for keys, meta in saved.items():
+        spec = list(meta.sharding_metadata.partition_spec)
+        spec = [tuple(e) if isinstance(e, list) else e for e in spec] + [None] * (len(meta.shape) - len(spec))
+        abstract = jax.ShapeDtypeStruct(meta.shape, meta.dtype, sharding=NamedSharding(mesh, PartitionSpec(*spec)))
+        with partial_load:
+            loaded = ocp_v1.load_pytree(ckpt_dir, as_tree({keys: abstract}))
+        for key in keys:
+            loaded = loaded[key]
+        group = next((g for g in group_keys if keys[:len(g)] == g), None)
+        if group is None:
+            ocp_v1.partial.save(out_dir, as_tree({keys: loaded}))
+            del loaded
+            continue
+        # The stack is on the devices, sharded as saved: jnp.unstack splits it there, in one compiled
+        # program per array whose outputs are laid out with the stack's spec less its scan-axis entry.
+        layer_sharding = NamedSharding(mesh, PartitionSpec(*(spec[:scan_axis] + spec[scan_axis + 1:])))
+        split = jax.jit(lambda stack: jnp.unstack(stack, axis=scan_axis), out_shardings=layer_sharding)
+        layers = {group[:-1] + (f"{group[-1]}_{i}",) + keys[len(group):]: layer
+                  for i, layer in enumerate(split(loaded))}
+        del loaded
+        ocp_v1.partial.save_async(out_dir, as_tree(layers)).result()
+        del layers
+    ocp_v1.partial.finalize(out_dir)
+"""),
+    # Eager JAX, no jit of its own: the stack loaded onto the devices (v1, partial load), split by
+    # jnp.unstack outside jit (which compiles a program per shape and sharding, kept by JAX: the grader
+    # forgets them between cases), each layer device_put to its sharding.
+    ("v1_eager_jnp_unstack", """
+def unstack_layers(ckpt_dir, out_dir, mesh, groups, scan_axis):
+    metadata = ocp_v1.pytree_metadata(ckpt_dir).metadata
+    saved = {}
+
+    def record(key_path, meta):
+        saved[tuple(k.key for k in key_path)] = meta
+
+    jax.tree_util.tree_map_with_path(record, metadata)
+    group_keys = [tuple(g.split("/")) for g in groups]
+    partial_load = ocp_v1.Context()
+    partial_load.pytree.loading.partial_load = True
+
+    def as_tree(flat):
+        tree = {}
+        for keys, value in flat.items():
+            node = tree
+            for key in keys[:-1]:
+                node = node.setdefault(key, {})
+            node[keys[-1]] = value
+        return tree
+
+    for keys, meta in saved.items():
+        spec = list(meta.sharding_metadata.partition_spec)
+        spec = [tuple(e) if isinstance(e, list) else e for e in spec] + [None] * (len(meta.shape) - len(spec))
+        abstract = jax.ShapeDtypeStruct(meta.shape, meta.dtype, sharding=NamedSharding(mesh, PartitionSpec(*spec)))
+        with partial_load:
+            loaded = ocp_v1.load_pytree(ckpt_dir, as_tree({keys: abstract}))
+        for key in keys:
+            loaded = loaded[key]
+        group = next((g for g in group_keys if keys[:len(g)] == g), None)
+        if group is None:
+            ocp_v1.partial.save(out_dir, as_tree({keys: loaded}))
+            del loaded
+            continue
+        layer_sharding = NamedSharding(mesh, PartitionSpec(*(spec[:scan_axis] + spec[scan_axis + 1:])))
+        layer_path = lambda i: group[:-1] + (f"{group[-1]}_{i}",) + keys[len(group):]  # noqa: E731
+        layers = {layer_path(i): jax.device_put(layer, layer_sharding)
+                  for i, layer in enumerate(jnp.unstack(loaded, axis=scan_axis))}
+        jax.block_until_ready(list(layers.values()))
+        del loaded
+        ocp_v1.partial.save_async(out_dir, as_tree(layers)).result()
+        del layers
+    ocp_v1.partial.finalize(out_dir)
+"""),
+]
+
 RIGHT = {
     "restore_on_new_mesh": RESTORE,
     "migrate_checkpoint": MIGRATE,
     "compare_checkpoints": COMPARE,
+    "unstack_layers": UNSTACK,
 }
