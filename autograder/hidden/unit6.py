@@ -9,7 +9,7 @@ import numpy as np
 from autograder.hidden import Case, Hidden
 from autograder.wall.codec import MeshArg, SpecArg
 from autograder.wall.files import TrainingCheckpointArg
-from autograder.wall.memory import serving_budget
+from autograder.wall.memory import SERVING_FACTOR, SERVING_SLACK, serving_budget
 
 # ---------------------------------------------------------------------------------------------
 # 6.1 restore_for_serving: a fresh training checkpoint (24-42 MiB of float32 parameters, three
@@ -76,7 +76,7 @@ SERVING = Hidden(
     generate=_serving_cases,
     messages={
         "memory": "Right arrays, but your function's own peak host memory (anonymous, sampled from outside), was over the budget "
-                  "(twice the saved float32 parameters, plus 16 MiB). Restore the parameters alone "
+                  f"({SERVING_FACTOR} times the saved float32 parameters, plus {SERVING_SLACK >> 20} MiB). Restore the parameters alone "
                   "(partial_restore=True: the moments are twice their bytes again), cast on restore (a bfloat16 "
                   "target: .astype after a float32 restore holds both), and onto the target sharding directly.",
         "unmeasured": "The grader could not measure your function's memory on this machine (it reads its "
@@ -156,7 +156,7 @@ def _check_conversion_memory(args, out) -> str | None:
     peak = out.get("anonymous_peak_bytes")
     if peak is None:
         return "unmeasured"
-    return "memory" if peak > conversion_budget(args[0].data_bytes()) else None
+    return "memory" if peak > conversion_budget(max(args[0].nbytes(name) for name, _, _ in args[0].tensors)) else None
 
 
 def _diagnose_conversion(args, actual, expected):
@@ -176,7 +176,7 @@ CONVERT = Hidden(
     generate=_convert_cases,
     messages={
         "memory": "The checkpoint is right, but your function's own memory (anonymous, sampled from outside: a mapped "
-                  "file's pages are not counted) went over the budget (the file's size, plus 16 MiB). Read one tensor at a time (its byte range, from "
+                  "file's pages are not counted) went over the budget (twice the file's largest tensor, plus 16 MiB). Read one tensor at a time (its byte range, from "
                   "the header: not the whole file), and save it as you go (orbax.checkpoint.v1.partial.save, then "
                   "finalize), so that neither the file nor the whole model is in memory at once.",
         "unmeasured": "The grader could not measure your function's memory on this machine (it samples the worker's "

@@ -7,6 +7,7 @@ from __future__ import annotations
 from autograder.declarations import Example, Problem, Unit
 from autograder.wall.codec import MeshArg, SpecArg
 from autograder.wall.files import OutputFolder, SafetensorsArg, TrainingCheckpointArg
+from autograder.wall.memory import SERVING_FACTOR, SERVING_SLACK
 from autograder.wall.returns import ServedTree, WrittenTree
 
 UNIT = Unit(
@@ -65,8 +66,9 @@ PROBLEMS = (
             "`{name: jax.Array}`, in bfloat16, each sharded as `NamedSharding(mesh, specs[name])`. The "
             "grader measures your function's own peak host memory from outside (the anonymous memory of "
             "the process running it, sampled, above what it held before your code loaded): it must stay "
-            "under twice the bytes of the saved float32 parameters plus 16 MiB, less than the whole "
-            "training state weighs."
+            f"under {SERVING_FACTOR} times the bytes of the saved float32 parameters plus {SERVING_SLACK >> 20} MiB: "
+            "room for the float32 reads a bfloat16 restore passes through, not for a float32 copy kept beside a "
+            "bfloat16 one, nor for the whole training state."
         ),
         returns=ServedTree(),
         hints=(
@@ -102,8 +104,8 @@ PROBLEMS = (
             "dtype and values, placed as `NamedSharding(mesh, specs[rename[name]])`. The grader restores what "
             "you wrote with `orbax.checkpoint.v1.load(out_dir)` in a worker of its own (the arrays come back in "
             "the layout they were saved in) and measures your function's own memory from outside (its anonymous "
-            "memory, sampled: the pages of the file a reader maps are not counted): it must stay under the "
-            "file's size plus 16 MiB. So neither the whole file nor the whole model may be in your memory at "
+            "memory, sampled: the pages of the file a reader maps are not counted): it must stay under twice the "
+            "bytes of the file's largest tensor, plus 16 MiB. So neither the whole file nor the whole model may be in your memory at "
             "once. What you return is not looked at."
         ),
         returns=WrittenTree(),
