@@ -69,22 +69,16 @@ class Problem:
     # Modules of the course whose use makes the problem trivial (the lesson's own helper for it):
     # a function that imports or names one is told to write it with the libraries instead.
     forbidden: tuple[str, ...] = ()
-    # The function writes a checkpoint to an OutputFolder argument; the grader restores it in a
-    # sandboxed worker of its own and judges what it restores (engine/readback.py).
-    readback: bool = False
-    preempt: bool = False  # each case runs in workers the grader kills and starts again (engine/preempted.py)
+    # How its cases run (autograder.engine.runners.RUNNERS): "worker", all in one worker; "readback",
+    # the function writes a checkpoint to an OutputFolder argument that a sandboxed worker of the
+    # grader's own restores, and what it restores is judged (engine/readback.py); "preempted", each
+    # case in workers the grader kills and starts again (engine/preempted.py).
+    mode: str = "worker"
     tags: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def unit(self) -> int:
         return int(self.id.split(".")[0])
-
-    @property
-    def notebook(self) -> str:
-        """Where the learner writes it, relative to ``problems/``: its unit's notebook."""
-        from autograder import registry
-
-        return registry.UNITS[self.unit].notebook
 
     @property
     def params(self) -> tuple[str, ...]:

@@ -160,7 +160,7 @@ def grade_cell(problem_id: str, timeout: float = CELL_TIMEOUT - 20) -> None:
 
     with tempfile.TemporaryDirectory(prefix="nbgrader-cell-") as tmp:
         # Named as the learner's notebook, so messages say "<notebook> code cell N".
-        nb_path = Path(tmp) / p.notebook
+        nb_path = Path(tmp) / registry.UNITS[p.unit].notebook
         nbformat.write(new_notebook(cells=[new_code_cell(c) for c in _kernel_cells()]), str(nb_path))
         try:
             data, status, _ = run_json(["grade", str(nb_path), "--only", p.id, "--learner", _learner_id(), "--no-record"],
@@ -484,7 +484,7 @@ def write_course(course_dir: Path, problems=None, name: str | None = None) -> li
     written.append(readme)
     for assignment, units in assignments(problems, name).items():
         for unit, chosen in units.items():
-            path = course_dir / "source" / assignment / chosen[0].notebook
+            path = course_dir / "source" / assignment / registry.UNITS[chosen[0].unit].notebook
             path.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(source_notebook(unit, chosen), str(path))
             written.append(path)

@@ -38,7 +38,7 @@ from tests.nbgrader_work import reference_answers, submit, wrong_answer  # noqa:
 from tests.wrong_answers import WRONG  # noqa: E402
 
 UNIT = 1
-NOTEBOOK = next(p.notebook for p in registry.PROBLEMS if p.unit == UNIT)
+NOTEBOOK = registry.UNITS[UNIT].notebook
 IDS = [p.id for p in registry.PROBLEMS if p.unit == UNIT]
 BIN = Path(sys.executable).parent
 

@@ -172,11 +172,12 @@ def missing(parts: Parts | None = None) -> list[str]:
                 gaps.append(f"{where} right answers: {name} is the reference itself; write it another way")
             elif shapes.count(shape) > 1:
                 gaps.append(f"{where} right answers: {name} is written as another of them is")
-        path = parts.root / "problems" / p.notebook
-        if p.notebook not in notebooks:
-            notebooks[p.notebook] = path.read_text() if path.exists() else ""
-        if f"def {p.function}(" not in notebooks[p.notebook]:
-            gaps.append(f"{where} notebook: no stub in problems/{p.notebook} (python -m autograder notebooks)")
+        notebook = registry.UNITS[p.unit].notebook
+        path = parts.root / "problems" / notebook
+        if notebook not in notebooks:
+            notebooks[notebook] = path.read_text() if path.exists() else ""
+        if f"def {p.function}(" not in notebooks[notebook]:
+            gaps.append(f"{where} notebook: no stub in problems/{notebook} (python -m autograder notebooks)")
     readme = (parts.root / "README.md").read_text()
     rows = _readme_rows(readme)
     for unit in sorted({p.unit for p in parts.problems}):

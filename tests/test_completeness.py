@@ -30,7 +30,7 @@ def _root_without(tmp_path, change):
 
 
 def _drop_stub(root):
-    path = root / "problems" / P.notebook
+    path = root / "problems" / registry.UNITS[P.unit].notebook
     path.write_text(path.read_text().replace(f"def {P.function}(", f"def renamed_{P.function}("))
 
 

@@ -310,10 +310,12 @@ def test_grading_shortens_the_gil_slices_while_it_runs_and_restores_them_after()
 def test_submissions_are_parsed_safely_from_several_threads_at_once(root):
     """grade-batch grades learners in threads. In CPython 3.11, two threads building syntax trees
     at once fail with "AST constructor recursion depth mismatch" when a collection runs a finaliser
-    mid-parse (it cost a learner their whole grade in a test run): extract.parse takes turns
+    mid-parse (it cost a learner their whole grade in a test run): autograder.source.parse takes turns
     (checked: with ast.parse here instead, dozens of the 800 parses fail)."""
     import gc
     import threading
+
+    from autograder import source as source_module
 
     source = (root / "solutions" / "unit3.py").read_text()
     errors: list[BaseException] = []
@@ -327,7 +329,7 @@ def test_submissions_are_parsed_safely_from_several_threads_at_once(root):
             a, b = Finaliser(), Finaliser()
             a.other, b.other = b, a  # a cycle: freed by a collection
             try:
-                extract.parse(source)
+                source_module.parse(source)
             except SystemError as exc:
                 errors.append(exc)
 

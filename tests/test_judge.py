@@ -120,7 +120,7 @@ _TWO_TREES = r"""
 import ast, sys, threading, time
 
 if sys.argv[1] == "serialized":
-    from autograder.engine.gil import serialize_syntax_trees
+    from autograder.source import serialize_syntax_trees
 
     serialize_syntax_trees()
 sys.setswitchinterval(1e-6)

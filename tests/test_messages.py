@@ -57,7 +57,7 @@ def test_a_fresh_check_explains_its_isolation_and_learner_lines():
     from autograder.report import table
     from tests.conftest import ROOT
 
-    report = grade([ROOT / "problems" / INT_DIVISION.notebook], "ada", problems=["1.1"], isolation="auto")
+    report = grade([ROOT / "problems" / registry.UNITS[INT_DIVISION.unit].notebook], "ada", problems=["1.1"], isolation="auto")
     shown = table(report)
     assert shown.splitlines()[0] == "Learner: ada (this id chooses your hidden cases)"
     assert "Isolation: none needed: no function of yours ran" in shown and "(no learner code ran)" not in shown

@@ -26,7 +26,7 @@ TAMPER = ("import autograder.nbgrader_course as _course\n"
           "_course.grade_cell = lambda problem_id, *args, **kwargs: print('full marks')")
 STUDENTS = ("ada", "bob", "cy", "dan", "eve", "fay")
 UNIT = 1
-NOTEBOOK = next(p.notebook for p in registry.PROBLEMS if p.unit == UNIT)
+NOTEBOOK = registry.UNITS[UNIT].notebook
 PROBLEMS = [p for p in registry.PROBLEMS if p.unit == UNIT]
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[1]
@@ -271,7 +271,7 @@ def test_an_assignment_of_chosen_problems(tmp_path):
 
     write_course(tmp_path, selection(only=["1.3", "2.1"]), "hw1")
     notebooks = sorted((tmp_path / "source" / "hw1").glob("*.ipynb"))
-    assert [n.name for n in notebooks] == [registry.get("1.3").notebook, registry.get("2.1").notebook]
+    assert [n.name for n in notebooks] == [registry.UNITS[1].notebook, registry.UNITS[2].notebook]
     for path, pid in zip(notebooks, ("1.3", "2.1")):
         nb = nbformat.read(str(path), as_version=4)
         tests = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
@@ -370,7 +370,7 @@ def test_the_unit_3_5_and_6_attacks_earn_nothing_through_nbgrader(tmp_path):
     write_course(course, selection(only=sorted(attacks)), "hw")
     nbgrader(course, "generate_assignment", "hw")
     for pid, code in attacks.items():
-        notebook = registry.get(pid).notebook
+        notebook = registry.UNITS[registry.get(pid).unit].notebook
         submit(course / "release" / "hw" / notebook, {pid: code}, course / "submitted" / "mal" / "hw" / notebook)
     nbgrader(course, "autograde", "hw")
     nbgrader(course, "generate_feedback", "hw")

@@ -215,7 +215,7 @@ def train_with_preemption(ckpt_dir, total_steps, seed):
 
 def test_problem_5_3_is_graded_through_real_kills():
     p = registry.get("5.3")
-    assert p.preempt and p.returns.describe.startswith("a tuple (params, first_step)")
+    assert p.mode == "preempted" and p.returns.describe.startswith("a tuple (params, first_step)")
 
 
 def test_step_folders_are_read_as_orbax_names_them(tmp_path):

@@ -19,18 +19,8 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.source import parse
 from autograder.text import shown_name
-
-
-def parse(source: str) -> ast.Module:
-    """``ast.parse``, one thread at a time (see :data:`autograder.engine.gil.SYNTAX_TREES`: in CPython
-    3.11 two threads that build syntax trees at once can fail with a SystemError). grade-batch grades
-    learners in threads, and lost a learner's whole grade to it."""
-    from autograder.engine.gil import SYNTAX_TREES
-
-    with SYNTAX_TREES:
-        return ast.parse(source)
-
 
 _MAGIC = re.compile(r"^(\s*)([%!]|\?\w|\w[\w.]*\?\s*$)")
 _BINDING = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)

@@ -12,37 +12,19 @@ import os
 import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 from autograder import registry
-from autograder.engine import extract, preempted, readback
+from autograder.engine import extract, runners
 from autograder.engine.cases import expected_outcome, hidden_cases
-from autograder.engine.gil import SHORT_GIL_SLICES, serialize_syntax_trees
+from autograder.engine.gil import SHORT_GIL_SLICES
 from autograder.engine.judge import judge
 from autograder.engine.locate import locate
+from autograder.engine.plan import Plan, Prepared
 from autograder.engine.results import ProblemResult, Report, problem_result
-from autograder.hidden import Hidden
 from autograder.sandbox import outside as sandbox
+from autograder.source import serialize_syntax_trees
 from autograder.wall import codec, files
 from ckptlab.serving import give_back_freed_memory
-
-
-@dataclass
-class _Plan:
-    problem: registry.Problem
-    result: ProblemResult | None = None
-    source: str = ""
-    hidden: Hidden | None = None
-    cases: list = field(default_factory=list)
-    timeout: float = 0.0
-    # Filled by the references' thread (:class:`_References`), in plan order:
-    workdir: str = ""  # the worker's folder, its cases' files written
-    worker_args: list = field(default_factory=list)
-    files_ready: threading.Event = field(default_factory=threading.Event)
-    expected: list = field(default_factory=list)
-    expected_ready: threading.Event = field(default_factory=threading.Event)
-    failure: BaseException | None = None  # the trusted side failed on this problem
-
 
 _DEVICES = threading.Lock()
 
@@ -56,7 +38,7 @@ def course_devices() -> None:
         setup_devices()
 
 
-def _needs_jax(plan: _Plan) -> bool:
+def _needs_jax(plan: Plan) -> bool:
     """Whether the trusted side needs JAX for this problem: to run its reference, build a mesh or
     write a checkpoint; not where the hidden tests compute the expected values themselves (Unit 1:
     a learner who has done only Unit 1 is graded without JAX starting here, beside the zygote)."""
@@ -64,14 +46,14 @@ def _needs_jax(plan: _Plan) -> bool:
 
 
 class _References:
-    """The trusted side's own work, on one thread, ahead of the workers: for each problem in order
-    (the course's devices first, where it needs JAX) its cases' files and the expected values.
+    """The trusted side's own work, on one thread, ahead of the workers: for each plan in order
+    (the course's devices first, where it needs JAX) its cases' files, then the expected outcomes.
 
     It starts before the isolation level is known, so it overlaps the zygote's start-up (a
     second of imports on the other core), and it never competes with itself for the GIL: a
     worker's thread only drives its worker. Learner code never runs here."""
 
-    def __init__(self, plans: list[_Plan]):
+    def __init__(self, plans: list[Plan]):
         self.plans = [p for p in plans if p.result is None]
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True, name="ckpt-references")
@@ -80,24 +62,18 @@ class _References:
     def _run(self) -> None:
         for i, plan in enumerate(self.plans):
             if self.stopped.is_set():
-                self._fail(self.plans[i:], RuntimeError("grading stopped"))
+                for rest in self.plans[i:]:
+                    rest.fail(RuntimeError("grading stopped"))
                 return
             try:
                 if _needs_jax(plan):
                     course_devices()
                 self._prepare(plan)
             except BaseException as exc:  # noqa: BLE001 - a grader-side failure costs this problem only
-                self._fail([plan], exc)
+                plan.fail(exc)
 
     @staticmethod
-    def _fail(plans: list[_Plan], exc: BaseException) -> None:
-        for plan in plans:
-            plan.failure = plan.failure or exc
-            plan.files_ready.set()
-            plan.expected_ready.set()
-
-    @staticmethod
-    def _prepare(plan: _Plan) -> None:
+    def _prepare(plan: Plan) -> None:
         workdir = sandbox.new_workdir(on_disk=plan.problem.measure_memory)
         lazy = plan.problem.count_reads  # its files are written one case at a time, while reads are counted
         # The references read files of their own: learner code may rewrite every file in its folder.
@@ -105,21 +81,19 @@ class _References:
         try:
             args = files.realize([c.args for c in plan.cases], reference_dir)  # all at once: one saver helper
             if lazy:
-                plan.worker_args = [c.args for c in plan.cases]
+                worker_args = [c.args for c in plan.cases]
             elif reference_dir != workdir:  # the same files, copied into the worker's own folder
-                plan.worker_args = files.mirror(args, reference_dir, workdir)
+                worker_args = files.mirror(args, reference_dir, workdir)
             else:
-                plan.worker_args = args
-            plan.workdir = workdir
-            plan.files_ready.set()
+                worker_args = args
+            plan.files.set_result(Prepared(workdir, worker_args))
             # A reference given a checkpoint restores it with Orbax: one learner's at a time.
             reads_checkpoints = any(files.has_files(c.args, (files.CheckpointArg, files.PreemptedRootArg, files.RunFolder))
                                     for c in plan.cases)
             with files.ORBAX if reads_checkpoints else contextlib.nullcontext():
-                plan.expected = [expected_outcome(plan.problem, a) for a in args]
-            plan.expected_ready.set()
+                plan.expected.set_result([expected_outcome(plan.problem, a) for a in args])
         except BaseException:
-            if not plan.files_ready.is_set():
+            if not plan.files.done():
                 sandbox.remove_folder(workdir)
             raise
         finally:
@@ -127,45 +101,17 @@ class _References:
                 shutil.rmtree(reference_dir, ignore_errors=True)
 
     def close(self) -> None:
-        """Stop after the current problem; remove any folder no worker took."""
+        """Stop after the current plan; remove any folder no runner took."""
         self.stopped.set()
         self.thread.join()
         for plan in self.plans:
-            if plan.workdir:
-                sandbox.remove_folder(plan.workdir)
+            folder = plan.untaken_folder()
+            if folder:
+                sandbox.remove_folder(folder)
 
 
-def _run_worker(plan: _Plan, level: str):
-    """The problem's cases in one worker; its RunResult once the expected values are known too."""
-    worker = sandbox.Worker(plan.source, plan.problem.function, plan.worker_args, timeout=plan.timeout,
-                            workdir=plan.workdir, count_reads=plan.problem.count_reads, level=level,
-                            measure_memory=plan.problem.measure_memory)
-    plan.workdir = ""  # the worker's now: removed when it is done
-    plan.expected_ready.wait()
-    if plan.failure is not None:
-        worker.kill()
-        raise plan.failure
-    return worker.wait()
-
-
-def _run_preempted(plan: _Plan, level: str):
-    """A preempted problem's cases: a series of workers each, killed from here (see :mod:`preempted`)."""
-    workdir, plan.workdir = plan.workdir, ""  # removed by the run
-    out = preempted.run(plan, level, workdir)
-    plan.expected_ready.wait()
-    if plan.failure is not None:
-        raise plan.failure
-    return out
-
-
-def _run_readback(plan: _Plan, level: str):
-    """A problem whose function writes a checkpoint: its worker, then the grader's read-back worker."""
-    workdir, plan.workdir = plan.workdir, ""  # removed by the run
-    return readback.run(plan, level, workdir)
-
-
-def _plan(problem, sub: extract.Submission, learner: str, salt: str | None, timeout: float | None) -> _Plan:
-    plan = _Plan(problem, timeout=timeout or problem.timeout, result=locate(problem, sub))
+def _plan(problem, sub: extract.Submission, learner: str, salt: str | None, timeout: float | None) -> Plan:
+    plan = Plan(problem, timeout=timeout or problem.timeout, result=locate(problem, sub))
     if plan.result is None:
         plan.source = sub.module_source(problem.function)
         plan.hidden, plan.cases = hidden_cases(problem, learner, salt)
@@ -207,24 +153,22 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
         else:
             level = sandbox.Isolation(sandbox.NO_CODE_RAN)  # no learner code to run: no level to choose
 
-        def run(plan: _Plan) -> ProblemResult:
+        def run(plan: Plan) -> ProblemResult:
             try:
                 return grade_plan(plan)
             except Exception as exc:  # noqa: BLE001 - a grader-side failure costs this problem only
                 return problem_result(plan.problem, "error", f"The grader itself failed on this problem ({type(exc).__name__}); "
                                                       "your other problems are graded. Please report this.", category="grader")
 
-        def grade_plan(plan: _Plan) -> ProblemResult:
+        def grade_plan(plan: Plan) -> ProblemResult:
             if plan.result is not None:
                 return plan.result
-            plan.files_ready.wait()
-            if plan.failure is not None:
-                raise plan.failure
+            plan.files.result()  # (written, or the trusted side's failure: before a slot is taken)
             with slots or contextlib.nullcontext():
-                runner = _run_preempted if plan.problem.preempt else _run_readback if plan.problem.readback else _run_worker
-                out = runner(plan, level.level)
+                out = runners.run(plan, level.level)
+            expected = plan.expected_outcomes()
             try:
-                status, category, message = judge(plan.problem, plan.hidden, plan.cases, plan.expected, out,
+                status, category, message = judge(plan.problem, plan.hidden, plan.cases, expected, out,
                                                   plan.source, plan.timeout)
             except Exception as exc:  # noqa: BLE001 - a judging bug must not sink the other problems
                 status, category, message = "error", "grader", f"The grader failed on this problem ({type(exc).__name__}); please report it."

@@ -77,36 +77,6 @@ def _point_reached(kill: tuple, folder: str, start: int) -> bool:
 PLANT_TIMEOUT = 60.0
 
 
-TRUSTED_TIMEOUT = 120.0
-
-
-def trusted_worker(source: str, function: str, args: tuple):
-    """The course's own code (``function`` of ``source``), run in a worker started as a learner's
-    is (forked from the zygote with the same libraries loaded and the same XLA flags: it computes
-    bit for bit what a learner's worker computes; this process's JAX compiles with other flags, and
-    differs in the last bits); its return value. Trusted code only, never a learner's: its worker
-    runs nothing else."""
-    level = sandbox.BASIC if sandbox.strict_missing() else sandbox.STRICT
-    run = sandbox.Worker(source, function, [args], timeout=TRUSTED_TIMEOUT, level=level).wait()
-    if run.status != "ok" or run.setup or not run.cases or "value" not in run.cases[0]:
-        raise RuntimeError(f"the course's own {function} failed in a worker ({run.status}, {run.setup or ''}): "
-                           f"{run.stderr_tail[-1000:]}")
-    return run.cases[0]["value"]
-
-
-def uninterrupted_params(total_steps: int, seed: int) -> dict:
-    """:func:`ckptlab.training.uninterrupted_params`, computed as a worker computes it
-    (:func:`trusted_worker`)."""
-    return trusted_worker("from ckptlab.training import uninterrupted_params\n", "uninterrupted_params",
-                          (int(total_steps), int(seed)))
-
-
-def planted_runs(total_steps: int, seed: int, plant_seed: int) -> dict:
-    """:func:`ckptlab.training.planted_runs`, computed as a worker computes it (:func:`trusted_worker`)."""
-    return trusted_worker("from ckptlab.training import planted_runs\n", "planted_runs",
-                          (int(total_steps), int(seed), int(plant_seed)))
-
-
 def _same_state(got, want: dict) -> bool:
     """Whether what the plant worker restored is, leaf for leaf and bit for bit, ``want``."""
     if not isinstance(got, dict) or set(got) != set(want):
@@ -144,7 +114,7 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
     gave none; ``resumed_at``, the latest committed step when the last worker started, is where it
     should have resumed; ``committed_after``, the latest once its process ended with its answer); that worker's RunResult, its times the whole series'; the kills made).
 
-    With ``plant_table`` (a function giving :func:`planted_runs`'s table for this case), once every
+    With ``plant_table`` (a function giving :func:`autograder.sandbox.trusted.planted_runs`'s table for this case), once every
     kill is made and before the last run starts, the latest
     committed step is read back and another state planted in it (:func:`plant_state`): the outcome
     then says ``planted_at`` (that step) and ``plant_expected`` (the parameters a run restoring it
@@ -230,13 +200,13 @@ def _table_for(plan, run_folder, args):
     return lambda: hidden.plant_table(int(args[1]), int(args[2]), run_folder.plant)
 
 
-def run(plan, level: str, workdir: str) -> sandbox.RunResult:
+def run(plan, prepared, level: str) -> sandbox.RunResult:
     """Every case of ``plan`` (an engine plan of a preempted problem), each a series of workers;
     one RunResult for the judge, whose cases say how many kills each met (``preempted``)."""
-
+    workdir = prepared.workdir
     result = sandbox.RunResult("ok")
     try:
-        for case, args in zip(plan.cases, plan.worker_args):
+        for case, args in zip(plan.cases, prepared.worker_args):
             run_folder = next(leaf for leaf in codec.leaves(case.args) if isinstance(leaf, files.RunFolder))
             outcome, last, made = run_case(plan.source, plan.problem.function, args, run_folder.kills,
                                            timeout=plan.timeout, workdir=workdir, level=level,

@@ -19,23 +19,25 @@ def _output_folder(args) -> str:
     return next(leaf for leaf in codec.leaves(args) if isinstance(leaf, str) and os.path.basename(leaf).startswith("out-"))
 
 
-def run(plan, level: str, workdir: str) -> sandbox.RunResult:
+def run(plan, prepared, level: str) -> sandbox.RunResult:
     """Every case of ``plan`` in one learner's worker, then every folder it wrote read back."""
+    workdir = prepared.workdir
     try:
-        worker = sandbox.Worker(plan.source, plan.problem.function, plan.worker_args, timeout=plan.timeout,
+        worker = sandbox.Worker(plan.source, plan.problem.function, prepared.worker_args, timeout=plan.timeout,
                                 workdir=workdir, level=level, measure_memory=plan.problem.measure_memory,
                                 keep_scratch=True)
-        plan.expected_ready.wait()
-        if plan.failure is not None:
+        try:
+            plan.expected_outcomes()
+        except BaseException:
             worker.kill()
-            raise plan.failure
+            raise
         result = worker.wait()
         # What the function returned is not looked at: a value that could not be sent back counts as an answer.
         answered = [i for i, case in enumerate(result.cases)
                     if "value" in case or case.get("error", {}).get("kind") == "bad_return"]
         if result.status != "ok" or result.setup or not answered:
             return result
-        folders = [(_output_folder(plan.worker_args[i]),) for i in answered]
+        folders = [(_output_folder(prepared.worker_args[i]),) for i in answered]
         reader = sandbox.Worker(readback.SOURCE, readback.FUNCTION, folders, timeout=READBACK_TIMEOUT,
                                 workdir=workdir, level=level, digest_arrays=True, keep_scratch=True)
         back = reader.wait()

@@ -48,7 +48,7 @@ class Hidden:
     # outcome)``, the outcome's trusted keys only.
     expected_after: Callable[[Any, dict], Any] | None = None
     # 5.3: ``plant_table(total_steps, seed, plant)``, what the grader plants before a run's last
-    # restart and what a run restoring it ends with (engine/preempted.planted_runs), cached.
+    # restart and what a run restoring it ends with (sandbox/trusted.planted_runs), cached.
     plant_table: Callable[[int, int, int], dict] | None = None
 
     def cases(self, rng: np.random.Generator) -> list[Case]:

@@ -250,9 +250,9 @@ _TABLES_LOCK = threading.Lock()
 
 
 def _plant_table(total_steps: int, seed: int, plant: int) -> dict:
-    """engine/preempted.planted_runs for one case, computed once (the expected value and the plant
+    """sandbox/trusted.planted_runs for one case, computed once (the expected value and the plant
     ask for it from two threads at once: the second waits for the first). Read-only."""
-    from autograder.engine.preempted import planted_runs
+    from autograder.sandbox.trusted import planted_runs
 
     key = (total_steps, seed, plant)
     with _TABLES_LOCK:
@@ -273,11 +273,11 @@ def _plant_table(total_steps: int, seed: int, plant: int) -> dict:
 
 @functools.lru_cache(maxsize=64)
 def _uninterrupted_params(total_steps: int, seed: int) -> dict:
-    """Computed as a worker computes it: in a worker of its own (engine/preempted.trusted_worker;
+    """Computed as a worker computes it: in a worker of its own (sandbox/trusted.trusted_worker;
     this process's compile with other flags, and differ in the last bits). Trusted code: the
     course's own training module. Kept for the grading process's life (a class shares the public
     example's, and a learner graded again, its own), read-only."""
-    from autograder.engine.preempted import uninterrupted_params
+    from autograder.sandbox.trusted import uninterrupted_params
 
     params = uninterrupted_params(total_steps, seed)
     for value in params.values():

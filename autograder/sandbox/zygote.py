@@ -31,7 +31,6 @@ Set ``CKPT_ZYGOTE=0`` to start every worker fresh (slower; for comparison).
 from __future__ import annotations
 
 import array
-import ast
 import atexit
 import gc
 import json
@@ -45,6 +44,7 @@ import threading
 if __name__ == "__main__":  # run as the zygote: this copy of the course, whatever else is installed
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from autograder.sandbox import inside  # noqa: E402
+from autograder.source import imported  # noqa: E402
 from autograder.wall import libraries  # noqa: E402
 
 # Imported here, one module at a time, for the workers forked after. Never the references or the
@@ -60,30 +60,12 @@ ON_DEMAND = tuple(dict.fromkeys((*libraries.ON_DEMAND, *inside.PRELOAD_FOR_READS
 _MAX_RECORD = 1 << 16
 
 
-def _imported(source: str) -> list[str]:
-    """The modules ``source``'s import statements name (read, never run): ``a.b`` for ``import a.b``,
-    ``m`` and ``m.x`` for ``from m import x``."""
-    from autograder.engine.extract import parse  # (one thread at a time)
-
-    try:
-        tree = parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
-    names = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names += [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-    return names
-
-
 def needs(source: str, count_reads: bool = False) -> list[str]:
     """The modules of :data:`ON_DEMAND` a worker running ``source`` will import: its import
     statements, read (never run) on the grader's side. A read-counted worker loads the modules
     :data:`~autograder.sandbox.inside.PRELOAD_FOR_READS` before its code."""
     found = set(inside.PRELOAD_FOR_READS) if count_reads else set()
-    for name in _imported(source):
+    for name in imported(source):
         if name == "flax":
             name = "flax.linen"  # Flax's package imports Linen
         found.update(m for m in ON_DEMAND if name == m or name.startswith(m + "."))
@@ -97,7 +79,7 @@ def imports_jax(source: str) -> bool:
     """Whether ``source`` imports JAX, or a library of :data:`ON_DEMAND` that does (its import
     statements, read, never run): a worker running it may return JAX arrays, so it takes JAX's
     types before that code loads."""
-    return any(name.split(".")[0] in ("jax", "jaxlib") for name in _imported(source)) or \
+    return any(name.split(".")[0] in ("jax", "jaxlib") for name in imported(source)) or \
         any(m in libraries.ON_DEMAND and m not in _NO_JAX for m in needs(source))
 
 

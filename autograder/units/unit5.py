@@ -159,7 +159,7 @@ PROBLEMS = (
             Example((RunFolder(), 3, 0), None, "three steps in a fresh folder, not interrupted"),
         ),
         timeout=60.0,
-        preempt=True,
+        mode="preempted",
         tags=("training", "preemption", "orbax"),
     ),
 )

@@ -125,7 +125,7 @@ PROBLEMS = (
         ),
         measure_memory=True,
         forbidden=("ckptlab.serving",),
-        readback=True,
+        mode="readback",
         timeout=90.0,
         tags=("serving", "safetensors", "conversion", "memory"),
     ),

@@ -230,7 +230,7 @@ PROBLEMS = (
                     "two layers stacked along axis 1, on a 2 x 8 mesh"),
         ),
         measure_memory=True,
-        readback=True,
+        mode="readback",
         forbidden=("ckptlab.unstacking", "ckptlab.serving"),
         timeout=90.0,
         tags=("migration", "scanned layers", "memory"),

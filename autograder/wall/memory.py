@@ -48,21 +48,10 @@ def preload(source: str) -> list[str]:
     :data:`~autograder.wall.libraries.LIBRARIES`), for :func:`prepare` to import before the baseline:
     a module's import is the library's cost, not the learner's, and ``orbax.checkpoint`` (its v1 API
     with it) alone is tens of MiB. Grader side."""
-    import ast
-
-    from autograder.engine.extract import parse
+    from autograder.source import imported
     from autograder.wall.libraries import LIBRARIES
 
-    try:
-        tree = parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
-    names = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names += [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+    names = imported(source)
     return sorted({n for n in names if n.split(".")[0] in LIBRARIES})
 
 
