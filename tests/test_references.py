@@ -145,7 +145,7 @@ def test_7_4s_expected_checkpoint_is_what_the_reference_writes_and_the_drawn_val
     index i along the scan axis, on the public example and a learner's hidden cases."""
     from orbax.checkpoint import v1 as ocp_v1
 
-    from autograder.wall.returns import _leaves
+    from autograder.wall.returns import leaves_with_paths
 
     p = registry.get("7.4")
     hidden = load(p)
@@ -156,7 +156,7 @@ def test_7_4s_expected_checkpoint_is_what_the_reference_writes_and_the_drawn_val
         written = dict(ocp_v1.load(real[1]))
         ours = hidden.expected(*real)
         drawn, groups, axis = args[0].values(), args[3], args[4]
-        for path, leaf in _leaves(ours):
+        for path, leaf in leaves_with_paths(ours):
             group = next((g for g in groups if path.startswith(g + "_")), None)
             if group is None:
                 want = drawn[path]

@@ -189,9 +189,9 @@ def _restore_cases(rng):
 
 
 def _diagnose_restore(args, actual, expected):
-    from autograder.wall.returns import _leaves
+    from autograder.wall.returns import leaves_with_paths
 
-    a, e = dict(_leaves(actual)), dict(_leaves(expected))
+    a, e = dict(leaves_with_paths(actual)), dict(leaves_with_paths(expected))
     if set(a) != set(e):
         return "tree"
     if all(np.array_equal(np.asarray(a[k]), np.asarray(e[k])) for k in e):

@@ -58,9 +58,9 @@ def _check_memory(args, out) -> str | None:
 
 
 def _diagnose_serving(args, actual, expected):
-    from autograder.wall.returns import _leaves
+    from autograder.wall.returns import leaves_with_paths
 
-    a, e = dict(_leaves(actual)), dict(_leaves(expected))
+    a, e = dict(leaves_with_paths(actual)), dict(leaves_with_paths(expected))
     if set(a) != set(e):
         return "tree"
     if any(a[k].dtype != e[k].dtype for k in e):
@@ -160,9 +160,9 @@ def _check_conversion_memory(args, out) -> str | None:
 
 
 def _diagnose_conversion(args, actual, expected):
-    from autograder.wall.returns import _leaves
+    from autograder.wall.returns import leaves_with_paths
 
-    a, e = dict(_leaves(actual)), dict(_leaves(expected))
+    a, e = dict(leaves_with_paths(actual)), dict(leaves_with_paths(expected))
     if set(a) != set(e):
         return "not_renamed" if set(a) == set(args[2]) else "tree"
     if any(a[k].dtype != e[k].dtype for k in e):

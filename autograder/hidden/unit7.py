@@ -56,9 +56,9 @@ def _check_placed_memory(args, out) -> str | None:
 
 
 def _diagnose_placed(args, actual, expected):
-    from autograder.wall.returns import _leaves
+    from autograder.wall.returns import leaves_with_paths
 
-    a, e = dict(_leaves(actual)), dict(_leaves(expected))
+    a, e = dict(leaves_with_paths(actual)), dict(leaves_with_paths(expected))
     if set(a) != set(e):
         return "tree"
     if any(a[k].dtype != e[k].dtype for k in e):
@@ -177,10 +177,10 @@ def _migrate_cases(rng):
 
 def migration_faults(args) -> list[set[str]]:
     """Each leaf a migration must refuse, as the names that may denote it (its old and new paths)."""
-    from autograder.wall.returns import _leaves
+    from autograder.wall.returns import leaves_with_paths
 
     ckpt, target, rename, new = args
-    wanted = dict(_leaves(target))
+    wanted = dict(leaves_with_paths(target))
     faults, provided = [], set()
     for old, shape, dtype, _ in ckpt.arrays:  # (dtypes by name on both sides: AbstractArg's too)
         path = rename.get(old, old)
@@ -206,21 +206,21 @@ def _names_leaf(message: str, path: str) -> bool:
 def _names_faulty_leaf(args, message: str) -> bool:
     """The message names a leaf at fault, and not the whole tree besides (a message listing every
     path would name the faulty one too): at most two other leaves."""
-    from autograder.wall.returns import _leaves
+    from autograder.wall.returns import leaves_with_paths
 
     ckpt, target, rename, _ = args
     faults = migration_faults(args)
     at_fault = set().union(*faults)
-    others = ({path for path, *_ in ckpt.arrays} | {p for p, _ in _leaves(target)}
+    others = ({path for path, *_ in ckpt.arrays} | {p for p, _ in leaves_with_paths(target)}
               | {p for p in rename.values() if p}) - at_fault
     return (any(_names_leaf(message, name) for name in at_fault)
             and sum(_names_leaf(message, path) for path in others) <= 2)
 
 
 def _diagnose_migration(args, actual, expected):
-    from autograder.wall.returns import _leaves
+    from autograder.wall.returns import leaves_with_paths
 
-    a, e = {k: np.asarray(v) for k, v in _leaves(actual)}, {k: np.asarray(v) for k, v in _leaves(expected)}
+    a, e = {k: np.asarray(v) for k, v in leaves_with_paths(actual)}, {k: np.asarray(v) for k, v in leaves_with_paths(expected)}
     if set(a) != set(e):
         return "tree"
     if any(a[k].dtype != e[k].dtype or a[k].shape != e[k].shape for k in e):
@@ -428,12 +428,12 @@ def unstacked(ckpt_dir, out_dir, mesh, groups, scan_axis):
     import orbax.checkpoint as ocp
     from jax.sharding import NamedSharding, PartitionSpec
 
-    from autograder.wall.returns import _leaves
+    from autograder.wall.returns import leaves_with_paths
 
-    saved = dict(_leaves(ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree))
+    saved = dict(leaves_with_paths(ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree))
     as_numpy = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray),
                             ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree)
-    values = dict(_leaves(ocp.PyTreeCheckpointer().restore(ckpt_dir, args=ocp.args.PyTreeRestore(restore_args=as_numpy))))
+    values = dict(leaves_with_paths(ocp.PyTreeCheckpointer().restore(ckpt_dir, args=ocp.args.PyTreeRestore(restore_args=as_numpy))))
     out = {}
     for path, m in saved.items():
         spec = tuple(m.sharding.partition_spec) + (None,) * (len(m.shape) - len(m.sharding.partition_spec))
@@ -475,9 +475,9 @@ def largest_held(args) -> int:
 
 
 def _diagnose_unstack(args, actual, expected):
-    from autograder.wall.returns import _leaves
+    from autograder.wall.returns import leaves_with_paths
 
-    a, e = dict(_leaves(actual)), dict(_leaves(expected))
+    a, e = dict(leaves_with_paths(actual)), dict(leaves_with_paths(expected))
     groups = args[3]
     if set(a) != set(e):
         if any(p.startswith(g + "/") for p in a for g in groups):

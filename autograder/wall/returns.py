@@ -14,7 +14,7 @@ import numpy as np
 _KIND_NAMES = {"f": "floating", "i": "integer", "u": "unsigned integer", "b": "boolean"}
 
 
-def _type_name(value, detail: bool = True) -> str:
+def type_name(value, detail: bool = True) -> str:
     """What the learner returned. Without ``detail`` (hidden cases) no shape or dtype is shown: a
     returned value's shape can mirror a hidden input."""
     from autograder.wall.codec import JaxArray
@@ -26,7 +26,8 @@ def _type_name(value, detail: bool = True) -> str:
     return type(value).__name__
 
 
-def _is_int(v) -> bool:
+def is_int(v) -> bool:
+    """Whether ``v`` is an int as a count is: a Python int (not a bool) or a NumPy integer."""
     return (type(v) is int) or isinstance(v, np.integer)
 
 
@@ -44,7 +45,7 @@ class ArrayOf:
 
     def type_error(self, v, detail: bool = True) -> str | None:
         if not isinstance(v, np.ndarray):
-            return f"must return {self.describe}, but returned a {_type_name(v, detail)}"
+            return f"must return {self.describe}, but returned a {type_name(v, detail)}"
         if v.shape != self.shape:
             return f"must return an array of shape {self.shape}, but returned " + (
                 f"shape {v.shape}" if detail else "another shape")
@@ -93,9 +94,9 @@ def _describe(t) -> str:
 def _check(t, v, where: str, detail: bool = True) -> str | None:
     """Why ``v`` is not of type ``t``, or None. Without ``detail`` no key or length of the value
     is shown (they can mirror hidden inputs)."""
-    name = _type_name(v, detail)
+    name = type_name(v, detail)
     if t == "int":
-        if isinstance(v, (bool, np.bool_)) or not _is_int(v):
+        if isinstance(v, (bool, np.bool_)) or not is_int(v):
             hint = " (counts are whole numbers: use int(...) or //)" if isinstance(v, (float, np.floating)) else ""
             return f"{where} must be an int, but is a {name}{hint}"
         return None
@@ -175,7 +176,7 @@ class ExactArray:
         from autograder.wall.codec import JaxArray
 
         if not isinstance(v, np.ndarray) or isinstance(v, JaxArray):
-            return f"must return {self.describe}, but returned a {_type_name(v, detail)}"
+            return f"must return {self.describe}, but returned a {type_name(v, detail)}"
         return None
 
     def has_nan(self, v) -> bool:
@@ -197,10 +198,10 @@ class ExactArrays:
         from autograder.wall.codec import JaxArray
 
         if type(v) is not dict:
-            return f"must return {self.describe}, but returned a {_type_name(v, detail)}"
+            return f"must return {self.describe}, but returned a {type_name(v, detail)}"
         for k, x in v.items():
             if type(k) is not str or not isinstance(x, np.ndarray) or isinstance(x, JaxArray):
-                return f"must return {self.describe}: a key or a value is a {_type_name(x if type(k) is str else k, detail)}"
+                return f"must return {self.describe}: a key or a value is a {type_name(x if type(k) is str else k, detail)}"
         return None
 
     def has_nan(self, v) -> bool:
@@ -222,13 +223,13 @@ class ResumedRun:
 
     def type_error(self, v, detail: bool = True) -> str | None:
         if type(v) is not tuple or len(v) != 2:
-            return f"must return {self.describe}, but returned a {_type_name(v, detail)}"
+            return f"must return {self.describe}, but returned a {type_name(v, detail)}"
         params, first = v
         bad = ExactArrays(self.describe).type_error(params, detail)
         if bad:
             return bad
-        if isinstance(first, (bool, np.bool_)) or not _is_int(first):
-            return f"must return {self.describe}: first_step is a {_type_name(first, detail)}"
+        if isinstance(first, (bool, np.bool_)) or not is_int(first):
+            return f"must return {self.describe}: first_step is a {type_name(first, detail)}"
         return None
 
     def has_nan(self, v) -> bool:
@@ -311,10 +312,12 @@ def _close(a, e) -> bool:
     return a == e
 
 
-def _leaves(tree, prefix=""):
+def leaves_with_paths(tree, prefix=""):
+    """``(path, leaf)`` for every leaf of nested dicts, in order, its keys joined by "/"
+    (``"params/layer0/kernel"``); anything that is not a dict is a leaf."""
     if isinstance(tree, dict):
         for k, v in tree.items():
-            yield from _leaves(v, f"{prefix}/{k}" if prefix else str(k))
+            yield from leaves_with_paths(v, f"{prefix}/{k}" if prefix else str(k))
     else:
         yield prefix, tree
 
@@ -332,16 +335,16 @@ class RestoredTree:
         from autograder.wall.codec import JaxArray
 
         if type(v) is not dict:
-            return f"must return {self.describe}, but returned a {_type_name(v, detail)}"
-        for path, leaf in _leaves(v):
+            return f"must return {self.describe}, but returned a {type_name(v, detail)}"
+        for path, leaf in leaves_with_paths(v):
             if not isinstance(leaf, JaxArray):
                 return (f"must return {self.describe}, but {repr(path) if detail else 'an array'} is a "
-                        f"{_type_name(leaf, detail)}: restore onto "
+                        f"{type_name(leaf, detail)}: restore onto "
                         "the devices, with a target sharding, instead of converting to NumPy")
         return None
 
     def has_nan(self, v) -> bool:
-        return any(np.isnan(np.asarray(leaf, np.float64)).any() for _, leaf in _leaves(v)
+        return any(np.isnan(np.asarray(leaf, np.float64)).any() for _, leaf in leaves_with_paths(v)
                    if np.asarray(leaf).dtype.kind == "f")
 
     def check_example(self, args, real_args, got) -> str | None:
@@ -369,7 +372,7 @@ class RestoredTree:
         return None
 
     def equal(self, actual, expected) -> bool:
-        a, e = dict(_leaves(actual)), dict(_leaves(expected))
+        a, e = dict(leaves_with_paths(actual)), dict(leaves_with_paths(expected))
         return set(a) == set(e) and all(
             a[k].dtype == e[k].dtype and a[k].shape == e[k].shape and np.array_equal(np.asarray(a[k]), np.asarray(e[k]))
             and a[k].placement == e[k].placement for k in e)
@@ -391,8 +394,8 @@ class ServedTree(RestoredTree):
         from autograder.wall.codec import ArrayDigest
 
         if type(v) is not dict:
-            return f"must return {self.describe}, but returned a {_type_name(v, detail)}"
-        for path, leaf in _leaves(v):
+            return f"must return {self.describe}, but returned a {type_name(v, detail)}"
+        for path, leaf in leaves_with_paths(v):
             if not (isinstance(leaf, ArrayDigest) and leaf.jax):
                 return (f"must return {self.describe}, but {repr(path) if detail else 'an array'} is not a jax.Array: "
                         "restore onto the devices, with a target sharding")
@@ -402,7 +405,7 @@ class ServedTree(RestoredTree):
         return False  # (digests: NaNs show as wrong values)
 
     def equal(self, actual, expected) -> bool:
-        a, e = dict(_leaves(actual)), dict(_leaves(expected))
+        a, e = dict(leaves_with_paths(actual)), dict(leaves_with_paths(expected))
         return set(a) == set(e) and all(a[k].same(e[k]) for k in e)
 
     def check_example(self, args, real_args, got) -> str | None:
@@ -525,19 +528,19 @@ class ArrayTree:
 
     def type_error(self, v, detail: bool = True) -> str | None:
         if type(v) is not dict:
-            return f"must return {self.describe}, but returned a {_type_name(v, detail)}"
-        for path, leaf in _leaves(v):
+            return f"must return {self.describe}, but returned a {type_name(v, detail)}"
+        for path, leaf in leaves_with_paths(v):
             if not isinstance(leaf, (np.ndarray, np.generic)):
                 return (f"must return {self.describe}, but {repr(path) if detail else 'a leaf'} is a "
-                        f"{_type_name(leaf, detail)}")
+                        f"{type_name(leaf, detail)}")
         return None
 
     def has_nan(self, v) -> bool:
         return False  # (NaNs are values like any other here: compared by their bytes)
 
     def equal(self, actual, expected) -> bool:
-        a = {k: np.asarray(v) for k, v in _leaves(actual)}
-        e = {k: np.asarray(v) for k, v in _leaves(expected)}
+        a = {k: np.asarray(v) for k, v in leaves_with_paths(actual)}
+        e = {k: np.asarray(v) for k, v in leaves_with_paths(expected)}
         return set(a) == set(e) and all(
             a[k].dtype == e[k].dtype and a[k].shape == e[k].shape
             and np.ascontiguousarray(a[k]).tobytes() == np.ascontiguousarray(e[k]).tobytes() for k in e)
@@ -552,15 +555,15 @@ class MigratedTree(ArrayTree):
         ckpt, target, rename, new = args
         saved = ckpt.values()
         source = {rename.get(path, path): path for path in saved if rename.get(path, path) is not None}
-        want = {path: saved[source[path]] if path in source else np.asarray(new[path]) for path, _ in _leaves(target)}
+        want = {path: saved[source[path]] if path in source else np.asarray(new[path]) for path, _ in leaves_with_paths(target)}
         import jax
 
         if type(got) is not dict:
-            return f"must return {self.describe}, but returned a {_type_name(got)}"
-        for path, leaf in _leaves(got):
+            return f"must return {self.describe}, but returned a {type_name(got)}"
+        for path, leaf in leaves_with_paths(got):
             if not isinstance(leaf, (np.ndarray, np.generic, jax.Array)):
-                return f"{path!r} is a {_type_name(leaf)}, not an array"
-        have = {path: np.asarray(leaf) for path, leaf in _leaves(got)}
+                return f"{path!r} is a {type_name(leaf)}, not an array"
+        have = {path: np.asarray(leaf) for path, leaf in leaves_with_paths(got)}
         if set(have) != set(want):
             return f"must return the target's leaves {sorted(want)}, got {sorted(have)}"
         for path, value in want.items():
@@ -617,11 +620,11 @@ class UnstackedTree(WrittenTree):
             return ("wrote no checkpoint the grader could restore in out_dir: save with Orbax into out_dir itself (with "
                     "orbax.checkpoint.v1's partial save, finalize it)")
         if type(v) is not dict:
-            return f"must write {self.describe}, but it restored as a {_type_name(v, detail)}"
-        for path, leaf in _leaves(v):
+            return f"must write {self.describe}, but it restored as a {type_name(v, detail)}"
+        for path, leaf in leaves_with_paths(v):
             if not (isinstance(leaf, ArrayDigest) and leaf.jax):
                 return (f"must write {self.describe}, but {repr(path) if detail else 'an array'} was saved as a "
-                        f"{'NumPy array' if isinstance(leaf, ArrayDigest) else _type_name(leaf, detail)}: it restores "
+                        f"{'NumPy array' if isinstance(leaf, ArrayDigest) else type_name(leaf, detail)}: it restores "
                         "on no device. Save jax.Arrays placed with NamedSharding(mesh, spec)")
         return None
 
@@ -636,7 +639,7 @@ class UnstackedTree(WrittenTree):
         ckpt = args[0]
         values = ckpt.values()
         try:
-            written = dict(_leaves(dict(ocp.load(out_dir))))
+            written = dict(leaves_with_paths(dict(ocp.load(out_dir))))
         except Exception as exc:  # noqa: BLE001 - shown to the learner, in their own kernel
             return f"no checkpoint could be restored from out_dir ({type(exc).__name__}: {str(exc)[:200]})"
         want = {}
