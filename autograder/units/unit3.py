@@ -7,7 +7,8 @@ from __future__ import annotations
 from autograder.declarations import CONVENTIONS, Example, Problem, Unit
 from autograder.wall.codec import MeshArg, SpecArg
 from autograder.wall.files import CheckpointArg
-from autograder.wall.returns import RestoredTree, Struct
+from autograder.wall.problem_returns import RestoredTree
+from autograder.wall.returns import Struct
 
 UNIT = Unit(
     number=3,

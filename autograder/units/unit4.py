@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from autograder.declarations import CONVENTIONS, Example, Problem, Unit
 from autograder.wall.files import SafetensorsArg
+from autograder.wall.problem_returns import SafetensorsShard
 from autograder.wall.reads import READ_SLACK
-from autograder.wall.returns import Raises, SafetensorsShard, Struct
+from autograder.wall.returns import Raises, Struct
 
 UNIT = Unit(
     number=4,

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from autograder.declarations import CONVENTIONS, Example, Problem, Unit
 from autograder.wall.files import PreemptedRootArg, RunFolder
-from autograder.wall.returns import ResumedRun, Struct
+from autograder.wall.problem_returns import ResumedRun
+from autograder.wall.returns import Struct
 
 UNIT = Unit(
     number=5,

@@ -8,7 +8,7 @@ from autograder.declarations import Example, Problem, Unit
 from autograder.wall.codec import MeshArg, SpecArg
 from autograder.wall.files import OutputFolder, SafetensorsArg, TrainingCheckpointArg
 from autograder.wall.memory import SERVING_FACTOR, SERVING_SLACK
-from autograder.wall.returns import ServedTree, WrittenTree
+from autograder.wall.problem_returns import ServedTree, WrittenTree
 
 UNIT = Unit(
     number=6,

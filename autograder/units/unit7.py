@@ -10,7 +10,8 @@ from autograder.declarations import Example, Problem, Unit
 from autograder.wall.codec import AbstractArg, MeshArg
 from autograder.wall.files import CheckpointArg, OutputFolder, TreeCheckpointArg
 from autograder.wall.memory import PLACED_FACTOR, PLACED_SLACK, UNSTACK_FACTOR, UNSTACK_SLACK
-from autograder.wall.returns import MigratedTree, PlacedTree, Raises, Struct, UnstackedTree
+from autograder.wall.problem_returns import MigratedTree, PlacedTree, UnstackedTree
+from autograder.wall.returns import Raises, Struct
 
 UNIT = Unit(
     number=7,
