@@ -392,12 +392,19 @@ def test_argument_tree_walkers():
 def test_the_paths_learners_and_existing_course_configs_import_still_exist():
     """Learner notebooks and instructors' nbgrader_config.py files import these by name."""
     from autograder.drills import drill
-    from autograder.nbgrader_course import AUTOGRADE_PREPROCESSORS, SANITIZE_PREPROCESSORS, grade_cell
+    from autograder.nbgrader_course import (
+        AUTOGRADE_PREPROCESSORS,
+        SANITIZE_PREPROCESSORS,
+        GradeInSandbox,
+        grade_cell,
+        quiet_known_warnings,
+    )
     from autograder.notebook import problem
     from autograder.progress import show_progress
 
     assert callable(problem) and callable(drill) and callable(show_progress) and callable(grade_cell)
-    assert AUTOGRADE_PREPROCESSORS and SANITIZE_PREPROCESSORS
+    assert AUTOGRADE_PREPROCESSORS and SANITIZE_PREPROCESSORS and callable(quiet_known_warnings)
+    assert GradeInSandbox in AUTOGRADE_PREPROCESSORS
 
 
 def test_a_worker_takes_jax_only_for_code_that_imports_it():

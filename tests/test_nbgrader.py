@@ -17,7 +17,8 @@ import pytest
 
 from autograder import registry
 from autograder.engine.grade import grade
-from autograder.nbgrader_course import grading_cell_source, source_notebook, write_course
+from autograder.nbgrader_cell import grading_cell_source
+from autograder.nbgrader_course import source_notebook, write_course
 from solutions import unit1
 from tests.leaks import hidden_code_windows, solution_windows, tree_windows
 from tests.nbgrader_work import reference_answers, submit, wrong_answer
@@ -220,7 +221,7 @@ def test_a_notebook_without_test_cells_is_graded_by_function_name(course):
 
 
 def test_autograding_refuses_without_the_strict_level(monkeypatch):
-    from autograder.nbgrader_course import GradeInSandbox
+    from autograder.nbgrader_autograde import GradeInSandbox
     from autograder.sandbox import outside
 
     monkeypatch.setattr(outside, "strict_missing", lambda: ("Landlock ABI 0 (a test)",))
@@ -244,7 +245,7 @@ def test_a_feedback_leak_would_be_found(course, tmp_path):
 def test_grade_cell_runs_the_public_examples_where_hidden_tests_are_absent(monkeypatch, capsys):
     # A learner running a test cell in a class environment without the hidden tests.
     from autograder import release
-    from autograder.nbgrader_course import NotFullMarks, grade_cell
+    from autograder.nbgrader_cell import NotFullMarks, grade_cell
 
     monkeypatch.setattr(release, "hidden_tests_available", lambda: False)
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
@@ -257,6 +258,19 @@ def test_grade_cell_runs_the_public_examples_where_hidden_tests_are_absent(monke
         grade_cell("1.3")
     lines = err.value._render_traceback_()  # what IPython shows: the message, no grader traceback
     assert lines[0].startswith("[Incorrect] 1.3 param_bytes") and "hidden tests run when" in lines[-1]
+
+
+def test_a_learner_kernel_running_a_test_cell_loads_neither_nbgrader_nor_nbconvert():
+    """A test cell imports grade_cell from autograder.nbgrader_course, which also re-exports the
+    autograding names older nbgrader_config.py files import: those load only when asked for."""
+    code = ("import sys; from autograder.nbgrader_course import grade_cell; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'nbgrader', 'nbconvert'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", (out.stdout, out.stderr[-2000:])
+    # ...which the check would see: a course's config loads both.
+    code = code.replace("import grade_cell;", "import grade_cell, AUTOGRADE_PREPROCESSORS;")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "['nbconvert', 'nbgrader']", (out.stdout, out.stderr[-2000:])
 
 
 def test_public_checks_step_aside_while_nbgrader_autogrades(monkeypatch):
