@@ -18,7 +18,7 @@ Two levels (see SECURITY.md):
 
 Both levels keep the memory, file-size, core-dump and time limits. Everything here runs in the
 worker process *before* any learner code, while it is single-threaded; the module imports only
-the standard library.
+the standard library and :mod:`autograder.limits` (which imports nothing).
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ import struct
 import sys
 from dataclasses import dataclass, field
 
+from autograder.limits import MAX_TASKS, SCRATCH_BYTES, SCRATCH_INODES
+
 STRICT, BASIC = "strict", "basic"
-MAX_TASKS = 400  # processes and threads of one worker (JAX on 16 devices runs about 45 threads)
 # The real uid a root grader's worker takes before its namespaces: the kernel never applies
 # RLIMIT_NPROC to a process whose real uid is the machine's root, even inside a user namespace.
 # Its effective uid (and so its file access) stays the grader's; the count is per user namespace,
@@ -65,10 +66,6 @@ _ABI_CAP = "CKPT_TEST_LANDLOCK_ABI"
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = \
     0x00020000, 0x08000000, 0x10000000, 0x20000000, 0x40000000
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 1 << 18
-# A strict worker writes only its scratch folder: a tmpfs of its own (its mount namespace's), so
-# filling a disk or its inodes costs that worker only, and the pages are the worker's memory.
-SCRATCH_BYTES = 512 * 2**20
-SCRATCH_INODES = 20_000
 PR_SET_PDEATHSIG, PR_SET_SECCOMP, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 22, 24, 38
 _CAP_LAST = 63
 

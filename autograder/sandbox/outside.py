@@ -22,14 +22,17 @@ import uuid
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 
-from autograder.limits import DEFAULT_TIMEOUT
+from autograder.limits import (
+    DEFAULT_FILE_BYTES,
+    DEFAULT_MEMORY,
+    DEFAULT_TIMEOUT,
+    JOIN_MARGIN,
+    SCRATCH_DEPTH,
+    WALL_FACTOR,
+)
 from autograder.sandbox import inside, jail, wire, zygote
 from autograder.wall import codec
 
-JOIN_MARGIN = 30.0  # seconds past the clock cap before wait() gives up on the drive (a grader bug)
-WALL_FACTOR = 2.0  # a tree that used less CPU time than that may go on this many times as long
-DEFAULT_MEMORY = 4 * 2**30
-DEFAULT_FILE_BYTES = 256 * 2**20
 STRICT, BASIC, AUTO = jail.STRICT, jail.BASIC, "auto"
 NO_CODE_RAN = "none (no learner code ran)"
 _ERROR_KINDS = ("exception", "memory", "not_implemented", "setup", "bad_return", "devices")
@@ -837,9 +840,6 @@ class Worker:
 
 
 SCRATCH_POLL = 0.05
-
-
-SCRATCH_DEPTH = 64  # folders nested deeper than this in a scratch folder count as over its limits
 
 
 def scratch_over(top: str, max_bytes: int, max_inodes: int) -> bool:
