@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autograder.limits import DEFAULT_TIMEOUT
+
+if TYPE_CHECKING:
+    from autograder.wall.returns import ReturnSpec
 
 # How the layout problems (Units 2 to 4) name meshes and specs: appended to their statements.
 CONVENTIONS = (
@@ -56,7 +59,7 @@ class Problem:
     points: int
     title: str
     statement: str
-    returns: Any
+    returns: ReturnSpec  # what the function must return, and how a return is judged
     hints: tuple[str, ...]
     examples: tuple[Example, ...]
     timeout: float = DEFAULT_TIMEOUT  # seconds for all of this problem's cases, worker start-up included

@@ -154,7 +154,7 @@ class ProblemHandle:
             except Exception as exc:  # noqa: BLE001 - show the learner their own traceback
                 tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next))
                 return CheckResult(p, "error", f"example {i} raised {type(exc).__name__}: {exc}", tb[-3000:])
-            if hasattr(p.returns, "check_example"):  # checked from the example's own arguments
+            if p.returns.checks_examples:  # checked from the example's own arguments
                 bad = p.returns.check_example(ex.args, real_args, got)
                 if bad:
                     return CheckResult(p, "incorrect", f"example {i}: {bad}.", ex.note)

@@ -102,6 +102,18 @@ def test_every_way_a_run_can_end(setup, run, status, category, says):
     assert got[:2] == (status, category) and says in got[2], got
 
 
+def test_every_return_spec_keeps_the_contract():
+    """Each problem's return spec is a ReturnSpec (built: none lacks a required member), says what it
+    wants in words, and checks its public examples from their own arguments exactly where it says
+    so (its own check_example where checks_examples, the contract's default elsewhere)."""
+    from autograder.wall.returns import ReturnSpec
+
+    for p in registry.PROBLEMS:
+        spec = p.returns
+        assert isinstance(spec, ReturnSpec) and isinstance(spec.describe, str) and spec.describe, p.id
+        assert spec.checks_examples == (type(spec).check_example is not ReturnSpec.check_example), p.id
+
+
 def test_an_error_names_its_dimension_however_it_is_written():
     """2.1's statement asks for a message naming the dimension by its index; common ways of writing
     that are all read as naming it (before, 'axis=1', 'dimension #1' and 'global_shape[1]' scored 0),

@@ -13,13 +13,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autograder.wall.returns import ArrayTree, ExactArray, ExactArrays, is_int, leaves_with_paths, type_name
+from autograder.wall.returns import (
+    ArrayTree,
+    ExactArray,
+    ExactArrays,
+    ReturnSpec,
+    exact_arrays_error,
+    is_int,
+    leaves_with_paths,
+    type_name,
+)
 
 
 @dataclass(frozen=True)
-class RestoredTree:
+class RestoredTree(ReturnSpec):
     """A restored pytree (nested dicts) of jax.Arrays: values, dtype, sharding and the shard on each
     device must all match."""
+
+    checks_examples = True
 
     @property
     def describe(self) -> str:
@@ -76,6 +87,8 @@ class RestoredTree:
 class SafetensorsShard(ExactArray):
     """A shard read from a safetensors file: checked against the file's own values."""
 
+    checks_examples = True
+
     def check_example(self, args, real_args, got) -> str | None:
         arg, name, bounds = args
         want = arg.values()[name][tuple(slice(start, stop) for start, stop in bounds)]
@@ -91,19 +104,23 @@ class SafetensorsShard(ExactArray):
 
 
 @dataclass(frozen=True)
-class ResumedRun:
+class ResumedRun(ReturnSpec):
     """What a run of problem 5.3 returns: ``(params, first_step)``, the parameters (compared bit
     for bit with a run never interrupted, the expected value) and the step this run started
     training from (held by the hidden tests against where the grader saw it should resume)."""
 
-    describe: str = ("a tuple (params, first_step): params a dict from each parameter's path (str) to its value "
-                     "(np.ndarray), first_step an int")
+    checks_examples = True
+
+    @property
+    def describe(self) -> str:
+        return ("a tuple (params, first_step): params a dict from each parameter's path (str) to its value "
+                "(np.ndarray), first_step an int")
 
     def type_error(self, v, detail: bool = True) -> str | None:
         if type(v) is not tuple or len(v) != 2:
             return f"must return {self.describe}, but returned a {type_name(v, detail)}"
         params, first = v
-        bad = ExactArrays(self.describe).type_error(params, detail)
+        bad = exact_arrays_error(params, self.describe, detail)
         if bad:
             return bad
         if isinstance(first, (bool, np.bool_)) or not is_int(first):
@@ -277,8 +294,10 @@ class PlacedTree(ServedTree):
 
 @dataclass(frozen=True)
 class MigratedTree(ArrayTree):
-    """Problem 7.2's migrated model: :class:`~autograder.wall.returns.ArrayTree`, its public examples checked from their own
-    arguments (the saved values renamed, and ``new``'s)."""
+    """Problem 7.2's migrated model: :class:`~autograder.wall.returns.ArrayTree`, its public
+    examples checked from their own arguments (the saved values renamed, and ``new``'s)."""
+
+    checks_examples = True
 
     def check_example(self, args, real_args, got) -> str | None:
         ckpt, target, rename, new = args

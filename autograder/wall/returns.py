@@ -3,18 +3,73 @@
 These are public (the problem statements say the same); the grader checks the type before it
 compares values, so an object that pretends to equal everything earns nothing.
 
-The generic specs are here; those written for one problem (a checkpoint's contents, each checked
-from a public example's own arguments) are in :mod:`autograder.wall.problem_returns`.
+Every spec keeps one contract, :class:`ReturnSpec`. The generic specs are here; those written for
+one problem (a checkpoint's contents, each checked from a public example's own arguments) are in
+:mod:`autograder.wall.problem_returns`.
 """
 
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from dataclasses import dataclass
+from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
 _KIND_NAMES = {"f": "floating", "i": "integer", "u": "unsigned integer", "b": "boolean"}
+
+
+@runtime_checkable
+class ReturnSpec(Protocol):
+    """What a problem's function must return, and how a return is judged: the contract of every
+    return spec (``Problem.returns``).
+
+    The judge (:mod:`autograder.engine.judge`) takes a worker's answer, plain data decoded on the
+    grader's side (see :mod:`autograder.wall.codec`), and asks in this order: :meth:`type_error`
+    (``detail=False``: a hidden case's return is never described), :meth:`has_nan`, then
+    :meth:`equal` against the expected value. The notebook's check (:mod:`autograder.notebook`) asks
+    the same of a public example's return, with ``detail``; or, where :attr:`checks_examples`, only
+    :meth:`check_example`, which judges the example from its own arguments (the checkpoint it
+    restores, the file it reads: no expected value, no reference).
+
+    Every spec subclasses this explicitly, as a frozen dataclass: it inherits the optional part's
+    defaults (:attr:`checks_examples` False, :meth:`check_example` None), and a spec without one of
+    the required members cannot be built.
+    """
+
+    # Whether a public example is judged by check_example, from its own arguments, in place of
+    # type_error, has_nan and equal against the example's expected value.
+    checks_examples: ClassVar[bool] = False
+
+    @property
+    @abstractmethod
+    def describe(self) -> str:
+        """What the function must return, in words: messages read "must return <describe>"."""
+
+    @abstractmethod
+    def type_error(self, v, detail: bool = True) -> str | None:
+        """Why ``v`` is not of the type asked, as a message to follow the function's name ("must
+        return ..."), or None. Without ``detail`` (hidden cases) no shape, dtype, key or length of
+        ``v`` is shown: they can mirror a hidden input. Checked before any value is compared, so
+        that an object that pretends to equal everything earns nothing."""
+
+    @abstractmethod
+    def has_nan(self, v) -> bool:
+        """Whether ``v`` (of the right type) holds a NaN that is a mistake of its own (a 0/0), told
+        apart from a wrong value; False where NaN is a value like any other."""
+
+    @abstractmethod
+    def equal(self, actual, expected) -> bool:
+        """Whether ``actual`` (of the right type) is right, against ``expected`` (the reference's
+        return, or a public example's expected value)."""
+
+    def check_example(self, args, real_args, got) -> str | None:
+        """What is wrong with ``got``, the return of a public example, or None: ``args`` are the
+        example's arguments as declared, ``real_args`` what the function was called with (files
+        written, meshes and specs built). Runs in the learner's kernel, on real arrays. Asked only
+        where :attr:`checks_examples`; by default there is nothing to say."""
+        return None
 
 
 def type_name(value, detail: bool = True) -> str:
@@ -35,7 +90,7 @@ def is_int(v) -> bool:
 
 
 @dataclass(frozen=True)
-class ArrayOf:
+class ArrayOf(ReturnSpec):
     """A NumPy or JAX array of a fixed shape whose dtype is of the given kind."""
 
     shape: tuple
@@ -170,10 +225,12 @@ def _plain(v):
 
 
 @dataclass(frozen=True)
-class ExactArray:
+class ExactArray(ReturnSpec):
     """A NumPy array whose dtype, shape and values must all equal the expected array's exactly."""
 
-    describe: str = "a NumPy array (np.ndarray) with the tensor's dtype"
+    @property
+    def describe(self) -> str:
+        return "a NumPy array (np.ndarray) with the tensor's dtype"
 
     def type_error(self, v, detail: bool = True) -> str | None:
         from autograder.wall.codec import JaxArray
@@ -190,22 +247,30 @@ class ExactArray:
                 and np.array_equal(actual, expected, equal_nan=actual.dtype.kind == "f"))
 
 
+def exact_arrays_error(v, describe: str, detail: bool = True) -> str | None:
+    """:meth:`ExactArrays.type_error`, its messages saying "must return <describe>": for a spec
+    whose return holds such a dict (a resumed run's parameters)."""
+    from autograder.wall.codec import JaxArray
+
+    if type(v) is not dict:
+        return f"must return {describe}, but returned a {type_name(v, detail)}"
+    for k, x in v.items():
+        if type(k) is not str or not isinstance(x, np.ndarray) or isinstance(x, JaxArray):
+            return f"must return {describe}: a key or a value is a {type_name(x if type(k) is str else k, detail)}"
+    return None
+
+
 @dataclass(frozen=True)
-class ExactArrays:
+class ExactArrays(ReturnSpec):
     """A dict from names to NumPy arrays, each equal to the expected one exactly (dtype, shape and
     every bit): a training run's parameters, against a run that was never interrupted."""
 
-    describe: str = "a dict from each parameter's path (str) to its value (np.ndarray)"
+    @property
+    def describe(self) -> str:
+        return "a dict from each parameter's path (str) to its value (np.ndarray)"
 
     def type_error(self, v, detail: bool = True) -> str | None:
-        from autograder.wall.codec import JaxArray
-
-        if type(v) is not dict:
-            return f"must return {self.describe}, but returned a {type_name(v, detail)}"
-        for k, x in v.items():
-            if type(k) is not str or not isinstance(x, np.ndarray) or isinstance(x, JaxArray):
-                return f"must return {self.describe}: a key or a value is a {type_name(x if type(k) is str else k, detail)}"
-        return None
+        return exact_arrays_error(v, self.describe, detail)
 
     def has_nan(self, v) -> bool:
         return False  # compared bit for bit below, NaN included
@@ -216,7 +281,7 @@ class ExactArrays:
 
 
 @dataclass(frozen=True)
-class Struct:
+class Struct(ReturnSpec):
     """Nested plain data of an exact type, e.g. ``("dict", "int", ("tuple", ("pair", "int")))``.
 
     Containers must be exactly the declared type (a list is not a tuple); NumPy integers count as
@@ -262,7 +327,7 @@ def leaves_with_paths(tree, prefix=""):
 
 
 @dataclass(frozen=True)
-class ArrayTree:
+class ArrayTree(ReturnSpec):
     """Nested dicts of arrays, NumPy or JAX (Unit 7's migrated model): every leaf's path, dtype,
     shape and bytes must match; placement is not looked at."""
 
