@@ -109,30 +109,29 @@ def assignment_id(unit: int) -> str:
 
 def source_notebook(unit: int, problems=None) -> nbformat.NotebookNode:
     """The unit's problem notebook (``problems`` of it, default all) with solutions inside
-    nbgrader's markers, nbgrader cell metadata, and a test cell after each problem's check cell."""
-    from autograder.problem_notebooks import problem_notebook
+    nbgrader's markers, nbgrader cell metadata, and a test cell after each problem's check cell
+    (each found by its tag)."""
+    from autograder.problem_notebooks import problem_notebook, tag
 
     chosen = [p for p in (problems or registry.PROBLEMS) if p.unit == unit]
     nb = problem_notebook(unit, with_solutions=True, problems=chosen, audience="nbgrader")
-    problems = {f"def {p.call}:": p for p in chosen}
-    cells, current = [], None
+    answers = {tag("answer", p): p for p in chosen}
+    checks = {tag("check", p): p for p in chosen}
+    cells = []
     for cell in nb.cells:
-        src = cell.source
         cells.append(cell)
         if cell.cell_type == "markdown":
             cell.metadata["nbgrader"] = nbgrader_meta(f"{cell.id}-text", locked=True)
             continue
-        head = src.splitlines()[0] if src else ""
-        if head in problems:
-            current = problems[head]
-            cell.metadata["nbgrader"] = nbgrader_meta(f"p{current.id.replace('.', '_')}-answer", solution=True)
-        elif current is not None and ".check()" in src:
-            test = new_code_cell(grading_cell_source(current))
+        tags = cell.metadata.get("tags", [])
+        for p in (answers[t] for t in tags if t in answers):
+            cell.metadata["nbgrader"] = nbgrader_meta(f"p{p.id.replace('.', '_')}-answer", solution=True)
+        for p in (checks[t] for t in tags if t in checks):
+            test = new_code_cell(grading_cell_source(p))
             test.id = f"{cell.id}-test"
-            test.metadata["nbgrader"] = nbgrader_meta(f"p{current.id.replace('.', '_')}-tests", grade=True,
-                                                       locked=True, points=current.points)
+            test.metadata["nbgrader"] = nbgrader_meta(f"p{p.id.replace('.', '_')}-tests", grade=True,
+                                                       locked=True, points=p.points)
             cells.append(test)
-            current = None
     graded = [c for c in cells if c.metadata.get("nbgrader", {}).get("grade")]
     assert len(graded) == len(chosen), "every problem needs its test cell"
     nb.cells = cells

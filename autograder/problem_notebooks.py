@@ -2,6 +2,11 @@
 
 ``python -m autograder notebooks`` rewrites ``problems/*.ipynb``; a test checks the committed
 notebooks equal what this module builds. Issue-6 exports reuse :func:`problem_notebook`.
+
+Each problem's own cells carry a Jupyter cell tag (``cell.metadata["tags"]``) naming it: its
+function (``answer-1.1``), its check (``check-1.1``) and its commented hint call (``hint-1.1``).
+Whatever reads these notebooks finds our cells by those tags (:func:`tag`, :func:`tagged`), not
+by their text.
 """
 
 from __future__ import annotations
@@ -31,6 +36,25 @@ METADATA = {
 
 def _var(p: registry.Problem) -> str:
     return "q" + p.id.replace(".", "_")
+
+
+TAG_KINDS = ("answer", "check", "hint")
+
+
+def tag(kind: str, p: registry.Problem) -> str:
+    """The tag of problem ``p``'s cell of ``kind`` (one of :data:`TAG_KINDS`): ``answer-1.1``."""
+    assert kind in TAG_KINDS, kind
+    return f"{kind}-{p.id}"
+
+
+def _tagged(cell, kind: str, p: registry.Problem):
+    cell.metadata["tags"] = [tag(kind, p)]
+    return cell
+
+
+def tagged(nb, kind: str, p: registry.Problem):
+    """Problem ``p``'s cell of ``kind`` in ``nb``, found by its tag; None where no cell has it."""
+    return next((c for c in nb.cells if tag(kind, p) in c.get("metadata", {}).get("tags", [])), None)
 
 
 def stub_source(p: registry.Problem, solution: str | None = None) -> str:
@@ -100,10 +124,10 @@ def problem_notebook(unit: int, with_solutions: bool = False, problems=None,
         v = _var(p)
         cells += [
             new_markdown_cell(f"## Problem {p.id} ({p.points} points): {p.title}\n\n`{p.call}`\n\n{p.statement}"),
-            new_code_cell(stub_source(p, solution_body(p) if with_solutions else None)),
-            new_code_cell(f'{v} = problem("{p.id}")\n{v}.check()'),
+            _tagged(new_code_cell(stub_source(p, solution_body(p) if with_solutions else None)), "answer", p),
+            _tagged(new_code_cell(f'{v} = problem("{p.id}")\n{v}.check()'), "check", p),
             new_markdown_cell(f"Stuck? `{v}.hint()` shows the next hint ({len(p.hints)} in all)."),
-            new_code_cell(f"# {v}.hint()"),
+            _tagged(new_code_cell(f"# {v}.hint()"), "hint", p),
         ]
     cells.append(new_markdown_cell(f"## Done?\n\n{_DONE[audience]}"))
     nb = new_notebook(cells=cells, metadata=METADATA)

@@ -3,10 +3,11 @@
 A problem is complete with: its declaration in the registry (statement, at least two hints, a
 public example), hidden cases, a reference solution, at least four curated wrong answers (and
 their imports), at least three curated right answers unlike the reference (and their imports),
-its stub in the unit's problem notebook. A unit is complete with: its record
-(title, introduction, its notebook's import cell, the lesson and how many figures it draws), at
-least one drill, libraries the sandbox knows (``autograder/wall/libraries.py``) for its imports,
-and its row in the README's unit table with the registry's problem and point counts.
+its stub in the unit's problem notebook (the cell tagged ``answer-<id>``). A unit is complete
+with: its record (title, introduction, its notebook's import cell, the lesson and how many
+figures it draws), at least one drill, libraries the sandbox knows
+(``autograder/wall/libraries.py``) for its imports, and its row in the README's unit table with
+the registry's problem and point counts.
 
 ``missing(parts)`` names each gap ("2.7 reference: no orbax_thing in solutions/unit2.py");
 ``parts`` holds where each kind of part is looked up, so a test can take one away and watch the
@@ -22,7 +23,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import nbformat
+
 from autograder import registry
+from autograder.problem_notebooks import tagged
 from autograder.wall.libraries import LIBRARIES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,7 +148,7 @@ def _readme_rows(readme: str) -> dict[int, tuple[int, int]]:
 def missing(parts: Parts | None = None) -> list[str]:
     parts = parts or Parts()
     gaps = []
-    notebooks: dict[str, str] = {}
+    notebooks: dict[str, nbformat.NotebookNode | None] = {}
     for p in parts.problems:
         where = f"{p.id} {p.function}"
         if not p.statement or len(p.hints) < MIN_HINTS or not p.examples:
@@ -175,8 +179,9 @@ def missing(parts: Parts | None = None) -> list[str]:
         notebook = registry.UNITS[p.unit].notebook
         path = parts.root / "problems" / notebook
         if notebook not in notebooks:
-            notebooks[notebook] = path.read_text() if path.exists() else ""
-        if f"def {p.function}(" not in notebooks[notebook]:
+            notebooks[notebook] = nbformat.read(str(path), as_version=4) if path.exists() else None
+        stub = tagged(notebooks[notebook], "answer", p) if notebooks[notebook] else None  # the cell by its tag
+        if stub is None or f"def {p.function}(" not in stub.source:
             gaps.append(f"{where} notebook: no stub in problems/{notebook} (python -m autograder notebooks)")
     readme = (parts.root / "README.md").read_text()
     rows = _readme_rows(readme)

@@ -131,12 +131,11 @@ def test_a_failing_top_level_import_costs_only_what_uses_it(grade_code):
 def test_syntax_error_in_one_cell_keeps_the_others(tmp_path, root):
     import nbformat
 
-    from autograder.problem_notebooks import problem_notebook
+    from autograder.problem_notebooks import problem_notebook, tagged
 
     nb = problem_notebook(1, with_solutions=True)
-    for cell in nb.cells:
-        if cell.cell_type == "code" and cell.source.startswith("def param_bytes"):
-            cell.source = cell.source.replace("itemsize = ", "itemsize = = ")
+    cell = tagged(nb, "answer", registry.get("1.3"))
+    cell.source = cell.source.replace("itemsize = ", "itemsize = = ")
     path = tmp_path / "nb.ipynb"
     nbformat.write(nb, str(path))
     report = grading.grade([path], "nb-syntax")
@@ -252,14 +251,14 @@ def test_same_learner_same_cases_other_learner_other_cases():
 
 
 def test_every_hidden_category_has_a_message_and_cases_are_plain_data():
-    from autograder.wall import codec
+    from autograder.wall import codec, kinds
 
     for p in registry.PROBLEMS:
         hidden, cases = grading.hidden_cases(p, "someone")
         assert {c.category for c in cases} - {"public"} <= set(hidden.messages)
         for c in cases:  # what crosses to the worker: a file argument as the path it is written to (every
             # hidden case's files are written in test_references, by the references' own type check)
-            crossing = codec.map_leaves(c.args, lambda leaf: "/w/ckpt" if isinstance(leaf, files.FILE_KINDS) else leaf)
+            crossing = codec.map_leaves(c.args, lambda leaf: "/w/ckpt" if isinstance(leaf, kinds.FILE_KINDS) else leaf)
             assert codec.loads(codec.dumps(crossing)) is not None
 
 

@@ -19,6 +19,7 @@ from autograder import registry
 from autograder.engine.grade import grade
 from autograder.nbgrader_cell import grading_cell_source
 from autograder.nbgrader_course import source_notebook, write_course
+from autograder.problem_notebooks import tagged
 from solutions import unit1
 from tests.leaks import hidden_code_windows, solution_windows, tree_windows
 from tests.nbgrader_work import reference_answers, submit, wrong_answer
@@ -79,10 +80,8 @@ def course(tmp_path_factory):
     # fay submits the notebook the README points learners to (problems/, no nbgrader cells at all):
     # one right answer, one curated wrong answer, two stubs.
     repo_nb = nbformat.read(str(ROOT / "problems" / NOTEBOOK), as_version=4)
-    for cell in repo_nb.cells:
-        for pid, answer in (("1.1", ref["1.1"]), ("1.2", wrong_answer("1.2"))):
-            if cell.cell_type == "code" and cell.source.startswith(f"def {registry.get(pid).function}("):
-                cell.source = answer
+    for pid, answer in (("1.1", ref["1.1"]), ("1.2", wrong_answer("1.2"))):
+        tagged(repo_nb, "answer", registry.get(pid)).source = answer
     (course / "submitted" / "fay" / f"unit{UNIT}").mkdir(parents=True)
     nbformat.write(repo_nb, str(course / "submitted" / "fay" / f"unit{UNIT}" / NOTEBOOK))
     out = nbgrader(course, "autograde", f"unit{UNIT}")
@@ -105,6 +104,21 @@ def test_source_notebooks_are_valid_nbgrader_notebooks():
         assert all("### BEGIN SOLUTION" in c.source and "### END SOLUTION" in c.source for c in answers)
         ids = [c.metadata.nbgrader.grade_id for c in nb.cells if "nbgrader" in c.metadata]
         assert len(ids) == len(set(ids))
+
+
+def test_each_problems_cells_are_tagged_once():
+    """The course writer finds a problem's answer and check cells by their tags: each problem
+    notebook tags exactly one cell of each kind per problem, the answer defining its function."""
+    from autograder.problem_notebooks import TAG_KINDS, problem_notebook, tag
+
+    for unit in registry.units():
+        nb = problem_notebook(unit)
+        tags = [t for c in nb.cells for t in c.metadata.get("tags", [])]
+        problems = [p for p in registry.PROBLEMS if p.unit == unit]
+        assert sorted(tags) == sorted(tag(kind, p) for p in problems for kind in TAG_KINDS)
+        for p in problems:
+            assert tagged(nb, "answer", p).source.startswith(f"def {p.call}:")
+            assert tagged(nb, "check", p).source.endswith(".check()")
 
 
 def test_course_keeps_the_instructors_config(tmp_path):
@@ -347,9 +361,7 @@ def test_validate_reports_what_the_checks_say(tmp_path):
     from autograder.problem_notebooks import problem_notebook
 
     nb = nbformat.read(str(ROOT / "problems" / NOTEBOOK), as_version=4)
-    for cell in nb.cells:
-        if cell.cell_type == "code" and cell.source.startswith("def dense_checkpoint_accounting("):
-            cell.source = wrong_answer("1.1")
+    tagged(nb, "answer", registry.get("1.1")).source = wrong_answer("1.1")
     nbformat.write(nb, str(tmp_path / "wrong.ipynb"))
     nbformat.write(problem_notebook(UNIT, with_solutions=True), str(tmp_path / "solved.ipynb"))
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
