@@ -272,12 +272,12 @@ def cmd_progress(args) -> int:
 
 
 def cmd_isolation(args) -> int:
-    from autograder.sandbox import jail
+    from autograder.sandbox import landlock
     from autograder.sandbox.outside import guarantees, resolve
 
     level = resolve("auto")
-    abi, why = jail.landlock_status()
-    print(f"Landlock ABI: {abi} (strict needs {jail.STRICT_LANDLOCK_ABI}; 4 adds TCP rules and 6 signal rules, "
+    abi, why = landlock.landlock_status()
+    print(f"Landlock ABI: {abi} (strict needs {landlock.STRICT_LANDLOCK_ABI}; 4 adds TCP rules and 6 signal rules, "
           "on top of seccomp's and the namespaces')" + (f": {why}" if why else ""))
     print(f"Level available: {level.level}")
     if level.missing:

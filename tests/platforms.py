@@ -69,10 +69,10 @@ def _docker_capabilities(libc) -> None:
 
 
 def _refuse(libc, names: dict) -> None:
-    from autograder.sandbox import jail
+    from autograder.sandbox import seccomp, syscalls
 
-    _ok(libc.prctl(jail.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    jail._seccomp(jail._seccomp_program(names, guard_pdeathsig=False, forbid_file_maps=False), libc)
+    _ok(libc.prctl(syscalls.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    seccomp.install(seccomp.program(names, guard_pdeathsig=False, forbid_file_maps=False), libc)
 
 
 def main(argv: list[str]) -> int:

@@ -261,12 +261,12 @@ def test_a_worker_slow_on_the_clock_is_not_cut_short_before_the_clock_cap(monkey
 
 _LANDLOCK_REFUSED = textwrap.dedent("""
     import errno
-    from autograder.sandbox import jail
+    from autograder.sandbox import landlock, seccomp, syscalls
 
-    jail._check(jail._libc().prctl(jail.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    jail._seccomp(jail._seccomp_program({"landlock_create_ruleset": errno.EPERM}, guard_pdeathsig=False,
-                                        forbid_file_maps=False), jail._libc())
-    print(jail.landlock_status())
+    syscalls.check(syscalls.libc().prctl(syscalls.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    seccomp.install(seccomp.program({"landlock_create_ruleset": errno.EPERM}, guard_pdeathsig=False,
+                                    forbid_file_maps=False), syscalls.libc())
+    print(landlock.landlock_status())
 """)
 
 

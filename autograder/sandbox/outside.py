@@ -30,7 +30,7 @@ from autograder.limits import (
     SCRATCH_DEPTH,
     WALL_FACTOR,
 )
-from autograder.sandbox import inside, jail, wire, zygote
+from autograder.sandbox import inside, jail, landlock, wire, zygote
 from autograder.wall import codec
 
 STRICT, BASIC, AUTO = jail.STRICT, jail.BASIC, "auto"
@@ -145,8 +145,8 @@ def _strict_probe() -> tuple[bool, tuple, str]:
     it to run a one-line function; with namespaces of its own first, then without."""
     if sys.platform != "linux":
         return False, (f"kernel isolation needs Linux (this is {sys.platform})",), ""
-    abi, why = jail.landlock_status()
-    if abi < jail.STRICT_LANDLOCK_ABI:
+    abi, why = landlock.landlock_status()
+    if abi < landlock.STRICT_LANDLOCK_ABI:
         return False, (why,), ""
     refused = ""
     for namespaces in (True, False):
@@ -195,7 +195,7 @@ def guarantees() -> list[tuple[str, str, str]]:
     """What a strict worker is held to on this machine: (guarantee, the mechanisms that give it
     here, what is missing for it). For ``python -m autograder isolation``."""
     missing = strict_missing()
-    abi = jail.landlock_abi()
+    abi = landlock.landlock_abi()
     if missing:
         return [("every guarantee of the strict level", "none: workers run at the basic level",
                  "what 'Missing for strict' says above")]
@@ -514,7 +514,7 @@ def start_zygote(sources=()) -> None:
     """Start the zygote strict workers are forked from, in the background (it imports for a
     second), unless this machine surely lacks the strict level (no Landlock). ``sources``, pairs
     of a worker's code and whether its reads are counted, say what the coming workers import."""
-    if sys.platform == "linux" and jail.landlock_abi() >= jail.STRICT_LANDLOCK_ABI:
+    if sys.platform == "linux" and landlock.landlock_abi() >= landlock.STRICT_LANDLOCK_ABI:
         wants = {name for source, count_reads in sources for name in zygote.needs(source, count_reads)}
         zygote.start(zygote_env(), [name for name in zygote.ON_DEMAND if name in wants])
 
