@@ -167,7 +167,7 @@ def test_references_that_write_checkpoints_are_safe_under_concurrency(tmp_path):
     """8 learners' 3.3 graded with -j 2 while the machine is loaded, twice: every 3.3 correct.
     Two learners' references ran Orbax in one process at once and lost 3.3 to FileExistsError or
     TimeoutError in 9 of 12 runs (3 of 8 learners here) before the trusted side's saves and
-    restores took turns (:data:`autograder.wall.files.ORBAX`)."""
+    restores took turns (:data:`autograder.wall.kinds.ORBAX`)."""
     import inspect
     import subprocess
     import sys

@@ -379,8 +379,9 @@ def test_an_atomic_write_leaves_the_old_file_when_it_fails(tmp_path):
 
 
 def test_argument_tree_walkers():
-    from autograder.wall.codec import MeshArg, SpecArg, leaves, map_leaves, materialize, needs_jax
+    from autograder.wall.codec import leaves, map_leaves, materialize, needs_jax
     from autograder.wall.files import has_files
+    from autograder.wall.kinds import MeshArg, SpecArg
 
     tree = {"a": [1, (2, MeshArg((("x", 2),)))], "b": SpecArg(("x",))}
     assert list(leaves(tree)) == [1, 2, MeshArg((("x", 2),)), SpecArg(("x",))]
@@ -423,10 +424,10 @@ def test_a_worker_takes_jax_only_for_code_that_imports_it():
 def test_a_worker_cannot_send_back_what_only_arguments_are():
     """Meshes, specs and abstract arrays cross to a worker as arguments; from a worker, checked, they
     are refused (a result is built from built-in types and NumPy arrays only)."""
-    from autograder.wall import codec
+    from autograder.wall import codec, kinds
 
     for tagged in ({"$mesh": [["x", 16]]}, {"$pspec": {"$tuple": ["x"]}}, {"$abstract": [2], "dtype": "float32"}):
         assert codec.decode(tagged) is not None  # (the grader's own arguments)
         with pytest.raises(ValueError, match="argument"):
             codec.decode({"$dict": {"a": tagged}}, checked=True)
-    assert codec.decode(codec.encode(codec.AbstractArg((3, 4), "bfloat16"))) == codec.AbstractArg((3, 4), "bfloat16")
+    assert codec.decode(codec.encode(kinds.AbstractArg((3, 4), "bfloat16"))) == kinds.AbstractArg((3, 4), "bfloat16")

@@ -16,7 +16,7 @@ import pytest
 from autograder import registry
 from autograder.engine import preempted
 from autograder.sandbox import outside
-from autograder.wall import files
+from autograder.wall import files, kinds
 from tests.conftest import best_isolation
 from tests.hostile import CROWDS, FAKES_ITS_FOLDERS, LEAVES_A_MESS
 
@@ -88,7 +88,7 @@ def test_a_run_cannot_outlive_its_kill(level):
     level (in the worker's pid namespace, killed with it; without namespaces, refused) the next
     worker never finds its marker. At the basic level, the contrast, it lives on."""
     workdir = outside.new_workdir()
-    args = files.realize((files.RunFolder((("commit", 1),)), 3, 7), workdir)
+    args = files.realize((kinds.RunFolder((("commit", 1),)), 3, 7), workdir)
     try:
         outcome, last, made = preempted.run_case(_SURVIVOR, "train_with_preemption", args, (("commit", 1),),
                                                  timeout=30, workdir=workdir, level=level)
@@ -134,7 +134,7 @@ def test_a_kept_scratch_folder_is_still_the_only_place_a_run_writes(level):
         pytest.skip("this machine cannot give the strict level")
     workdir = outside.new_workdir()
     seed = int(time.time() * 1000) % 100000
-    args = files.realize((files.RunFolder(), 2, seed), workdir)
+    args = files.realize((kinds.RunFolder(), 2, seed), workdir)
     outside_file = f"/tmp/ckpt-escaped-{seed}"
     try:
         outcome, last, made = preempted.run_case(_ESCAPE, "train_with_preemption", args, (), timeout=30,
@@ -200,7 +200,7 @@ def train_with_preemption(ckpt_dir, total_steps, seed):
 """
     workdir = outside.new_workdir()
     kills = (("commit", 1), ("mid_save", 1), ("commit", 2))
-    args = files.realize((files.RunFolder(kills), 8, 0), workdir)
+    args = files.realize((kinds.RunFolder(kills), 8, 0), workdir)
     try:
         outcome, last, made = preempted.run_case(source, "train_with_preemption", args, kills, timeout=30,
                                                  workdir=workdir, level=best_isolation())
@@ -308,7 +308,7 @@ def test_a_run_folder_crowded_with_step_names_is_stopped_not_watched():
     message, instead of being listed and looked at until its time runs out. Before: 19,000 names
     looked at every 2 ms for the run's whole minute, a batch ten times slower (422 s against 43 s)."""
     workdir = outside.new_workdir()
-    args = files.realize((files.RunFolder((("commit", 1),)), 3, 0), workdir)
+    args = files.realize((kinds.RunFolder((("commit", 1),)), 3, 0), workdir)
     started = time.monotonic()
     try:
         outcome, last, made = preempted.run_case(CROWDS, "train_with_preemption", args, (("commit", 1),),

@@ -15,7 +15,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from autograder import registry
 from autograder.engine.cases import hidden_cases
-from autograder.wall import codec, files
+from autograder.wall import codec, files, kinds
 from ckptlab.layout import course_mesh, real_index_domains
 from solutions import unit3
 
@@ -128,7 +128,7 @@ def _real_error(saved_shape, target_shape, mesh_shape, spec, path):
     checkpointer.save(path, {"a": jax.device_put(jnp.zeros(saved_shape), NamedSharding(mesh8, P()))})
     checkpointer.wait_until_finished()
     try:
-        mesh = codec.materialize(codec.MeshArg(tuple(mesh_shape.items())))
+        mesh = codec.materialize(kinds.MeshArg(tuple(mesh_shape.items())))
         target = {"a": jax.ShapeDtypeStruct(target_shape, jnp.float32, sharding=NamedSharding(mesh, P(*spec)))}
         checkpointer.restore(path, target)
     except ValueError as e:

@@ -21,7 +21,7 @@ from safetensors import SafetensorError, safe_open
 from autograder import registry
 from autograder.engine.cases import hidden_cases
 from autograder.wall import files
-from autograder.wall.files import CORRUPT, TRUNCATED, SafetensorsArg
+from autograder.wall.kinds import CORRUPT, TRUNCATED, SafetensorsArg
 from ckptlab.layout import course_mesh, real_index_domains
 from ckptlab.readcount import count_reads
 from solutions import unit4

@@ -1,5 +1,5 @@
 """Preempted runs (problem 5.3): the learner's training function, run in a worker and killed with
-SIGKILL from this side at the points each case's :class:`~autograder.wall.files.RunFolder` names,
+SIGKILL from this side at the points each case's :class:`~autograder.wall.kinds.RunFolder` names,
 then started again in a fresh worker with the same arguments, until a run ends by itself.
 
 The workers of one case share one scratch folder, kept between them (the checkpoints a run leaves
@@ -15,7 +15,7 @@ import threading
 import time
 
 from autograder.sandbox import outside as sandbox
-from autograder.wall import codec, files, plant
+from autograder.wall import codec, kinds, plant
 from ckptlab.preempt import (
     COMMIT_FILE,
     TMP_MARK,
@@ -207,7 +207,7 @@ def run(plan, prepared, level: str) -> sandbox.RunResult:
     result = sandbox.RunResult("ok")
     try:
         for case, args in zip(plan.cases, prepared.worker_args):
-            run_folder = next(leaf for leaf in codec.leaves(case.args) if isinstance(leaf, files.RunFolder))
+            run_folder = next(leaf for leaf in codec.leaves(case.args) if isinstance(leaf, kinds.RunFolder))
             outcome, last, made = run_case(plan.source, plan.problem.function, args, run_folder.kills,
                                            timeout=plan.timeout, workdir=workdir, level=level,
                                            plant_table=_table_for(plan, run_folder, args))

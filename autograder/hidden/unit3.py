@@ -9,8 +9,7 @@ import math
 import numpy as np
 
 from autograder.hidden import Case, Hidden
-from autograder.wall.codec import MeshArg, SpecArg
-from autograder.wall.files import CheckpointArg
+from autograder.wall.kinds import CheckpointArg, MeshArg, SpecArg
 from ckptlab.layout import real_index_domains
 from solutions.unit2 import _entries
 

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from autograder.hidden import Case, Hidden
-from autograder.wall.files import CORRUPT, TRUNCATED, SafetensorsArg
+from autograder.wall.kinds import CORRUPT, TRUNCATED, SafetensorsArg
 from ckptlab.layout import real_index_domains
 from solutions.unit4 import coalesce_runs, index_domain_to_byte_runs
 

@@ -10,7 +10,7 @@ import os
 import threading
 
 from autograder.hidden import Case, Hidden
-from autograder.wall.files import PreemptedRootArg, RunFolder
+from autograder.wall.kinds import PreemptedRootArg, RunFolder
 from autograder.wall.returns import ExactArrays
 
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}

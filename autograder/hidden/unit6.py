@@ -7,8 +7,7 @@ import math
 import numpy as np
 
 from autograder.hidden import Case, Hidden
-from autograder.wall.codec import MeshArg, SpecArg
-from autograder.wall.files import TrainingCheckpointArg
+from autograder.wall.kinds import MeshArg, SpecArg, TrainingCheckpointArg
 from autograder.wall.memory import SERVING_FACTOR, SERVING_SLACK, serving_budget
 
 # ---------------------------------------------------------------------------------------------
@@ -128,7 +127,7 @@ def _hub_model(rng, two_axes: bool, layers: int = 4):
 
 
 def _convert_cases(rng):
-    from autograder.wall.files import OutputFolder, SafetensorsArg
+    from autograder.wall.kinds import OutputFolder, SafetensorsArg
 
     out = []
     for category, mesh in (("two_axes", MeshArg((("data", 2), ("model", 8)))), ("one_axis", MeshArg((("model", 16),)))):

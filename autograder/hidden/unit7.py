@@ -7,8 +7,7 @@ import re
 import numpy as np
 
 from autograder.hidden import Case, Hidden
-from autograder.wall.codec import AbstractArg, MeshArg
-from autograder.wall.files import CheckpointArg, TreeCheckpointArg
+from autograder.wall.kinds import AbstractArg, CheckpointArg, MeshArg, TreeCheckpointArg
 from autograder.wall.memory import PLACED_FACTOR, PLACED_SLACK, UNSTACK_FACTOR, UNSTACK_SLACK
 
 # ---------------------------------------------------------------------------------------------
@@ -39,11 +38,11 @@ def _placed_cases(rng):
 
 def placed_bytes(args) -> int:
     """Bytes the 16 devices hold once every array is placed on the new mesh with its saved spec."""
-    from autograder.wall.files import _dtype
+    from autograder.wall.kinds import named_dtype
     from autograder.wall.memory import held_bytes
 
     ckpt, mesh = args
-    return sum(held_bytes(shape, _dtype(dtype).itemsize, mesh.shape, spec) for _, shape, dtype, spec in ckpt.arrays)
+    return sum(held_bytes(shape, named_dtype(dtype).itemsize, mesh.shape, spec) for _, shape, dtype, spec in ckpt.arrays)
 
 
 def _check_placed_memory(args, out) -> str | None:
@@ -398,7 +397,7 @@ def _scanned_model(rng, groups: dict, scan_axis: int, d: int, f: int, mesh: tupl
 
 
 def _unstack_cases(rng):
-    from autograder.wall.files import OutputFolder
+    from autograder.wall.kinds import OutputFolder
 
     # Smaller first: a case is charged with the largest peak of its worker so far.
     out = []
@@ -467,11 +466,11 @@ def _check_unstack_memory(args, out) -> str | None:
 def largest_held(args) -> int:
     """Bytes the devices hold of the checkpoint's largest array, placed as it was saved (replicas
     counted): the unit of 7.4's budget."""
-    from autograder.wall.files import _dtype
+    from autograder.wall.kinds import named_dtype
     from autograder.wall.memory import held_bytes
 
     ckpt, mesh = args[0], args[2].shape
-    return max(held_bytes(shape, _dtype(dtype).itemsize, mesh, spec) for _, shape, dtype, spec in ckpt.arrays)
+    return max(held_bytes(shape, named_dtype(dtype).itemsize, mesh, spec) for _, shape, dtype, spec in ckpt.arrays)
 
 
 def _diagnose_unstack(args, actual, expected):

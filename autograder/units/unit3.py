@@ -5,8 +5,7 @@ name; references: ``solutions/unit3.py``."""
 from __future__ import annotations
 
 from autograder.declarations import CONVENTIONS, Example, Problem, Unit
-from autograder.wall.codec import MeshArg, SpecArg
-from autograder.wall.files import CheckpointArg
+from autograder.wall.kinds import CheckpointArg, MeshArg, SpecArg
 from autograder.wall.problem_returns import RestoredTree
 from autograder.wall.returns import Struct
 

@@ -5,7 +5,7 @@ name; references: ``solutions/unit4.py``."""
 from __future__ import annotations
 
 from autograder.declarations import CONVENTIONS, Example, Problem, Unit
-from autograder.wall.files import SafetensorsArg
+from autograder.wall.kinds import SafetensorsArg
 from autograder.wall.problem_returns import SafetensorsShard
 from autograder.wall.reads import READ_SLACK
 from autograder.wall.returns import Raises, Struct

@@ -5,7 +5,7 @@ keyed by function name; references: ``solutions/unit5.py``."""
 from __future__ import annotations
 
 from autograder.declarations import CONVENTIONS, Example, Problem, Unit
-from autograder.wall.files import PreemptedRootArg, RunFolder
+from autograder.wall.kinds import PreemptedRootArg, RunFolder
 from autograder.wall.problem_returns import ResumedRun
 from autograder.wall.returns import Struct
 

@@ -5,8 +5,7 @@ what learners may see (statements, signatures, hints, public examples). Hidden c
 from __future__ import annotations
 
 from autograder.declarations import Example, Problem, Unit
-from autograder.wall.codec import MeshArg, SpecArg
-from autograder.wall.files import OutputFolder, SafetensorsArg, TrainingCheckpointArg
+from autograder.wall.kinds import MeshArg, OutputFolder, SafetensorsArg, SpecArg, TrainingCheckpointArg
 from autograder.wall.memory import SERVING_FACTOR, SERVING_SLACK
 from autograder.wall.problem_returns import ServedTree, WrittenTree
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from autograder.declarations import Example, Problem, Unit
-from autograder.wall.codec import AbstractArg, MeshArg
-from autograder.wall.files import CheckpointArg, OutputFolder, TreeCheckpointArg
+from autograder.wall.kinds import AbstractArg, CheckpointArg, MeshArg, OutputFolder, TreeCheckpointArg
 from autograder.wall.memory import PLACED_FACTOR, PLACED_SLACK, UNSTACK_FACTOR, UNSTACK_SLACK
 from autograder.wall.problem_returns import MigratedTree, PlacedTree, UnstackedTree
 from autograder.wall.returns import Raises, Struct

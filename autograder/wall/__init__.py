@@ -1,10 +1,16 @@
 """What crosses the wall between the grader and a worker running learner code, in one place.
 
-- :mod:`~autograder.wall.codec`: the plain data that crosses (JSON with tagged arrays), meshes and
-  specs as arguments (``MeshArg``, ``SpecArg``), and walking an argument tree;
-- :mod:`~autograder.wall.files`: file arguments (``CheckpointArg``, ``SafetensorsArg``), written on
-  the grader's side before a worker reads them;
-- :mod:`~autograder.wall.returns`: what each problem must return, and how a return is compared;
+- :mod:`~autograder.wall.kinds`: every kind of argument beyond plain data: meshes,
+  specs and abstract arrays built in the worker (``MeshArg``, ``SpecArg``, ``AbstractArg``), and
+  the files and folders the grader makes for it (``CheckpointArg``, ``SafetensorsArg``,
+  ``RunFolder``, ...);
+- :mod:`~autograder.wall.codec`: the plain data that crosses (JSON with tagged arrays, meshes and
+  specs as arguments), and walking an argument tree;
+- :mod:`~autograder.wall.files`: file arguments written on the grader's side before a worker reads
+  them (``realize``), and removed after;
+- :mod:`~autograder.wall.returns`: what each problem must return, and how a return is compared: the
+  contract every return spec keeps (``ReturnSpec``) and the generic specs;
+  :mod:`~autograder.wall.problem_returns`: the specs written for one problem each;
 - :mod:`~autograder.wall.reads`: reading files with memory maps off, for read-counted problems.
 
 Both sides import these (the worker's side only after its jail is up); none of them imports the

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from autograder.wall.kinds import AbstractArg, MeshArg, SpecArg
+
 MAX_ELEMENTS = 2_000_000  # refuse to ship absurd outputs (a learner returning a huge array)
 
 
@@ -34,33 +36,6 @@ TOO_LARGE = f"arrays of more than {MAX_ELEMENTS:,} elements cannot be returned"
 NOT_CONVERTIBLE = "it could not be converted to plain data"
 ENCODE_ERRORS = (TOO_DEEP, OBJECT_ARRAY, TOO_LARGE, NOT_CONVERTIBLE)
 UNKNOWN_TYPE = "cannot return a value of type {}"
-
-
-@dataclass(frozen=True)
-class MeshArg:
-    """A mesh to build in the worker: ``{axis: size}`` over the first devices, row-major."""
-
-    axes: tuple  # ((name, size), ...)
-
-    @property
-    def shape(self) -> dict:
-        return dict(self.axes)
-
-
-@dataclass(frozen=True)
-class SpecArg:
-    """A ``PartitionSpec`` to build in the worker."""
-
-    entries: tuple
-
-
-@dataclass(frozen=True)
-class AbstractArg:
-    """A ``jax.ShapeDtypeStruct`` (an array's shape and dtype, no values) to build in the worker: a
-    model's abstract tree, as ``jax.eval_shape`` gives it."""
-
-    shape: tuple
-    dtype: str
 
 
 # --- walking an argument tree: dicts' values, lists and tuples, down to the leaves -----------------
