@@ -251,14 +251,14 @@ def test_same_learner_same_cases_other_learner_other_cases():
 
 
 def test_every_hidden_category_has_a_message_and_cases_are_plain_data():
-    from autograder.wall import codec
+    from autograder.wall import codec, kinds
 
     for p in registry.PROBLEMS:
         hidden, cases = grading.hidden_cases(p, "someone")
         assert {c.category for c in cases} - {"public"} <= set(hidden.messages)
         for c in cases:  # what crosses to the worker: a file argument as the path it is written to (every
             # hidden case's files are written in test_references, by the references' own type check)
-            crossing = codec.map_leaves(c.args, lambda leaf: "/w/ckpt" if isinstance(leaf, files.FILE_KINDS) else leaf)
+            crossing = codec.map_leaves(c.args, lambda leaf: "/w/ckpt" if isinstance(leaf, kinds.FILE_KINDS) else leaf)
             assert codec.loads(codec.dumps(crossing)) is not None
 
 
