@@ -12,3 +12,4 @@ MAX_TASKS = 400  # processes and threads of one worker (JAX on 16 devices runs a
 SCRATCH_BYTES = 512 * 2**20
 SCRATCH_INODES = 20_000
 SCRATCH_DEPTH = 64  # folders nested deeper than this in a scratch folder count as over its limits
+SCRATCH_POLL = 0.05  # seconds between two measures of a scratch folder with no tmpfs of its own

@@ -37,27 +37,27 @@ def mechanisms() -> list[str]:
     them: no fork, the scratch folder watched from outside)."""
     import os
 
-    from autograder.sandbox import outside
+    from autograder.sandbox import cgroups
 
     def timed(**switch) -> float:
-        saved_cgroups, saved_cap = outside._worker_cgroups, os.environ.pop("CKPT_TEST_LANDLOCK_ABI", None)
+        saved_cgroups, saved_cap = cgroups.worker_cgroups, os.environ.pop("CKPT_TEST_LANDLOCK_ABI", None)
         try:
             if switch.get("no_cgroups"):
-                outside._worker_cgroups = lambda *a: []
+                cgroups.worker_cgroups = lambda *a: []
             if switch.get("abi"):
                 os.environ["CKPT_TEST_LANDLOCK_ABI"] = switch["abi"]
             return statistics.median(bare("strict", **({"namespaces": False} if switch.get("no_namespaces") else {}))
                                      for _ in range(7))
         finally:
-            outside._worker_cgroups = saved_cgroups
+            cgroups.worker_cgroups = saved_cgroups
             os.environ.pop("CKPT_TEST_LANDLOCK_ABI", None)
             if saved_cap is not None:
                 os.environ["CKPT_TEST_LANDLOCK_ABI"] = saved_cap
 
     full, plain, abi1, no_ns = timed(), timed(no_cgroups=True), timed(abi="1"), timed(no_namespaces=True)
-    made = outside._worker_cgroups()
+    made = cgroups.worker_cgroups()
     for cgroup in made:
-        outside._remove_cgroup(cgroup)
+        cgroups.remove_cgroup(cgroup)
     return [f"everything this machine gives: {full:.3f} s",
             f"cgroups ({len(made)} made per worker; none here unless the grader is root): "
             f"{full - plain:+.3f} s against none",

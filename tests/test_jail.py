@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from autograder.sandbox import outside
+from autograder.sandbox import cgroups, outside
 
 pytestmark = pytest.mark.skipif(bool(outside.strict_missing()), reason="this machine cannot give the strict level")
 
@@ -47,19 +47,19 @@ def test_building_the_jail_never_writes_a_machine_wide_setting(root, tmp_path):
     """Nothing under /proc/sys is written while a strict jail is built (as root too). On Linux
     6.12-6.13 kernel.pid_max is the machine's: a root grader's jail once set it to 400 for every
     user of the machine."""
-    cgroups = outside._worker_cgroups()  # as root, the worker's cgroups are joined (writes it may make)
+    made = cgroups.worker_cgroups()  # as root, the worker's cgroups are joined (writes it may make)
     try:
-        done = subprocess.run([sys.executable, "-c", _ENTER_AND_RECORD, json.dumps(cgroups), str(tmp_path)], cwd=root,
+        done = subprocess.run([sys.executable, "-c", _ENTER_AND_RECORD, json.dumps(made), str(tmp_path)], cwd=root,
                               capture_output=True, text=True, timeout=60)
     finally:
-        for cgroup in cgroups:
-            outside._remove_cgroup(cgroup)
+        for cgroup in made:
+            cgroups.remove_cgroup(cgroup)
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads(done.stdout.strip().splitlines()[-1])
     assert record["pid"] == 1  # inside its own pid namespace: the jail was really built
     assert not [p for p in record["written"] if p.startswith("/proc/sys")], record["written"]
     assert set(record["written"]) <= {"/proc/self/setgroups", "/proc/self/uid_map", "/proc/self/gid_map",
-                                      "/proc/self/oom_score_adj"} | {f"{c}/cgroup.procs" for c in cgroups}, record["written"]
+                                      "/proc/self/oom_score_adj"} | {f"{c}/cgroup.procs" for c in made}, record["written"]
 
 
 _FORK_UNTIL_REFUSED = """
@@ -86,7 +86,7 @@ def test_the_process_limit_binds_without_a_cgroup_whatever_the_graders_user(monk
 
     from autograder.sandbox import jail
 
-    monkeypatch.setattr(outside, "_worker_cgroups", lambda *a: [])
+    monkeypatch.setattr(cgroups, "worker_cgroups", lambda *a: [])
     run = outside.Worker(_FORK_UNTIL_REFUSED, "probe", [()], timeout=60, level=outside.STRICT, bare=True).wait()
     assert run.status == "ok", run.stderr_tail
     forked, err = run.cases[0]["value"]
@@ -236,7 +236,7 @@ def test_without_cgroups_a_worker_still_gets_its_share_beside_one_running_hundre
     session, the classmate about 1/150 of a core, and an honest 5.3 run was killed (issue 35)."""
     if open("/proc/sys/kernel/sched_autogroup_enabled").read().strip() != "1":
         pytest.skip("the kernel's autogroups are off here: sessions are not what the scheduler shares by")
-    monkeypatch.setattr(outside, "_worker_cgroups", lambda *args, **kwargs: [])
+    monkeypatch.setattr(cgroups, "worker_cgroups", lambda *args, **kwargs: [])
     _share_beside_a_hog()
 
 
@@ -313,7 +313,7 @@ def test_a_timeout_is_the_workers_own_cpu_time_not_a_busy_machines_clock(monkeyp
     import subprocess
     import sys
 
-    monkeypatch.setattr(outside, "_worker_cgroups", lambda *a: [])
+    monkeypatch.setattr(cgroups, "worker_cgroups", lambda *a: [])
     busy = [subprocess.Popen([sys.executable, "-c", _BUSY]) for _ in range(12)]
     try:
         run = outside.Worker(_WORK, "probe", [()], timeout=6, level=outside.STRICT, bare=True).wait()
@@ -529,27 +529,27 @@ def test_a_worker_busy_on_two_cores_is_not_cut_short_before_its_limit_on_the_clo
 def test_cgroups_a_killed_grader_left_are_removed_by_the_next_one_but_never_a_live_workers(monkeypatch):
     """A grader killed outright leaves its workers' empty cgroups; the next grader removes those
     older than ten minutes, never one that holds a process. Before: they piled up (51 here)."""
-    if os.geteuid() != 0 or not os.path.isdir(os.path.join(outside.CGROUP_ROOT, "pids")):
+    if os.geteuid() != 0 or not os.path.isdir(os.path.join(cgroups.CGROUP_ROOT, "pids")):
         pytest.skip("needs a root grader on cgroup v1")
-    stale = os.path.join(outside.CGROUP_ROOT, "pids", "ckpt-worker-stale-test")
-    busy = os.path.join(outside.CGROUP_ROOT, "pids", "ckpt-worker-busy-test")
+    stale = os.path.join(cgroups.CGROUP_ROOT, "pids", "ckpt-worker-stale-test")
+    busy = os.path.join(cgroups.CGROUP_ROOT, "pids", "ckpt-worker-busy-test")
     os.makedirs(stale, exist_ok=True)
     os.makedirs(busy, exist_ok=True)
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
         with open(os.path.join(busy, "cgroup.procs"), "w") as f:
             f.write(str(sleeper.pid))
-        monkeypatch.setattr(outside, "STALE_CGROUP_SECONDS", 3600)
-        outside._sweep_stale_cgroups.__wrapped__()
+        monkeypatch.setattr(cgroups, "STALE_CGROUP_SECONDS", 3600)
+        cgroups.sweep_stale_cgroups.__wrapped__()
         assert os.path.isdir(stale)  # young: may be a live grader's, about to be joined
-        monkeypatch.setattr(outside, "STALE_CGROUP_SECONDS", -1)
-        assert outside._sweep_stale_cgroups.__wrapped__() >= 1
+        monkeypatch.setattr(cgroups, "STALE_CGROUP_SECONDS", -1)
+        assert cgroups.sweep_stale_cgroups.__wrapped__() >= 1
         assert not os.path.exists(stale) and os.path.isdir(busy)
     finally:
         sleeper.kill()
         sleeper.wait()
         for path in (stale, busy):
-            outside._remove_cgroup(path)
+            cgroups.remove_cgroup(path)
 
 
 _MEASURE_WITH_FEW_DESCRIPTORS = """

@@ -364,6 +364,8 @@ def test_the_sweep_of_a_dead_graders_folders_follows_no_link_and_keeps_a_live_gr
     (tmp_path / f"ckpt-worker-{dead}-link").symlink_to(precious)
     (tmp_path / f"ckpt-worker-{dead}-left" / "scratch").mkdir(parents=True)
     (tmp_path / f"ckpt-worker-{os.getppid()}-live").mkdir()  # this test's parent runs
-    assert outside._sweep_orphaned_workdirs(str(tmp_path)) == 2
+    from autograder.sandbox import folders
+
+    assert folders.sweep_orphaned_workdirs(str(tmp_path)) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"ckpt-worker-{os.getppid()}-live", "precious"]
     assert (precious / "keep").read_text() == "x"

@@ -301,6 +301,51 @@ def tasks_of_user(uid: int) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+# On the grader's side: a real uid for a worker's task count, and why this machine refuses namespaces
+
+_uids = iter(range(1 << 30))
+
+
+def worker_uid() -> int:
+    """A real uid no other worker of this grader has (for RLIMIT_NPROC's count): high in the uid
+    range this process's user namespace maps, away from the accounts a machine gives out."""
+    try:
+        ranges = [tuple(int(x) for x in line.split()) for line in open("/proc/self/uid_map").read().splitlines()]
+    except OSError:
+        ranges = []
+    start, _, count = max(ranges, key=lambda r: r[2], default=(0, 0, 1 << 32))
+    span = min(count // 4, 1_000_000)
+    base = start + count // 2 if count < (1 << 31) else 2_000_000_000
+    return base + (os.getpid() * 1000 + next(_uids)) % max(span, 1)
+
+
+def setting(path: str) -> str:
+    """A setting this machine shows in a file (under ``/proc/sys``), or '' where it shows none: read,
+    never written."""
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def namespace_advice() -> str:
+    """Why this machine refuses new user namespaces, and how to allow them, from what it shows
+    (its settings are read, never written)."""
+    if setting("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1" and os.geteuid() != 0:
+        return ("Ubuntu's AppArmor rule refuses user namespaces to normal users: "
+                "`sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0`, or run the grader as root")
+    if setting("/proc/sys/user/max_user_namespaces") == "0":
+        return "user namespaces are switched off: `sudo sysctl user.max_user_namespaces=15000`"
+    if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
+        return ("this container's seccomp profile refuses them (Docker's default does): run it with "
+                "`--security-opt seccomp=<a profile allowing unshare and clone with namespace flags>`, or "
+                "`--security-opt seccomp=unconfined` on a machine you trust")
+    return ("user namespaces are refused to this process: a seccomp profile (a container's), an AppArmor or "
+            "SELinux rule, or sysctl user.max_user_namespaces=0; allow unshare(CLONE_NEWUSER) for the grader")
+
+
+# ---------------------------------------------------------------------------------------------
 # What a worker may read: the interpreter, the libraries and the public course files
 
 def _course_dirs() -> tuple[list[str], list[str], list[str]]:

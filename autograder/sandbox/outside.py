@@ -10,27 +10,28 @@ problem ends.
 from __future__ import annotations
 
 import os
-import re
 import select
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
-from functools import cache, lru_cache
+from functools import lru_cache
 
 from autograder.limits import (
     DEFAULT_FILE_BYTES,
     DEFAULT_MEMORY,
     DEFAULT_TIMEOUT,
     JOIN_MARGIN,
-    SCRATCH_DEPTH,
+    SCRATCH_BYTES,
+    SCRATCH_INODES,
+    SCRATCH_POLL,
     WALL_FACTOR,
 )
-from autograder.sandbox import inside, jail, landlock, wire, zygote
+from autograder.sandbox import cgroups, folders, inside, jail, landlock, proctree, wire, zygote
+from autograder.sandbox.folders import new_workdir, remove_folder, scratch_over  # noqa: F401 - callers' names, for now
+from autograder.sandbox.proctree import namespace_pids, tree_rchar  # noqa: F401 - callers' names, for now
 from autograder.wall import codec
 
 STRICT, BASIC, AUTO = jail.STRICT, jail.BASIC, "auto"
@@ -56,52 +57,6 @@ class RunResult:
     peak_bytes: int = 0  # the largest resident set of a process of the worker's tree (benchmarks)
     waited: float = 0.0  # before the worker started, for the zygote to import its libraries (benchmarks)
     killed_seconds: float = 0.0  # of ``seconds``, in workers the grader preempted (problem 5.3; benchmarks)
-
-
-def new_workdir(on_disk: bool = False) -> str:
-    """A fresh directory for one worker; it is removed when the worker is done (its name holds this
-    grader's pid: one a grader killed outright leaves is removed by the next, see
-    :func:`_sweep_orphaned_workdirs`). ``on_disk``: for a memory-measured worker, off a tmpfs where
-    the machine has a disk folder (see :func:`ckptlab.serving.measured_tempdir`)."""
-    prefix = f"ckpt-worker-{os.getpid()}-"
-    if on_disk:
-        from ckptlab.serving import measured_tempdir
-
-        folder = measured_tempdir(prefix)
-    else:
-        folder = tempfile.mkdtemp(prefix=prefix)
-    _sweep_orphaned_workdirs(os.path.dirname(folder))
-    return folder
-
-
-_WORKDIR_NAME = re.compile(r"ckpt-worker-(\d+)-[^/]+")
-
-
-@cache
-def _sweep_orphaned_workdirs(parent: str) -> int:
-    """Remove, once per grader and folder, the worker folders a grader killed outright (SIGKILL, the
-    OOM killer) left in ``parent``: those of this uid named after a process that no longer runs. A
-    live grader's (another's too) are kept: its process answers. How many were removed."""
-    removed = 0
-    try:
-        names = os.listdir(parent)
-    except OSError:
-        return 0
-    for name in names:
-        match = _WORKDIR_NAME.fullmatch(name)
-        if match is None or int(match.group(1)) == os.getpid():
-            continue
-        path = os.path.join(parent, name)
-        try:
-            if os.lstat(path).st_uid != os.geteuid():
-                continue
-            os.kill(int(match.group(1)), 0)
-            continue  # its grader runs
-        except ProcessLookupError:
-            removed += remove_folder(path)
-        except OSError:
-            continue  # another user's process (EPERM): running
-    return removed
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,34 +116,10 @@ def _strict_probe() -> tuple[bool, tuple, str]:
         lines = [line[len("jail: "):] for line in run.stderr_tail.splitlines() if line.startswith("jail: ")]
         reason = lines[-1] if lines else f"a strict worker did not start ({run.status}): {run.stderr_tail[-300:]}"
         if namespaces and "unshare" in reason:
-            refused = f"{reason} — {namespace_advice()}"
+            refused = f"{reason} — {jail.namespace_advice()}"
             continue
         return False, (reason,), refused
     return False, (refused,), refused
-
-
-def _setting(path: str) -> str:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-def namespace_advice() -> str:
-    """Why this machine refuses new user namespaces, and how to allow them, from what it shows
-    (its settings are read, never written)."""
-    if _setting("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1" and os.geteuid() != 0:
-        return ("Ubuntu's AppArmor rule refuses user namespaces to normal users: "
-                "`sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0`, or run the grader as root")
-    if _setting("/proc/sys/user/max_user_namespaces") == "0":
-        return "user namespaces are switched off: `sudo sysctl user.max_user_namespaces=15000`"
-    if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
-        return ("this container's seccomp profile refuses them (Docker's default does): run it with "
-                "`--security-opt seccomp=<a profile allowing unshare and clone with namespace flags>`, or "
-                "`--security-opt seccomp=unconfined` on a machine you trust")
-    return ("user namespaces are refused to this process: a seccomp profile (a container's), an AppArmor or "
-            "SELinux rule, or sysctl user.max_user_namespaces=0; allow unshare(CLONE_NEWUSER) for the grader")
 
 
 def guarantees() -> list[tuple[str, str, str]]:
@@ -201,12 +132,12 @@ def guarantees() -> list[tuple[str, str, str]]:
                  "what 'Missing for strict' says above")]
     namespaces = strict_namespaces()
     kinds = set()
-    for cgroup in _worker_cgroups():  # the controllers a worker gets: v1, a folder each; v2, files in one
+    for cgroup in cgroups.worker_cgroups():  # the controllers a worker gets: v1, a folder each; v2, files in one
         kinds |= {k for k, f in (("pids", "pids.max"), ("memory", "memory.max"), ("cpu", "cpu.weight"))
                   if os.path.basename(os.path.dirname(cgroup)) == k or os.path.exists(os.path.join(cgroup, f))}
-        _remove_cgroup(cgroup)
+        cgroups.remove_cgroup(cgroup)
     root = os.geteuid() == 0
-    autogroup = _setting("/proc/sys/kernel/sched_autogroup_enabled") == "1"
+    autogroup = jail.setting("/proc/sys/kernel/sched_autogroup_enabled") == "1"
     root_hint = "a grader running as root (or a delegated cgroup) gives each worker cgroups of its own"
     ns_hint = "namespaces of its own (" + namespaces_refused() + ")"
     seccomp_signals = "seccomp lets it signal only itself" if abi < 6 else f"Landlock's signal scope (ABI {abi})"
@@ -290,184 +221,6 @@ def resolve(requested: str) -> Isolation:
     return Isolation(BASIC, missing)
 
 
-# ---------------------------------------------------------------------------------------------
-# A root grader's cgroups for each worker: the whole tree's processes, memory (memfds and tmpfs
-# pages included) and an equal CPU share whatever its number of threads
-
-CGROUP_ROOT = "/sys/fs/cgroup"
-
-
-STALE_CGROUP_SECONDS = 600
-
-
-@lru_cache(maxsize=1)
-def _sweep_stale_cgroups() -> int:
-    """Remove the empty worker cgroups a grader killed outright (SIGKILL) left behind, once per
-    grader: those older than :data:`STALE_CGROUP_SECONDS` (a live grader's are younger, or hold
-    its worker, and the kernel refuses to remove a cgroup that holds a process). How many."""
-    removed = 0
-    for parent in [os.path.join(CGROUP_ROOT, c) for c in ("pids", "memory", "cpu")] + [_v2_base()]:
-        try:
-            names = [n for n in os.listdir(parent) if n.startswith("ckpt-worker-")]
-        except OSError:
-            continue
-        for name in names:
-            path = os.path.join(parent, name)
-            try:
-                if time.time() - os.stat(path).st_mtime > STALE_CGROUP_SECONDS:
-                    os.rmdir(path)
-                    removed += 1
-            except OSError:
-                continue
-    return removed
-
-
-def _worker_cgroups(memory_bytes: int = DEFAULT_MEMORY) -> list[str]:
-    """Cgroup folders made for one worker where the grader runs as root and may make them ([]
-    if not): on cgroup v1, one per controller (pids, memory, cpu); on v2, one folder with each
-    controller the grader's own cgroup delegates. The tree's memory: ``memory_bytes`` and its
-    scratch tmpfs."""
-    if os.geteuid() != 0:
-        return []
-    _sweep_stale_cgroups()
-    name = f"ckpt-worker-{uuid.uuid4().hex[:12]}"
-    limits = {"pids": {"pids.max": str(jail.MAX_TASKS)},
-              "memory": {"memory.limit_in_bytes": str(memory_bytes + jail.SCRATCH_BYTES)},
-              "cpu": {}}  # a group of its own: one equal share, however many threads it runs
-    made = []
-    for controller, files in limits.items():
-        path = _make_cgroup(os.path.join(CGROUP_ROOT, controller, name), files)
-        if path:
-            made.append(path)
-    if made:
-        return made
-    base = _v2_base()  # v2: one folder below the grader's own cgroup
-    try:
-        delegated = open(os.path.join(base, "cgroup.subtree_control")).read().split()
-    except OSError:
-        return []
-    v2 = {"pids": {"pids.max": str(jail.MAX_TASKS)},
-          "memory": {"memory.max": str(memory_bytes + jail.SCRATCH_BYTES), "memory.swap.max": "0"},
-          "cpu": {}}
-    files = {k: v for controller, kv in v2.items() if controller in delegated for k, v in kv.items()}
-    path = _make_cgroup(os.path.join(base, name), files) if delegated else ""
-    return [path] if path else []
-
-
-def _v2_base() -> str:
-    """The grader's own cgroup on cgroup v2 ('' if none)."""
-    try:
-        own = next(line.split(":", 2)[2] for line in open("/proc/self/cgroup").read().splitlines()
-                   if line.startswith("0::"))
-    except (OSError, StopIteration):
-        return ""
-    return CGROUP_ROOT + own.rstrip("/")
-
-
-def _make_cgroup(path: str, files: dict) -> str:
-    try:
-        os.mkdir(path)
-    except OSError:
-        return ""
-    try:
-        for key, value in files.items():
-            with open(os.path.join(path, key), "w") as f:
-                f.write(value)
-        return path
-    except OSError:
-        _remove_cgroup(path)
-        return ""
-
-
-def _remove_cgroup(path: str) -> None:
-    for _ in range(50):
-        try:
-            os.rmdir(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            time.sleep(0.02)
-
-
-# ---------------------------------------------------------------------------------------------
-# Counting reads from outside
-
-def _tree(root: int) -> list[tuple[int, int]]:
-    """(depth, pid) of ``root`` and every process descending from it, deepest first."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        parents[int(entry)] = int(stat[stat.rindex(b")") + 2:].split()[1])
-    out = []
-    for pid in parents:
-        depth, p = 0, pid
-        while p != root and p in parents and depth < 10_000:
-            p, depth = parents[p], depth + 1
-        if p == root:
-            out.append((depth, pid))
-    return sorted(out, reverse=True)
-
-
-def tree_rchar(root: int) -> int | None:
-    """Bytes read so far by ``root`` and its descendants, as the kernel counts them (rchar), or
-    None where the kernel does not say: not Linux, or a process whose count this grader may not
-    read (never taken as 0). A process reaped during the count has its bytes added to its reaper,
-    an ancestor read after it (deepest first): a read is never missed, at worst counted twice."""
-    if not os.path.exists(f"/proc/{root}/io"):
-        return None
-    total = 0
-    for _, pid in _tree(root):
-        try:
-            with open(f"/proc/{pid}/io", "rb") as f:
-                total += next(int(line.split()[1]) for line in f if line.startswith(b"rchar:"))
-        except (FileNotFoundError, ProcessLookupError):
-            continue  # gone: its reaper has its count
-        except (OSError, ValueError, IndexError, StopIteration):
-            return None  # (PermissionError: another uid, and no CAP_SYS_PTRACE)
-    return total
-
-
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def tree_cpu_seconds(root: int) -> float:
-    """User and system CPU time of ``root`` and its descendants, with that of the children they
-    reaped (0 where the kernel does not say)."""
-    ticks = 0
-    for _, pid in _tree(root):
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            ticks += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
-        except (OSError, ValueError, IndexError):
-            continue
-    return ticks / _TICKS
-
-
-def tree_peak_bytes(root: int) -> int:
-    """The largest peak resident set (VmHWM) among ``root`` and its descendants, in bytes."""
-    return max([(_proc_number(pid, "status", b"VmHWM:") or 0) * 1024 for _, pid in _tree(root)] + [0])
-
-
-def _proc_number(pid: int, name: str, key: bytes) -> int | None:
-    """The number after ``key`` in ``/proc/<pid>/<name>``, or None when the process is gone."""
-    try:
-        with open(f"/proc/{pid}/{name}", "rb") as f:
-            for line in f:
-                if line.startswith(key):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 def _clean_error(raw) -> dict:
     """An error frame from the worker, reduced to bounded plain fields of known kinds."""
     raw = raw if isinstance(raw, dict) else {}
@@ -543,7 +296,7 @@ class Worker:
         self.memory_base: tuple[int, int] | None = None  # (pid, resident bytes) before the learner's code
         self.anonymous = None  # its anonymous memory's peak, sampled from then on (ckptlab.serving.AnonymousPeak)
         self.keep_scratch = keep_scratch  # the scratch folder (and workdir) outlive it: the caller removes them
-        self.workdir = workdir or new_workdir()
+        self.workdir = workdir or folders.new_workdir()
         self.cases = list(cases)
         self.result = RunResult("crashed")
         # Held to reap the launcher and to signal its group: see _kill_group.
@@ -552,7 +305,7 @@ class Worker:
         # level, a tmpfs of its own mounted there).
         self.scratch = os.path.join(self.workdir, "scratch")
         os.makedirs(self.scratch, exist_ok=True)
-        self.cgroups = _worker_cgroups(memory_bytes) if level == STRICT else []
+        self.cgroups = cgroups.worker_cgroups(memory_bytes) if level == STRICT else []
         self.plan = jail.plan_for(level, os.path.realpath(self.scratch), memory_bytes=memory_bytes,
                                   file_bytes=file_bytes, count_reads=count_reads,
                                   inputs=os.path.realpath(self.workdir), cgroups=self.cgroups,
@@ -563,7 +316,7 @@ class Worker:
             # read-counted one, which starts none (its count must stay readable by this grader, which
             # may lack CAP_SYS_PTRACE: see jail.seal_tasks).
             if not self.plan.namespaces and os.geteuid() == 0 and not count_reads:
-                self.plan.uid = worker_uid()
+                self.plan.uid = jail.worker_uid()
         self.plan.tmpfs_scratch = not keep_scratch
         # A scratch folder with no tmpfs of its own (no mount namespace, or kept): its size watched from here.
         self.watch_scratch = level == STRICT and not (self.plan.namespaces and self.plan.tmpfs_scratch)
@@ -612,7 +365,7 @@ class Worker:
         """Kill the worker once its scratch folder holds more than a tmpfs of its own would: checked
         every :data:`SCRATCH_POLL` seconds while it lives."""
         while self.thread.is_alive():
-            if scratch_over(self.scratch, jail.SCRATCH_BYTES, jail.SCRATCH_INODES):
+            if folders.scratch_over(self.scratch, SCRATCH_BYTES, SCRATCH_INODES):
                 self.scratch_full = True
                 self._kill_group()
                 return
@@ -638,14 +391,14 @@ class Worker:
                 first = wire.recv(self.from_r, deadline)
             if first is None:
                 return
-            self.namespace = _pid_namespace(self.proc.pid) if self.level == STRICT and self.plan.namespaces else None
+            self.namespace = proctree.pid_namespace(self.proc.pid) if self.level == STRICT and self.plan.namespaces else None
             if not isinstance(first, dict) or not first.get("loaded"):
                 result.setup = _clean_error(first.get("setup") if isinstance(first, dict) else None)
                 result.status = "ok"
                 return
             # One count per case: a case's window opens where the last one closed (before its file
             # exists), so whatever the worker reads between cases is counted too, never missed.
-            before = tree_rchar(self.proc.pid) if self.count_reads else None
+            before = proctree.tree_rchar(self.proc.pid) if self.count_reads else None
             for args in self.cases:
                 if self.count_reads:
                     args = files.realize(args, self.workdir)
@@ -657,7 +410,7 @@ class Worker:
                 read_bytes = None
                 if self.count_reads:
                     # What the worker read of the frame itself is the grader's, not the learner's.
-                    after = tree_rchar(self.proc.pid)
+                    after = proctree.tree_rchar(self.proc.pid)
                     read_bytes = None if before is None or after is None else max(0, after - before - sent)
                     before = after
                     files.remove(args)
@@ -689,14 +442,14 @@ class Worker:
     def cpu_seconds(self) -> float:
         """CPU time used so far by the worker's tree, as the kernel counts it: each live process's
         own, and that of the children each one has reaped."""
-        return tree_cpu_seconds(self.proc.pid)
+        return proctree.tree_cpu_seconds(self.proc.pid)
 
     # -- memory, measured from here -------------------------------------------------------------
     def _learner_pid(self) -> int | None:
         """The process that runs the learner's code: pid 1 of the worker's own pid namespace (the
         launcher's one child), else the worker itself."""
         if self.level == STRICT and self.plan.namespaces:
-            children = _children(self.proc.pid)
+            children = proctree.children(self.proc.pid)
             return children[0] if len(children) == 1 else None
         return self.proc.pid
 
@@ -710,7 +463,7 @@ class Worker:
                 f.write("5")
         except (OSError, TypeError):
             return
-        base = _proc_number(pid, "status", b"VmRSS:")
+        base = proctree.proc_number(pid, "status", b"VmRSS:")
         self.memory_base = None if base is None else (pid, base * 1024)
         if base is not None:
             from ckptlab.serving import AnonymousPeak
@@ -723,7 +476,7 @@ class Worker:
         if not self.measure_memory or self.memory_base is None:
             return None
         pid, base = self.memory_base
-        peak = _proc_number(pid, "status", b"VmHWM:")
+        peak = proctree.proc_number(pid, "status", b"VmHWM:")
         return None if peak is None else max(0, peak * 1024 - base)
 
     def _anonymous_peak(self) -> int | None:
@@ -748,17 +501,17 @@ class Worker:
         namespace is empty."""
         with self._reaping:  # (not through a number that may be another process's by now)
             live = not self._reaped()
-            namespace = self.namespace or (_pid_namespace(self.proc.pid) if live and self.level == STRICT and self.plan.namespaces else None)
+            namespace = self.namespace or (proctree.pid_namespace(self.proc.pid) if live and self.level == STRICT and self.plan.namespaces else None)
             if live:
-                self.result.peak_bytes = tree_peak_bytes(self.proc.pid)
+                self.result.peak_bytes = proctree.tree_peak_bytes(self.proc.pid)
         if namespace:
             # Pid 1 first: the kernel kills the whole namespace and reaps it before pid 1 ends; then
             # the launcher, which waits for pid 1, reaps it and exits. (Killing the launcher first
             # would leave pid 1 to be reaped by the machine's init, whenever it gets to it.)
             with self._reaping:
                 if not self._reaped():
-                    for pid in _children(self.proc.pid):
-                        _kill(pid)
+                    for pid in proctree.children(self.proc.pid):
+                        proctree.kill(pid)
                 try:
                     self.proc.wait(timeout=5)
                 except subprocess.TimeoutExpired:
@@ -767,7 +520,7 @@ class Worker:
         with self._reaping:
             self.proc.wait()
         if namespace:
-            _wait_gone(namespace)
+            proctree.wait_gone(namespace)
         for fd in (self.to_w, self.from_r):
             try:
                 os.close(fd)
@@ -776,7 +529,7 @@ class Worker:
         if self.anonymous is not None:
             self.anonymous.stop()
         for cgroup in self.cgroups:
-            _remove_cgroup(cgroup)
+            cgroups.remove_cgroup(cgroup)
         if self.scratch_full:
             self.result.status = "scratch_full"
         self.result.seconds = time.monotonic() - self.start
@@ -799,7 +552,7 @@ class Worker:
         self.result.stderr_tail = self.log.read().decode("utf-8", "replace")
         self.log.close()
         if not self.keep_scratch:
-            remove_folder(self.workdir)
+            folders.remove_folder(self.workdir)
         return self.result
 
     def preempt(self) -> None:
@@ -808,15 +561,15 @@ class Worker:
         with self._reaping:
             if self._reaped():
                 return  # reaped: its pid may be another process's now
-            children = _children(self.proc.pid)
+            children = proctree.children(self.proc.pid)
             for pid in children:
-                _kill(pid)
+                proctree.kill(pid)
             # In a pid namespace of its own, killing pid 1 (the launcher's one child) kills every
             # process in it, and the launcher, which waits for it, reaps it and exits. Killed with it,
             # the launcher would leave pid 1 to whichever process adopts orphans here, which reaped it
             # 1.2 to 1.9 s later (measured): the grader waits until the namespace is empty.
             if not (children and self.level == STRICT and self.plan.namespaces):
-                _kill(-self.proc.pid)
+                proctree.kill(-self.proc.pid)
 
     def _kill_group(self) -> None:
         """SIGKILL the launcher's process group, only while the launcher is not reaped: until then its
@@ -826,7 +579,7 @@ class Worker:
         another learner's worker that has taken it."""
         with self._reaping:
             if not self._reaped():
-                _kill(-self.proc.pid)
+                proctree.kill(-self.proc.pid)
 
     def _reaped(self) -> bool:
         """Whether the launcher has been reaped: by this grader (``subprocess.Popen``), or by the zygote
@@ -839,214 +592,3 @@ class Worker:
         self.wait()
 
 
-SCRATCH_POLL = 0.05
-
-
-def scratch_over(top: str, max_bytes: int, max_inodes: int) -> bool:
-    """Whether the folder ``top`` holds more than ``max_bytes`` (of disk blocks) or ``max_inodes``
-    files and folders, or folders nested deeper than :data:`SCRATCH_DEPTH`. Walked depth first by
-    descriptors, never following a link: at most two descriptors per level are open, however many
-    folders the worker makes (its folders cannot exhaust this grader's descriptors, nor hide bytes
-    in folders the walk could not open). Stops as soon as it is over."""
-    seen, used = set(), 0
-    try:
-        root = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return False
-    stack = []  # (folder descriptor, its scandir iterator), one per level
-    try:
-        stack.append((root, os.scandir(root)))
-        while stack:
-            fd, entries = stack[-1]
-            entry = next(entries, None)
-            if entry is None:
-                entries.close()
-                os.close(fd)
-                stack.pop()
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if st.st_ino not in seen:  # a hard link's blocks count once
-                seen.add(st.st_ino)
-                used += st.st_blocks * 512
-                if used > max_bytes or len(seen) > max_inodes:
-                    return True
-            if entry.is_dir(follow_symlinks=False):
-                if len(stack) >= SCRATCH_DEPTH:
-                    return True
-                try:
-                    child = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-                except FileNotFoundError:
-                    continue  # removed since it was listed
-                except OSError:
-                    return True  # a folder the grader cannot measure is not given the benefit of the doubt
-                try:
-                    stack.append((child, os.scandir(child)))
-                except OSError:
-                    os.close(child)
-                    return True
-    except OSError:
-        return True
-    finally:
-        for fd, entries in stack:
-            entries.close()
-            os.close(fd)
-    return False
-
-
-def remove_folder(top: str) -> bool:
-    """Remove the folder ``top`` and everything in it, whatever a worker left there: no recursion
-    and no path longer than a name (each folder met is first moved up to be a child of ``top``,
-    under a name no worker can guess, so a chain nested thousands deep is removed one level at a
-    time), at most two descriptors open, no link followed, and a folder its worker made unreadable
-    or unwritable (``mkdir(mode=0o300)``) given back its owner's rights first (the grader's uid, or
-    root's). Never raises: returns whether ``top`` is gone (a file that could not be removed stays
-    and is logged as the grader's own concern, never charged to a learner)."""
-    import secrets
-    import stat as stat_
-
-    try:
-        st = os.lstat(top)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    if not stat_.S_ISDIR(st.st_mode):
-        try:
-            os.unlink(top)
-            return True
-        except OSError:
-            return False
-    token = f".ckpt-removing-{secrets.token_hex(8)}-"
-    moved = iter(range(1 << 62))
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-
-    def opened(name: str | None, parent: int | None) -> int:
-        try:
-            return os.open(top if name is None else name, flags, dir_fd=parent)
-        except PermissionError:  # made unreadable: its owner (or root) gives its rights back
-            os.chmod(top if name is None else name, 0o700, dir_fd=parent)
-            return os.open(top if name is None else name, flags, dir_fd=parent)
-
-    try:
-        root = opened(None, None)
-    except OSError:
-        return False
-    pending: list[str | None] = [None]  # None: top itself; else a folder moved up into it
-    try:
-        while pending:
-            name = pending.pop()
-            try:
-                fd = root if name is None else opened(name, root)
-            except FileNotFoundError:
-                continue
-            except OSError:
-                continue
-            try:
-                try:
-                    os.chmod(fd, 0o700)  # listable, and its entries removable
-                except OSError:
-                    pass
-                try:
-                    names = os.listdir(fd)
-                except OSError:
-                    names = []
-                for entry in names:
-                    try:
-                        is_dir = stat_.S_ISDIR(os.lstat(entry, dir_fd=fd).st_mode)
-                    except OSError:
-                        continue
-                    try:
-                        if not is_dir:
-                            os.unlink(entry, dir_fd=fd)
-                        elif name is None:
-                            pending.append(entry)
-                        else:
-                            up = f"{token}{next(moved)}"
-                            os.rename(entry, up, src_dir_fd=fd, dst_dir_fd=root)
-                            pending.append(up)
-                    except OSError:
-                        continue
-            finally:
-                if fd != root:
-                    os.close(fd)
-            if name is not None:
-                try:
-                    os.rmdir(name, dir_fd=root)
-                except OSError:
-                    pass
-    finally:
-        os.close(root)
-    try:
-        os.rmdir(top)
-        return True
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-
-
-_uids = iter(range(1 << 30))
-
-
-def worker_uid() -> int:
-    """A real uid no other worker of this grader has (for RLIMIT_NPROC's count): high in the uid
-    range this process's user namespace maps, away from the accounts a machine gives out."""
-    try:
-        ranges = [tuple(int(x) for x in line.split()) for line in open("/proc/self/uid_map").read().splitlines()]
-    except OSError:
-        ranges = []
-    start, _, count = max(ranges, key=lambda r: r[2], default=(0, 0, 1 << 32))
-    span = min(count // 4, 1_000_000)
-    base = start + count // 2 if count < (1 << 31) else 2_000_000_000
-    return base + (os.getpid() * 1000 + next(_uids)) % max(span, 1)
-
-
-def _kill(pid: int) -> None:
-    """SIGKILL a process (or, for a negative pid, a process group) that may be gone already."""
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _children(parent: int) -> list[int]:
-    return [pid for depth, pid in _tree(parent) if depth == 1]
-
-
-def _pid_namespace(launcher: int) -> str | None:
-    """The pid namespace of the launcher's children, if it is not this grader's own (never one
-    whose processes are not all the worker's)."""
-    try:
-        namespace = os.readlink(f"/proc/{launcher}/ns/pid_for_children")
-        return None if namespace == os.readlink("/proc/self/ns/pid") else namespace
-    except OSError:
-        return None
-
-
-def namespace_pids(namespace: str) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.readlink(f"/proc/{entry}/ns/pid") == namespace:
-                    pids.append(int(entry))
-            except OSError:
-                continue
-    return pids
-
-
-def _wait_gone(namespace: str, seconds: float = 5.0) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        left = namespace_pids(namespace)
-        if not left:
-            return
-        for pid in left:  # not expected: the kernel kills them when pid 1 dies
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.01)
