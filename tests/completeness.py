@@ -102,12 +102,22 @@ def _reference_shape(p: registry.Problem, reference) -> str | None:
 
 
 def _drill_units() -> set[int]:
+    """The units whose file ``autograder/drills/unitN.py`` lists drill kinds (``DRILLS``), each of
+    them asking with ``unit_of_study=N``."""
+    import pkgutil
+
     import numpy as np
 
-    from autograder.drills import KINDS
+    from autograder import drills
 
-    rng = np.random.default_rng(0)
-    return {make(rng).unit_of_study for make in KINDS.values()}
+    units = set()
+    for info in pkgutil.iter_modules(drills.__path__):
+        unit = int(info.name.removeprefix("unit"))
+        rng = np.random.default_rng(0)
+        makes = importlib.import_module(f"{drills.__name__}.{info.name}").DRILLS
+        if makes and all(make(rng).unit_of_study == unit for make in makes):
+            units.add(unit)
+    return units
 
 
 @dataclass
@@ -202,7 +212,8 @@ def missing(parts: Parts | None = None) -> list[str]:
         elif record.lesson_figures < 1:
             gaps.append(f"unit {unit} lesson: its record counts no figure (lesson_figures): each lesson draws")
         if unit not in parts.drill_units:
-            gaps.append(f"unit {unit} drill: no drill kind with unit_of_study={unit} in autograder/drills.py")
+            gaps.append(f"unit {unit} drill: no drill kind in autograder/drills/unit{unit}.py (DRILLS, each with "
+                        f"unit_of_study={unit})")
         counts = (len(ps), sum(p.points for p in ps))
         if rows.get(unit) != counts:
             noun = "problem" if counts[0] == 1 else "problems"

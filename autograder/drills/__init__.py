@@ -1,0 +1,176 @@
+"""Quick-fire drills: short numeric questions with fresh numbers every time, from the accounting
+the course teaches, with immediate feedback and the worked answer.
+
+Terminal: ``python -m autograder drill [--count N] [--kind KIND]``. Notebook::
+
+    from autograder.drills import drill
+    q = drill()          # a random kind; drill("reshard_ram") for one kind
+    q.answer("28 GB")    # right or not, and the worked answer
+
+Answers may carry units ("1.5 GiB", "12,288", "4x"); byte units are converted.
+
+This package is the engine: :class:`Question`, grading an answer with its units, :func:`drill`,
+:func:`run` and recording progress. The kinds of drill are the units', one file per unit as the
+course's other parts are: ``autograder/drills/unitN.py`` holds unit N's question generators
+(``DRILLS``), and :data:`KINDS` gathers them in unit order.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import pkgutil
+import re
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
+_ASK = {"bytes": "in bytes", "GB": "in GB", "params": "a number of parameters", "chunks": "a number of chunks",
+        "runs": "a number of runs", "x": "how many times, e.g. 4x", "byte offset": "a byte offset",
+        "s": "in seconds", "step": "a step number"}
+_BYTE_UNITS = {"b": 1, "byte": 1, "bytes": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+@dataclass
+class Question:
+    kind: str
+    text: str
+    solution: float  # the right answer, in `unit`
+    unit: str  # "bytes", "GB", "params", "chunks", "runs", "x" (times the bytes needed), "byte offset"
+    worked: str
+    rel_tol: float = 0.0  # 0: exact (answers are whole numbers); else a relative tolerance
+    unit_of_study: int = 0
+    facts: dict = field(default_factory=dict)  # the generated numbers, for tests and worked answers
+    asked: float = field(default_factory=time.monotonic)
+
+    @property
+    def ask(self) -> str:
+        return f"answer: {_ASK.get(self.unit, self.unit)}"
+
+    def __repr__(self) -> str:
+        return f"{self.text}\n({self.ask})"
+
+    def _repr_markdown_(self) -> str:
+        return f"**Drill ({self.kind})**: {self.text}\n\n*{self.ask.capitalize()}: call `.answer(...)` on this question.*"
+
+    def shown(self, value: float) -> str:
+        if self.unit == "step":
+            return f"step {_fmt(value)}"
+        return f"{_fmt(value)}x" if self.unit == "x" else f"{_fmt(value)} {self.unit}"
+
+    def grade(self, reply) -> tuple[bool | None, str]:
+        """(right?, feedback with the worked answer); None when the reply is not a number."""
+        try:
+            value = parse_answer(reply, self.unit)
+        except ValueError as e:
+            return None, f"{e}. Answer with a number (units like 'GiB' or 'x' are fine)."
+        right = math.isclose(value, self.solution, rel_tol=self.rel_tol or 1e-9, abs_tol=1e-9)
+        head = "Right." if right else f"Not quite: you said {self.shown(value)}, the answer is {self.shown(self.solution)}."
+        return right, f"{head}\nWorked answer: {self.worked}"
+
+    def answer(self, reply, learner: str | None = None) -> bool | None:
+        """Check a reply, print the feedback, and record it in your progress. ``...`` (the
+        notebook's placeholder) or None is no answer yet: nothing is checked or recorded."""
+        if reply is None or reply is Ellipsis:
+            print(f"Replace ... with your answer ({self.ask}) and run the cell again: it is checked, the worked "
+                  "answer is shown, and it counts in your progress.")
+            return None
+        right, feedback = self.grade(reply)
+        print(feedback)
+        if right is not None:
+            from autograder import progress
+            from autograder.invoke import default_learner
+
+            progress.record_drill(learner or default_learner(), self.kind, right, time.monotonic() - self.asked)
+        return right
+
+
+def _fmt(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:,.4g}"
+
+
+def parse_answer(reply, unit: str) -> float:
+    """A number from a reply: ``12,288``, ``1_000``, ``1.5e9``, ``3 GiB``, ``4x``."""
+    if isinstance(reply, (int, float, np.integer, np.floating)) and not isinstance(reply, bool):
+        return float(reply)
+    text = str(reply).strip().lower().replace(",", "").replace("_", "")
+    m = re.fullmatch(r"([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*([a-z]*)\.?", text)
+    if not m:
+        raise ValueError(f"{reply!r} is not a number")
+    value, suffix = float(m.group(1)), m.group(2)
+    if suffix in _BYTE_UNITS and unit in ("bytes", "GB", "byte offset"):
+        value *= _BYTE_UNITS[suffix]
+        return value / 10**9 if unit == "GB" else value
+    if suffix and suffix not in ("x", "times", "params", "parameters", "chunks", "chunk", "runs", "run", "sec", "seconds",
+                                  unit.lower()):
+        raise ValueError(f"{suffix!r} is not a unit for {unit}")
+    return value
+
+
+# --- the kinds of drill: one file per unit --------------------------------------------------------
+
+def _dtype(rng) -> tuple[str, int]:
+    name = str(rng.choice(list(DTYPES)[:3]))
+    return name, DTYPES[name]
+
+
+def _gather() -> dict:
+    """Every kind of drill, unit by unit: ``DRILLS`` of ``autograder/drills/unitN.py``, the units in
+    order (the order :func:`drill` and :func:`run` draw from with a seed)."""
+    kinds = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: int(m.name.removeprefix("unit"))):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        kinds.update((make.__name__, make) for make in module.DRILLS)
+    return kinds
+
+
+# Gathered here, below what the unit files import from this module (Question, _dtype, _fmt).
+KINDS = _gather()
+
+
+def drill(kind: str | None = None, seed: int | None = None) -> Question:
+    """A fresh question (of ``kind`` if given; one of :data:`KINDS`)."""
+    rng = np.random.default_rng(seed)
+    if kind is None:
+        kind = str(rng.choice(list(KINDS)))
+    if kind not in KINDS:
+        raise ValueError(f"no drill {kind!r}; choose one of: {', '.join(KINDS)}")
+    return KINDS[kind](rng)
+
+
+def run(count: int, kinds: list[str] | None, learner: str, seed: int | None = None, ask=input, say=print) -> int:
+    """The terminal loop: ``count`` questions; returns how many were right."""
+    rng = np.random.default_rng(seed)
+    right = answered = 0
+    say(f"{count} drill question(s). Answer with a number (units like GiB or x are fine); "
+        "Enter or ? shows the worked answer, q stops.")
+    for i in range(1, count + 1):
+        kind = str(rng.choice(kinds or list(KINDS)))
+        q = KINDS[kind](rng)
+        say(f"\n[{i}/{count}] {q.text}\n({q.ask})")
+        while True:
+            try:
+                reply = ask("> ").strip()
+            except EOFError:
+                reply = "q"
+            if reply.lower() in ("q", "quit", "exit"):
+                say(f"\nStopped: {right}/{answered} right.")
+                return right
+            if reply in ("", "?"):
+                say(f"Worked answer: {q.worked}")
+                ok = False
+                break
+            ok, feedback = q.grade(reply)
+            say(feedback)
+            if ok is not None:
+                break
+        answered += 1
+        right += bool(ok)
+        from autograder import progress
+
+        progress.record_drill(learner, kind, bool(ok), time.monotonic() - q.asked)
+    say(f"\nDone: {right}/{answered} right.")
+    return right

@@ -1,0 +1,63 @@
+"""Unit 5's drills (checkpointing a training run): a training state's size, a save's time, the steps a
+CheckpointManager keeps.
+
+Each kind makes a :class:`~autograder.drills.Question` with ``unit_of_study=5``;
+``DRILLS`` lists them in the order :data:`autograder.drills.KINDS` takes them, after the earlier
+units' kinds.
+"""
+
+from __future__ import annotations
+
+from autograder.drills import Question, _dtype, _fmt
+
+
+def adam_checkpoint(rng) -> Question:
+    billions = int(rng.choice([1, 7, 8, 13, 70, 405]))
+    dtype, size = _dtype(rng)
+    total = billions * size * 3
+    return Question(
+        "adam_checkpoint",
+        f"A model of {billions} billion {dtype} parameters trains with AdamW (optax's adamw: moments in the "
+        "parameters' dtype). How big is a checkpoint of its whole training state, in GB (10^9 bytes)? "
+        "Ignore the two step counters.",
+        total, "GB",
+        f"Three arrays per parameter: the parameter, mu and nu: {billions} x 10^9 x {size} bytes x 3 = {total:,} GB. "
+        "Counting only the parameters gives a third of it. Mixed precision that keeps float32 moments beside "
+        "bfloat16 weights weighs more again: 2 + 4 + 4 bytes per parameter.", rel_tol=0.01,
+        facts=dict(billions=billions, dtype=dtype), unit_of_study=5)
+
+
+def save_time(rng) -> Question:
+    gb = int(rng.choice([60, 210, 420, 840, 1215]))
+    hosts = int(rng.choice([4, 8, 16, 32, 64]))
+    bandwidth = float(rng.choice([0.5, 1.0, 2.0, 4.0]))
+    seconds = gb / hosts / bandwidth
+    return Question(
+        "save_time",
+        f"A training state of {gb} GB is sharded FSDP-style over {hosts} hosts, evenly, and each host writes its "
+        f"share to storage at {bandwidth:g} GB/s, all at once. How many seconds does the write take, at best?",
+        seconds, "s",
+        f"The slowest host sets the time: each writes {gb} / {hosts} = {_fmt(gb / hosts)} GB, at {bandwidth:g} GB/s: "
+        f"{_fmt(seconds)} s. That is the lower bound: it holds while the storage's total bandwidth keeps up with "
+        f"{hosts} x {bandwidth:g} GB/s, and an async save hides it from training except for the copy to host "
+        "memory (Lesson 5 times both).", rel_tol=0.02,
+        facts=dict(gb=gb, hosts=hosts, bandwidth=bandwidth), unit_of_study=5)
+
+
+def steps_kept(rng) -> Question:
+    every = int(rng.choice([100, 250, 500, 1000]))
+    keep = int(rng.choice([2, 3, 5]))
+    last = every * int(rng.integers(keep + 2, keep + 20)) + int(rng.integers(1, every))
+    oldest = (last // every - keep + 1) * every
+    return Question(
+        "steps_kept",
+        f"A CheckpointManager saves every {every} steps (save_interval_steps={every}, steps counted from 0) with "
+        f"max_to_keep={keep}. Training is at step {last:,} and every save has committed. What is the OLDEST step "
+        "still on disk?",
+        oldest, "step",
+        f"Saved steps are the multiples of {every}; the newest at or below {last:,} is {last // every * every:,}, and "
+        f"the {keep} newest reach back to {last // every * every:,} - {keep - 1} x {every} = {oldest:,}.",
+        facts=dict(every=every, keep=keep, last=last), unit_of_study=5)
+
+
+DRILLS = (adam_checkpoint, save_time, steps_kept)
