@@ -132,9 +132,9 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
 
     ``problems`` (from :func:`selection`): what was assigned, every problem by default; scores,
     feedback and the summary cover those only. ``isolation`` ``strict`` (the default) raises
-    :class:`~autograder.sandbox.outside.IsolationUnavailable` before grading anyone where this
+    :class:`~autograder.sandbox.IsolationUnavailable` before grading anyone where this
     machine cannot give it."""
-    from autograder.sandbox.outside import concurrent_workers_fair, resolve, start_zygote
+    from autograder.sandbox import concurrent_workers_fair, resolve, start_zygote
 
     submissions, results = Path(submissions), Path(results)
     selected = tuple(problems) if problems else registry.PROBLEMS
@@ -265,7 +265,7 @@ def class_summary(reports: list[dict], selected: tuple = registry.PROBLEMS) -> l
 
 
 def summary_markdown(rows: list[dict], reports: list[dict]) -> str:
-    from autograder.sandbox.outside import NO_CODE_RAN, STRICT
+    from autograder.sandbox import NO_CODE_RAN, STRICT
 
     totals = sorted(r["score"] for r in reports)
     median = totals[len(totals) // 2] if totals else 0

@@ -42,7 +42,7 @@ def cmd_grade(args) -> int:
     except KeyError as e:
         print(f"error: {e.args[0]}", file=sys.stderr)
         return 2
-    from autograder.sandbox.outside import IsolationUnavailable
+    from autograder.sandbox import IsolationUnavailable
 
     try:
         report = grade(args.paths, args.learner, problems=only, timeout=args.timeout, jobs=args.jobs,
@@ -67,10 +67,9 @@ def cmd_check(args) -> int:
     if _missing(args.paths):
         return 2
     if args.worker_limits:  # before any learner code runs here
-        from autograder.sandbox.jail import limit
-        from autograder.sandbox.outside import DEFAULT_FILE_BYTES, DEFAULT_MEMORY
+        from autograder import sandbox
 
-        limit(DEFAULT_MEMORY, DEFAULT_FILE_BYTES)
+        sandbox.limit(sandbox.DEFAULT_MEMORY, sandbox.DEFAULT_FILE_BYTES)
     try:
         results = check_paths(args.paths, args.only)
     except KeyError as e:
@@ -111,7 +110,7 @@ def cmd_grade_batch(args) -> int:
         print(f"error: {args.submissions} is not a folder of submissions (one sub-folder or file per learner)",
               file=sys.stderr)
         return 2
-    from autograder.sandbox.outside import IsolationUnavailable
+    from autograder.sandbox import IsolationUnavailable
 
     chosen = _chosen(args)
     if chosen is None:
@@ -272,18 +271,17 @@ def cmd_progress(args) -> int:
 
 
 def cmd_isolation(args) -> int:
-    from autograder.sandbox import landlock
-    from autograder.sandbox.outside import guarantees, resolve
+    from autograder import sandbox
 
-    level = resolve("auto")
-    abi, why = landlock.landlock_status()
-    print(f"Landlock ABI: {abi} (strict needs {landlock.STRICT_LANDLOCK_ABI}; 4 adds TCP rules and 6 signal rules, "
+    level = sandbox.resolve("auto")
+    abi, why = sandbox.landlock_status()
+    print(f"Landlock ABI: {abi} (strict needs {sandbox.STRICT_LANDLOCK_ABI}; 4 adds TCP rules and 6 signal rules, "
           "on top of seccomp's and the namespaces')" + (f": {why}" if why else ""))
     print(f"Level available: {level.level}")
     if level.missing:
         print("Missing for strict: " + "; ".join(level.missing))
     print("\nWhat learner code is held to here, and by what:")
-    for guarantee, mechanism, lacking in guarantees():
+    for guarantee, mechanism, lacking in sandbox.guarantees():
         print(f"  - {guarantee}\n      by: {mechanism}" + (f"\n      missing: {lacking}" if lacking else ""))
     print()
     print(level.describe if not level.missing else "grade-batch, gradescope-run and nbgrader autograding refuse to "

@@ -159,7 +159,7 @@ def run(root: Path, isolation: str = "strict") -> dict:
     start = time.monotonic()
     try:
         from autograder.engine.grade import grade
-        from autograder.sandbox.outside import IsolationUnavailable
+        from autograder.sandbox import IsolationUnavailable
 
         submission = root / "submission"
         try:

@@ -45,7 +45,7 @@ class GradeInSandbox(Preprocessor):
 
     def preprocess(self, nb, resources):
         from autograder.invoke import run_json
-        from autograder.sandbox.outside import resolve
+        from autograder.sandbox import resolve
 
         level = resolve(self.isolation)  # strict: refuse here, before any learner code runs
         info = resources["nbgrader"]

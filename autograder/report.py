@@ -6,7 +6,7 @@ import textwrap
 
 from autograder.engine.results import Report
 from autograder.outputs import label
-from autograder.sandbox.outside import NO_CODE_RAN
+from autograder.sandbox import NO_CODE_RAN
 
 
 def _points(x: float) -> str:

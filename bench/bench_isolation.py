@@ -22,7 +22,7 @@ GOAL = 0.1
 
 
 def bare(level: str, **kw) -> float:
-    from autograder.sandbox.outside import Worker
+    from autograder.sandbox import Worker
 
     start = time.perf_counter()
     run = Worker("def f(x):\n    return x + 1\n", "f", [(1,)], level=level, **kw).wait()
@@ -80,8 +80,7 @@ def f():
 def scratch_overshoot() -> str:
     """Without namespaces the scratch folder is measured from outside: how far past 512 MiB a
     writer as fast as this machine allows gets before it is stopped (medians of 5)."""
-    from autograder.sandbox import jail
-    from autograder.sandbox.outside import STRICT, Worker
+    from autograder.sandbox import STRICT, Worker, jail
 
     over = []
     for _ in range(5):
@@ -100,7 +99,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    from autograder.sandbox.outside import resolve
+    from autograder.sandbox import resolve
 
     strict = resolve("auto")
     if strict.level != "strict":

@@ -15,7 +15,7 @@ kernel's own threads read from their sockets and event fds all the time. A proce
 nothing else (a measuring child, like Lesson 4's around Orbax's loader, whose reads happen on
 TensorStore's threads) uses ``count_reads(whole_process=True)``. (The grader counts a graded
 function's reads from outside its worker, for every process the function starts: see
-:func:`autograder.sandbox.outside.tree_rchar`.)
+:func:`autograder.sandbox.proctree.tree_rchar`.)
 """
 
 from __future__ import annotations

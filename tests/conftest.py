@@ -28,7 +28,7 @@ def root() -> Path:
 
 def best_isolation() -> str:
     """The level the honest-side tests grade at: strict wherever the machine has it."""
-    from autograder.sandbox.outside import strict_missing
+    from autograder.sandbox import strict_missing
 
     return "basic" if strict_missing() else "strict"
 

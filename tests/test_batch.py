@@ -125,7 +125,7 @@ def test_a_batch_runs_jobs_workers_in_all_and_its_last_learner_uses_every_one(tm
     """grade-batch -j 2: two learners at a time, each may run two workers, and slots shared by
     the class bound them to two in all; a learner graded alone (the last, here the only one
     left) runs two at once. Each worker sleeps on its first case, so workers that could overlap do."""
-    from autograder.sandbox import outside
+    from autograder import sandbox
     from tests.conftest import best_isolation
 
     ids = ["2.1", "2.2", "2.3", "2.4"]
@@ -133,7 +133,7 @@ def test_a_batch_runs_jobs_workers_in_all_and_its_last_learner_uses_every_one(tm
         f"def {registry.get(i).call}:\n    if not SLEPT:\n        SLEPT.append(1)\n        time.sleep(0.4)\n"
         "    return None\n\n" for i in ids)
     live, most = [0], []
-    real = outside.Worker
+    real = sandbox.Worker
 
     class Counted(real):
         def __init__(self, *args, **kw):
@@ -147,7 +147,7 @@ def test_a_batch_runs_jobs_workers_in_all_and_its_last_learner_uses_every_one(tm
             finally:
                 live[0] -= 1
 
-    monkeypatch.setattr(outside, "Worker", Counted)
+    monkeypatch.setattr(sandbox, "Worker", Counted)
     level = best_isolation()
     subs = tmp_path / "subs"
     subs.mkdir()

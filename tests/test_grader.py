@@ -350,18 +350,18 @@ def test_strict_refused_after_the_references_started_leaves_nothing_behind(tmp_p
     import tempfile
     import threading
 
-    from autograder.sandbox import outside
+    from autograder import sandbox
 
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    monkeypatch.setattr(outside, "strict_missing", lambda: ("Landlock ABI 0 (a test)",))
+    monkeypatch.setattr("autograder.sandbox.worker.strict_missing", lambda: ("Landlock ABI 0 (a test)",))
     started = []
     monkeypatch.setattr(grading.sandbox, "Worker", lambda *a, **k: started.append(a) or pytest.fail("a worker ran"))
     prepared = []
     real_prepare = grading._References._prepare
     monkeypatch.setattr(grading._References, "_prepare", staticmethod(lambda plan: (real_prepare(plan), prepared.append(plan.problem.id))))
-    with pytest.raises(outside.IsolationUnavailable, match="Landlock ABI 0"):
+    with pytest.raises(sandbox.IsolationUnavailable, match="Landlock ABI 0"):
         grading.grade([root / "solutions" / "unit3.py", root / "solutions" / "unit4.py"], "refused", isolation="strict")
     assert prepared, "the references did not start before the level was known"
     assert not started
@@ -400,12 +400,12 @@ def test_workers_compile_faster_and_compute_within_the_tolerance_floats_are_judg
     """Workers compile with XLA flags of their own (no LLVM optimisation, the older fusion
     emitter): a learner's eager Flax and jax.numpy may differ there in a float's last bits from
     what they give here, never by more than the relative tolerance float answers are judged with."""
-    from autograder.sandbox import outside
+    from autograder import sandbox
     from autograder.wall import codec
     from autograder.wall.returns import ArrayOf
 
     cases = [(0, (2, 4), 3), (7, (5, 33), 17)]
-    run = outside.Worker(_EAGER_VALUES, "values", cases, level=best_isolation()).wait()
+    run = sandbox.Worker(_EAGER_VALUES, "values", cases, level=best_isolation()).wait()
     assert run.status == "ok" and not run.setup, run.stderr_tail
     namespace: dict = {}
     exec(_EAGER_VALUES, namespace)  # noqa: S102 - the test's own code, in this process's default XLA

@@ -26,13 +26,12 @@ from pathlib import Path
 
 import pytest
 
-from autograder import registry
-from autograder.sandbox import outside
+from autograder import registry, sandbox
 from solutions import unit4
 from tests import platforms
 from tests.hostile import ATTACKS, EFFECTS, SURFACES, reference
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(outside.strict_missing()),
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(sandbox.strict_missing()),
                                                    reason="this machine cannot give the strict level")]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -253,7 +252,7 @@ def test_the_batch_finishes_in_one_run(strict_class):
     assert run.returncode == 0, run.stderr[-2000:]
     assert "Isolation: strict" in run.stdout
     # by the mechanisms this platform has: without namespaces where it (or this machine) refuses them
-    refused = strict_class.platform != "native" or not outside.strict_namespaces()
+    refused = strict_class.platform != "native" or not sandbox.strict_namespaces()
     assert ("no namespaces (refused here)" in run.stdout) == refused, run.stdout
     assert set(strict_class.scores) == {a.name for a in ATTACKS} | set(HONEST)
     summary = (strict_class.out / "summary.md").read_text()
@@ -452,8 +451,8 @@ def test_references_read_their_own_copies_of_the_input_files(root, monkeypatch):
 _GRADER = '''
 import sys, time
 from autograder import registry
-from autograder.sandbox import outside
-worker = outside.Worker("def f(x):\\n    while True:\\n        pass\\n", "f", [(1,)], level=sys.argv[1], timeout=600)
+from autograder import sandbox
+worker = sandbox.Worker("def f(x):\\n    while True:\\n        pass\\n", "f", [(1,)], level=sys.argv[1], timeout=600)
 time.sleep(2)
 print("running", flush=True)
 time.sleep(600)
@@ -478,8 +477,8 @@ def test_killing_the_grader_leaves_no_worker_and_the_next_grader_removes_its_fol
     # Its worker's folder stays (no grader left to remove it) until the next grader starts a worker.
     left = [n for n in os.listdir(tempfile.gettempdir()) if n.startswith(f"ckpt-worker-{grader.pid}-")]
     assert left, "the killed grader's worker folder is not where the next grader looks"
-    subprocess.run([sys.executable, "-c", "from autograder.sandbox import outside\n"
-                    "outside.remove_folder(outside.new_workdir())"], cwd=ROOT, check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", "from autograder import sandbox\n"
+                    "sandbox.remove_folder(sandbox.new_workdir())"], cwd=ROOT, check=True, timeout=120)
     assert not [n for n in left if os.path.exists(os.path.join(tempfile.gettempdir(), n))]
 
 
@@ -553,12 +552,12 @@ def test_the_zygote_imports_what_a_workers_code_imports_before_it_forks_that_wor
     learner's Unit 1 does not wait for Orbax); one whose code imports Orbax finds it loaded. In a
     grader of its own, so that no earlier test's zygote has imported anything yet."""
     script = ("import json\n"
-              "from autograder.sandbox import outside\n"
-              "outside.start_zygote()\n"
+              "from autograder import sandbox\n"
+              "sandbox.start_zygote()\n"
               f"src = {_PRELOADED!r}\n"
-              "plain = outside.Worker(src, 'f', [()], level='strict').wait()\n"
-              "nnx = outside.Worker(src + 'from flax import nnx\\n', 'f', [()], level='strict').wait()\n"
-              "orbax = outside.Worker(src + '    import orbax.checkpoint\\n', 'f', [()], level='strict').wait()\n"
+              "plain = sandbox.Worker(src, 'f', [()], level='strict').wait()\n"
+              "nnx = sandbox.Worker(src + 'from flax import nnx\\n', 'f', [()], level='strict').wait()\n"
+              "orbax = sandbox.Worker(src + '    import orbax.checkpoint\\n', 'f', [()], level='strict').wait()\n"
               "print(json.dumps([r.cases[0]['value'] for r in (plain, nnx, orbax)]))\n")
     out = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=180)
     plain, nnx, orbax = json.loads(out.stdout.splitlines()[-1])
@@ -603,9 +602,9 @@ def test_a_forked_worker_holds_no_descriptor_of_the_zygote_or_of_another_worker(
     (checked: with the pidfds kept open in the fork, this fails)."""
     from autograder.sandbox import zygote
 
-    sibling = outside.Worker("def f():\n    import time\n    time.sleep(20)\n", "f", [()], level="strict", timeout=60)
+    sibling = sandbox.Worker("def f():\n    import time\n    time.sleep(20)\n", "f", [()], level="strict", timeout=60)
     try:
-        worker = outside.Worker(_OPEN_DESCRIPTORS, "f", [()], level="strict")
+        worker = sandbox.Worker(_OPEN_DESCRIPTORS, "f", [()], level="strict")
         run = worker.wait()
     finally:
         sibling.kill()
@@ -620,9 +619,9 @@ def test_the_zygote_is_gone_when_the_grader_has_exited(root):
     """A grader that exits ends its zygote and reaps it first: no process of the grader's is left
     for a moment after, to be seen by whatever lists processes next (its parent-death signal
     alone left it there; checked: without the stop at exit, this fails)."""
-    script = ("from autograder.sandbox import outside, zygote\n"
-              "outside.start_zygote()\n"
-              "print(zygote._get(outside.zygote_env()).proc.pid, flush=True)\n")
+    script = ("from autograder import sandbox\nfrom autograder.sandbox import zygote\n"
+              "sandbox.start_zygote()\n"
+              "print(zygote._get(sandbox.zygote_env()).proc.pid, flush=True)\n")
     out = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120)
     pid = int(out.stdout.split()[-1])
     assert not Path(f"/proc/{pid}").exists(), Path(f"/proc/{pid}/status").read_text()[:200]
@@ -663,7 +662,7 @@ def test_a_strict_worker_cannot_stop_or_kill_the_zygote(grade_code):
     grade_code(_SIGNAL_EVERYONE, problems=["4.3"], isolation="strict")
     state = Path(f"/proc/{before.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     assert zygote._current is before and not before.dead and state in "SR", state
-    worker = outside.Worker("def f():\n    return 1\n", "f", [()], level="strict")
+    worker = sandbox.Worker("def f():\n    return 1\n", "f", [()], level="strict")
     assert isinstance(worker.proc, zygote.Forked) and [c["value"] for c in worker.wait().cases] == [1]
 
 

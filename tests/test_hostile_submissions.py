@@ -339,11 +339,11 @@ def test_a_placed_array_comes_back_from_a_worker_whose_cases_hold_no_jax_object(
     the cases hold its objects: at the basic level (a fresh process) the 6.2 reference's read-back
     worker, whose cases are paths, sent nothing back ("cannot return a value of type ArrayImpl"),
     and the reference scored 0 there."""
-    from autograder.sandbox import outside
+    from autograder import sandbox
 
     if level == "strict" and best_isolation() != "strict":
         pytest.skip("no strict level here")
-    run = outside.Worker(_PLACES, "placed", [()], level=level, timeout=60).wait()
+    run = sandbox.Worker(_PLACES, "placed", [()], level=level, timeout=60).wait()
     assert run.status == "ok" and not run.setup, (run.status, run.setup, run.stderr_tail[-2000:])
     (case,) = run.cases
     assert "value" in case, case

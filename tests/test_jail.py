@@ -12,9 +12,10 @@ import textwrap
 
 import pytest
 
-from autograder.sandbox import cgroups, outside
+from autograder import sandbox
+from autograder.sandbox import cgroups
 
-pytestmark = pytest.mark.skipif(bool(outside.strict_missing()), reason="this machine cannot give the strict level")
+pytestmark = pytest.mark.skipif(bool(sandbox.strict_missing()), reason="this machine cannot give the strict level")
 
 # Builds a strict jail in a fresh process with every open for writing recorded, then prints the
 # record from inside the jail (pid 1 of its namespace).
@@ -87,7 +88,7 @@ def test_the_process_limit_binds_without_a_cgroup_whatever_the_graders_user(monk
     from autograder.sandbox import jail
 
     monkeypatch.setattr(cgroups, "worker_cgroups", lambda *a: [])
-    run = outside.Worker(_FORK_UNTIL_REFUSED, "probe", [()], timeout=60, level=outside.STRICT, bare=True).wait()
+    run = sandbox.Worker(_FORK_UNTIL_REFUSED, "probe", [()], timeout=60, level=sandbox.STRICT, bare=True).wait()
     assert run.status == "ok", run.stderr_tail
     forked, err = run.cases[0]["value"]
     assert err == errno.EAGAIN and forked < jail.MAX_TASKS, (forked, err)
@@ -150,8 +151,8 @@ def test_a_workers_tree_holds_no_more_memory_than_its_limit_however_it_spreads_i
 
     if os.geteuid() != 0:
         pytest.skip("a memory cgroup for each worker needs a root grader (or a delegated cgroup)")
-    run = outside.Worker(_HOLD_MEMORY, "probe", [()], timeout=90, level=outside.STRICT, bare=True).wait()
-    limit = outside.DEFAULT_MEMORY + jail.SCRATCH_BYTES
+    run = sandbox.Worker(_HOLD_MEMORY, "probe", [()], timeout=90, level=sandbox.STRICT, bare=True).wait()
+    limit = sandbox.DEFAULT_MEMORY + jail.SCRATCH_BYTES
     if run.status == "ok":
         held = run.cases[0]["value"]
         assert held <= limit, f"the tree held {held / 2**30:.1f} GiB, over its {limit / 2**30:.1f} GiB"
@@ -183,7 +184,7 @@ def test_a_worker_fills_only_its_own_scratch():
 
     from autograder.sandbox import jail
 
-    run = outside.Worker(_FILL_SCRATCH, "probe", [()], timeout=120, level=outside.STRICT, bare=True).wait()
+    run = sandbox.Worker(_FILL_SCRATCH, "probe", [()], timeout=120, level=sandbox.STRICT, bare=True).wait()
     assert run.status == "ok", run.stderr_tail[-500:]
     written, files, err = run.cases[0]["value"]
     assert err == errno.ENOSPC and written <= jail.SCRATCH_BYTES and files <= jail.SCRATCH_INODES, (written, files)
@@ -206,9 +207,9 @@ def _share_beside_a_hog() -> None:
     each trying a session of its own: more than a quarter of a core."""
     from tests.hostile import cpu_hog
 
-    hog = outside.Worker(cpu_hog("probe()"), "probe", [()], timeout=15, level=outside.STRICT, bare=True)
+    hog = sandbox.Worker(cpu_hog("probe()"), "probe", [()], timeout=15, level=sandbox.STRICT, bare=True)
     try:
-        run = outside.Worker(_SHARE, "probe", [()], timeout=30, level=outside.STRICT, bare=True).wait()
+        run = sandbox.Worker(_SHARE, "probe", [()], timeout=30, level=sandbox.STRICT, bare=True).wait()
     finally:
         hog.kill()
     assert run.status == "ok", run.stderr_tail[-500:]
@@ -254,8 +255,8 @@ def test_a_worker_slow_on_the_clock_is_not_cut_short_before_the_clock_cap(monkey
     plus a margin: a worker within its CPU time on a busy machine keeps its answer. Emulated with a
     short margin (0.5 s) and limit (2 s): the worker answers after 3 s, before the 4 s cap. Before:
     killed at 2.5 s (and with the real margin, a 60 s problem's worker at 90 s, before its 120 s cap)."""
-    monkeypatch.setattr(outside, "JOIN_MARGIN", 0.5)
-    run = outside.Worker(_SLEEPER, "probe", [()], timeout=2, level=outside.BASIC).wait()
+    monkeypatch.setattr("autograder.sandbox.worker.JOIN_MARGIN", 0.5)
+    run = sandbox.Worker(_SLEEPER, "probe", [()], timeout=2, level=sandbox.BASIC).wait()
     assert run.status == "ok" and run.cases[0]["value"] == 1, (run.status, run.stderr_tail[-500:])
 
 
@@ -316,7 +317,7 @@ def test_a_timeout_is_the_workers_own_cpu_time_not_a_busy_machines_clock(monkeyp
     monkeypatch.setattr(cgroups, "worker_cgroups", lambda *a: [])
     busy = [subprocess.Popen([sys.executable, "-c", _BUSY]) for _ in range(12)]
     try:
-        run = outside.Worker(_WORK, "probe", [()], timeout=6, level=outside.STRICT, bare=True).wait()
+        run = sandbox.Worker(_WORK, "probe", [()], timeout=6, level=sandbox.STRICT, bare=True).wait()
     finally:
         for p in busy:
             p.kill()
@@ -326,12 +327,12 @@ def test_a_timeout_is_the_workers_own_cpu_time_not_a_busy_machines_clock(monkeyp
 
 
 def test_a_worker_that_waits_forever_ends_at_the_wall_clock_cap():
-    run = outside.Worker("import time\ndef probe():\n    time.sleep(600)\n", "probe", [()], timeout=1,
-                         level=outside.STRICT, bare=True).wait()
+    run = sandbox.Worker("import time\ndef probe():\n    time.sleep(600)\n", "probe", [()], timeout=1,
+                         level=sandbox.STRICT, bare=True).wait()
     assert run.status == "timeout" and 2 <= run.seconds < 6, (run.status, run.seconds)
 
 
-@pytest.mark.skipif(not outside.strict_namespaces(), reason="strict workers get no pid namespace of their own here")
+@pytest.mark.skipif(not sandbox.strict_namespaces(), reason="strict workers get no pid namespace of their own here")
 def test_a_preempted_worker_is_reaped_by_its_own_launcher():
     """A preemption kills pid 1 of the worker's pid namespace, and with it every process inside; the
     launcher (the grader's code, outside the namespace) reaps it and exits by itself, with its
@@ -339,8 +340,8 @@ def test_a_preempted_worker_is_reaped_by_its_own_launcher():
     process adopts orphans on the machine, and the grader waits until the namespace is empty."""
     import time
 
-    worker = outside.Worker("import time\ndef probe():\n    time.sleep(600)\n", "probe", [()], timeout=30,
-                            level=outside.STRICT, bare=True)
+    worker = sandbox.Worker("import time\ndef probe():\n    time.sleep(600)\n", "probe", [()], timeout=30,
+                            level=sandbox.STRICT, bare=True)
     deadline = time.monotonic() + 20
     while not worker.namespace and time.monotonic() < deadline:  # (set once the module has loaded)
         time.sleep(0.01)
@@ -348,7 +349,7 @@ def test_a_preempted_worker_is_reaped_by_its_own_launcher():
     worker.preempt()
     run = worker.wait()
     assert run.status in ("crashed", "ok") and worker.proc.returncode == 128 + 9, (run.status, worker.proc.returncode)
-    assert not outside.namespace_pids(worker.namespace)
+    assert not sandbox.namespace_pids(worker.namespace)
 
 
 @pytest.mark.parametrize("abi", ["1", "2"])
@@ -362,7 +363,7 @@ def test_before_landlock_abi_3_seccomp_refuses_truncate(tmp_path, monkeypatch, a
     victim.write_bytes(b"x" * 1000)
     code = ("import os\ndef probe():\n    try:\n        os.truncate('../case.safetensors', 0)\n        err = 0\n"
             "    except OSError as exc:\n        err = exc.errno\n    return [err, os.path.getsize('../case.safetensors')]\n")
-    run = outside.Worker(code, "probe", [()], timeout=30, level=outside.STRICT, bare=True, workdir=str(tmp_path)).wait()
+    run = sandbox.Worker(code, "probe", [()], timeout=30, level=sandbox.STRICT, bare=True, workdir=str(tmp_path)).wait()
     assert run.status == "ok", run.stderr_tail[-500:]
     err, size = run.cases[0]["value"]
     assert err == errno.EPERM and size == 1000, (err, size)
@@ -429,7 +430,7 @@ def test_without_namespaces_a_worker_starts_no_process_and_a_bounded_number_of_t
 
     from autograder.sandbox import jail
 
-    run = outside.Worker(_NO_PROCESSES, "probe", [()], timeout=60, level=outside.STRICT, bare=True,
+    run = sandbox.Worker(_NO_PROCESSES, "probe", [()], timeout=60, level=sandbox.STRICT, bare=True,
                          namespaces=False).wait()
     assert run.status == "ok", run.stderr_tail[-500:]
     forked, started = run.cases[0]["value"]
@@ -461,7 +462,7 @@ def test_without_namespaces_a_worker_signals_no_other_process(monkeypatch, abi):
 
     if abi:
         monkeypatch.setenv("CKPT_TEST_LANDLOCK_ABI", abi)
-    run = outside.Worker(_SIGNALS, "probe", [()], timeout=60, level=outside.STRICT, bare=True,
+    run = sandbox.Worker(_SIGNALS, "probe", [()], timeout=60, level=sandbox.STRICT, bare=True,
                          namespaces=False).wait()
     assert run.status == "ok", run.stderr_tail[-500:]
     assert run.cases[0]["value"] == [errno.EPERM] * 3
@@ -470,7 +471,7 @@ def test_without_namespaces_a_worker_signals_no_other_process(monkeypatch, abi):
 def test_without_namespaces_a_worker_that_fills_its_scratch_is_stopped():
     """No tmpfs of its own: the grader measures the scratch folder from outside and stops the worker
     past 512 MiB or 20,000 files; the folder is removed with the worker."""
-    run = outside.Worker(_FILL_SCRATCH, "probe", [()], timeout=120, level=outside.STRICT, bare=True,
+    run = sandbox.Worker(_FILL_SCRATCH, "probe", [()], timeout=120, level=sandbox.STRICT, bare=True,
                          namespaces=False)
     scratch = run.scratch
     result = run.wait()
@@ -494,12 +495,12 @@ def test_a_read_count_the_grader_cannot_read_is_unknown_never_zero(root):
         pytest.skip("needs root, to run a process under another uid")
     script = (
         "import subprocess, sys\n"
-        "from autograder.sandbox import outside\n"
+        "from autograder import sandbox\n"
         f"p = subprocess.Popen([sys.executable, '-c', {_HOLDER!r}, '4243'], stdout=subprocess.PIPE, text=True)\n"
         "p.stdout.readline()\n"
-        "unknown = outside.tree_rchar(p.pid)\n"
+        "unknown = sandbox.tree_rchar(p.pid)\n"
         "p.kill(); p.wait()\n"
-        "print(unknown, outside.tree_rchar(__import__('os').getpid()) is not None)\n")
+        "print(unknown, sandbox.tree_rchar(__import__('os').getpid()) is not None)\n")
     out = subprocess.run(_on("docker-default", "-c", script), cwd=root, capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["None", "True"], out.stdout + out.stderr
 
@@ -522,7 +523,7 @@ def probe():
 def test_a_worker_busy_on_two_cores_is_not_cut_short_before_its_limit_on_the_clock():
     """A timeout needs the limit passed on the clock too: 3 s of CPU time in 1.5 s on two cores,
     under a 2 s limit, finishes (a limit on CPU time alone ended it after 1 s)."""
-    run = outside.Worker(_TWO_CORES, "probe", [()], timeout=2, level=outside.STRICT, bare=True).wait()
+    run = sandbox.Worker(_TWO_CORES, "probe", [()], timeout=2, level=sandbox.STRICT, bare=True).wait()
     assert run.status == "ok" and run.cases[0]["value"] == 1, (run.status, run.seconds)
 
 
@@ -554,9 +555,9 @@ def test_cgroups_a_killed_grader_left_are_removed_by_the_next_one_but_never_a_li
 
 _MEASURE_WITH_FEW_DESCRIPTORS = """
 import resource, sys
-from autograder.sandbox import outside
+from autograder import sandbox
 resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-print(outside.scratch_over(sys.argv[1], int(sys.argv[2]), 10**6))
+print(sandbox.scratch_over(sys.argv[1], int(sys.argv[2]), 10**6))
 """
 
 
@@ -575,7 +576,7 @@ def test_a_scratch_folder_spread_over_many_folders_or_nested_deep_is_measured_al
     assert run(spread, 64 * 2**20).stdout.strip() == "False"
     deep = tmp_path / "deep"
     os.makedirs(deep / os.path.join(*["d"] * 100))
-    assert outside.scratch_over(str(deep), 2**30, 10**6)
+    assert sandbox.scratch_over(str(deep), 2**30, 10**6)
 
 
 _FORKED_CHILD = """
@@ -596,7 +597,7 @@ def test_a_process_the_learners_code_forks_never_answers_for_the_worker():
     its answer came first ("child"), and the two processes shared the next frames."""
     from tests.conftest import best_isolation
 
-    run = outside.Worker(_FORKED_CHILD, "probe", [(1,), (2,)], timeout=30, level=best_isolation()).wait()
+    run = sandbox.Worker(_FORKED_CHILD, "probe", [(1,), (2,)], timeout=30, level=best_isolation()).wait()
     assert run.status == "ok" and [c.get("value") for c in run.cases] == ["parent", "parent"], (run.status, run.cases)
 
 
@@ -609,7 +610,7 @@ def test_a_late_kill_never_reaches_a_process_that_took_the_reaped_workers_pid(la
     record is pointed at such a process. ``zygote_reaped``: a worker the zygote forked is reaped by
     the zygote the moment it ends, before this grader has waited for it (the window a 5.3
     preemption watcher runs in)."""
-    worker = outside.Worker("def probe():\n    return 1\n", "probe", [()], timeout=5, level=outside.STRICT, bare=True)
+    worker = sandbox.Worker("def probe():\n    return 1\n", "probe", [()], timeout=5, level=sandbox.STRICT, bare=True)
     run = worker.wait()
     assert run.status == "ok" and worker.proc.returncode is not None
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)

@@ -10,7 +10,7 @@ import pytest
 from autograder import registry
 from autograder.engine.cases import expected_outcome, hidden_cases
 from autograder.engine.judge import judge
-from autograder.sandbox.outside import RunResult
+from autograder.sandbox import RunResult
 
 P = registry.get("1.1")
 # The module a worker runs: each block headed by where it came from.

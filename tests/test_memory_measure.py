@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from autograder.sandbox import outside
+from autograder import sandbox
 from tests.conftest import best_isolation
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform != "linux", reason="peaks are read from /proc")]
@@ -26,7 +26,7 @@ COUNTED = 0.95 * BIG * MiB  # (what the process held before may shrink a little 
 
 
 def _peak(source: str, level: str, function: str = "f") -> tuple[int | None, object]:
-    worker = outside.Worker(source, function, [()], level=level, measure_memory=True, timeout=60)
+    worker = sandbox.Worker(source, function, [()], level=level, measure_memory=True, timeout=60)
     run = worker.wait()
     assert run.status == "ok" and not run.setup, (run.status, run.setup, run.stderr_tail)
     (case,) = run.cases
@@ -35,7 +35,7 @@ def _peak(source: str, level: str, function: str = "f") -> tuple[int | None, obj
 
 def _strict() -> str:
     level = best_isolation()
-    if level != outside.STRICT:
+    if level != sandbox.STRICT:
         pytest.skip("no strict level on this machine")
     return level
 
@@ -76,7 +76,7 @@ def test_resetting_the_peak_is_refused():
     peak, value = _peak(_RESET, _strict())
     assert value == "refused" and peak >= COUNTED
     # Without the jail the reset works, and the peak the grader reads is gone.
-    peak, value = _peak(_RESET, outside.BASIC)
+    peak, value = _peak(_RESET, sandbox.BASIC)
     assert value == "reset" and peak < BIG * MiB // 2
 
 
@@ -101,7 +101,7 @@ def f():
 def test_a_child_process_cannot_do_the_work_uncounted():
     peak, value = _peak(_CHILD, _strict())
     assert value == "refused" and peak >= COUNTED
-    peak, value = _peak(_CHILD, outside.BASIC)
+    peak, value = _peak(_CHILD, sandbox.BASIC)
     assert value == "forked" and peak < BIG * MiB // 2  # without the jail: a peak the grader never saw
 
 
@@ -123,7 +123,7 @@ def test_a_new_program_cannot_start_a_new_peak():
     _, value = _peak(_EXEC, _strict())
     assert value == "refused"
     # Without the jail the exec happens: the process is another program, which never answers.
-    run = outside.Worker(_EXEC, "f", [()], level=outside.BASIC, measure_memory=True, timeout=30).wait()
+    run = sandbox.Worker(_EXEC, "f", [()], level=sandbox.BASIC, measure_memory=True, timeout=30).wait()
     assert not run.cases or "value" not in run.cases[0]
 
 
@@ -187,7 +187,7 @@ def test_giving_pages_back_is_refused(advice):
     source = _GIVE_BACK.replace("ADVICE", str(advice))
     peak, value = _peak(source, _strict())
     assert value == "refused" and peak >= COUNTED
-    _, value = _peak(source, outside.BASIC)
+    _, value = _peak(source, sandbox.BASIC)
     assert value == "given back"
 
 
@@ -215,9 +215,9 @@ def restore_for_serving(ckpt_dir, mesh, specs):
 """
 
 
-@pytest.mark.parametrize("level", [outside.STRICT, outside.BASIC])
+@pytest.mark.parametrize("level", [sandbox.STRICT, sandbox.BASIC])
 def test_a_whole_state_restore_that_hides_its_peak_scores_nothing(grade_code, level):
-    if level == outside.STRICT:
+    if level == sandbox.STRICT:
         _strict()
     report = grade_code(_WHOLE_THEN_RESET, problems=["6.1"], learner="hides-its-peak", isolation=level)
     (result,) = report.problems
@@ -277,12 +277,12 @@ def test_anonymous_memory_is_counted_and_the_pages_of_a_mapped_file_are_not(tmp_
     process's allocation, and the anonymous peak leaves them out. Control: the peak resident set did
     grow by the whole file, so the pages really were mapped and touched."""
     level = _strict()
-    workdir = outside.new_workdir(on_disk=True)
+    workdir = sandbox.new_workdir(on_disk=True)
     try:
         path = f"{workdir}/input.bin"
         with open(path, "wb") as out:
             out.write(np.random.default_rng(0).integers(0, 255, BIG * MiB, dtype=np.uint8).tobytes())
-        run = outside.Worker(_MAPS, "f", [(path,)], level=level, measure_memory=True, timeout=60, workdir=workdir).wait()
+        run = sandbox.Worker(_MAPS, "f", [(path,)], level=level, measure_memory=True, timeout=60, workdir=workdir).wait()
         assert run.status == "ok" and not run.setup, (run.status, run.setup, run.stderr_tail)
         (case,) = run.cases
         assert case["peak_bytes"] >= 0.95 * (BIG + BIG // 2) * MiB, case  # the file's pages and its own
@@ -305,7 +305,7 @@ def test_a_memory_measured_workers_inputs_are_not_on_a_tmpfs(monkeypatch):
     if not on_tmpfs("/dev/shm") or on_tmpfs("/var/tmp"):
         pytest.skip("needs a tmpfs at /dev/shm and a disk at /var/tmp")
     monkeypatch.setattr(tempfile, "tempdir", "/dev/shm")
-    made = [outside.new_workdir(), outside.new_workdir(on_disk=True), measured_tempdir("unit6-")]
+    made = [sandbox.new_workdir(), sandbox.new_workdir(on_disk=True), measured_tempdir("unit6-")]
     try:
         assert [on_tmpfs(d) for d in made] == [True, False, False], made
     finally:

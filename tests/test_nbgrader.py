@@ -235,13 +235,13 @@ def test_a_notebook_without_test_cells_is_graded_by_function_name(course):
 
 
 def test_autograding_refuses_without_the_strict_level(monkeypatch):
+    from autograder import sandbox
     from autograder.nbgrader_autograde import GradeInSandbox
-    from autograder.sandbox import outside
 
-    monkeypatch.setattr(outside, "strict_missing", lambda: ("Landlock ABI 0 (a test)",))
+    monkeypatch.setattr("autograder.sandbox.worker.strict_missing", lambda: ("Landlock ABI 0 (a test)",))
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("def f():\n    pass")])
     resources = {"nbgrader": {"student": "ada", "notebook": "unit1", "assignment": "unit1"}}
-    with pytest.raises(outside.IsolationUnavailable, match="Landlock ABI 0"):
+    with pytest.raises(sandbox.IsolationUnavailable, match="Landlock ABI 0"):
         GradeInSandbox().preprocess(nb, resources)
 
 

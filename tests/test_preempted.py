@@ -13,9 +13,8 @@ import time
 import numpy as np
 import pytest
 
-from autograder import registry
+from autograder import registry, sandbox
 from autograder.engine import preempted
-from autograder.sandbox import outside
 from autograder.wall import files, kinds
 from tests.conftest import best_isolation
 from tests.hostile import CROWDS, FAKES_ITS_FOLDERS, LEAVES_A_MESS
@@ -81,13 +80,13 @@ def train_with_preemption(ckpt_dir, total_steps, seed):
 """
 
 
-@pytest.mark.skipif(bool(outside.strict_missing()), reason="this machine cannot give the strict level")
+@pytest.mark.skipif(bool(sandbox.strict_missing()), reason="this machine cannot give the strict level")
 @pytest.mark.parametrize("level", ["strict", "basic"])
 def test_a_run_cannot_outlive_its_kill(level):
     """A worker starts a grandchild, in a session of its own, to outlive the grader's kill. At the strict
     level (in the worker's pid namespace, killed with it; without namespaces, refused) the next
     worker never finds its marker. At the basic level, the contrast, it lives on."""
-    workdir = outside.new_workdir()
+    workdir = sandbox.new_workdir()
     args = files.realize((kinds.RunFolder((("commit", 1),)), 3, 7), workdir)
     try:
         outcome, last, made = preempted.run_case(_SURVIVOR, "train_with_preemption", args, (("commit", 1),),
@@ -130,9 +129,9 @@ def test_a_kept_scratch_folder_is_still_the_only_place_a_run_writes(level):
     """Its scratch folder outlives a 5.3 worker, but the jail is the same: a write beside it (into
     the folder the grader keeps for the series) or into /tmp is refused at the strict level. At the
     basic level, the contrast, both land."""
-    if level == "strict" and outside.strict_missing():
+    if level == "strict" and sandbox.strict_missing():
         pytest.skip("this machine cannot give the strict level")
-    workdir = outside.new_workdir()
+    workdir = sandbox.new_workdir()
     seed = int(time.time() * 1000) % 100000
     args = files.realize((kinds.RunFolder(), 2, seed), workdir)
     outside_file = f"/tmp/ckpt-escaped-{seed}"
@@ -198,7 +197,7 @@ def train_with_preemption(ckpt_dir, total_steps, seed):
         open(os.path.join(folder, "commit_success.txt"), "w").write("ok")
     return {}, first
 """
-    workdir = outside.new_workdir()
+    workdir = sandbox.new_workdir()
     kills = (("commit", 1), ("mid_save", 1), ("commit", 2))
     args = files.realize((kinds.RunFolder(kills), 8, 0), workdir)
     try:
@@ -278,11 +277,11 @@ def test_a_scratch_folder_is_removed_whatever_its_worker_left_there(tmp_path):
     except RecursionError:
         left = True
     assert left, "the control removed the tree: the test shows nothing"
-    assert outside.remove_folder(str(control)) and not control.exists()
+    assert sandbox.remove_folder(str(control)) and not control.exists()
     top = tmp_path / "scratch"
     _nested_and_locked(str(top))
-    assert outside.remove_folder(str(top)) and not top.exists()
-    assert os.path.exists("/etc/passwd") and outside.remove_folder(str(top))  # (gone already: still True)
+    assert sandbox.remove_folder(str(top)) and not top.exists()
+    assert os.path.exists("/etc/passwd") and sandbox.remove_folder(str(top))  # (gone already: still True)
 
 
 def test_a_run_that_leaves_a_mess_leaves_nothing_in_the_graders_temporary_folder(grade_code, tmp_path,
@@ -307,7 +306,7 @@ def test_a_run_folder_crowded_with_step_names_is_stopped_not_watched():
     with names shaped like steps is stopped once it holds more than MAX_ENTRIES, with its own
     message, instead of being listed and looked at until its time runs out. Before: 19,000 names
     looked at every 2 ms for the run's whole minute, a batch ten times slower (422 s against 43 s)."""
-    workdir = outside.new_workdir()
+    workdir = sandbox.new_workdir()
     args = files.realize((kinds.RunFolder((("commit", 1),)), 3, 0), workdir)
     started = time.monotonic()
     try:
@@ -316,7 +315,7 @@ def test_a_run_folder_crowded_with_step_names_is_stopped_not_watched():
         assert outcome is None and last.status == "crowded" and made == 0, (outcome, last.status)
         assert time.monotonic() - started < 50, "stopped only when its time ran out"
     finally:
-        outside.remove_folder(workdir)
+        sandbox.remove_folder(workdir)
 
 
 def test_a_run_that_never_saves_forges_a_resume_only_where_the_grader_plants_nothing(grade_code, monkeypatch):

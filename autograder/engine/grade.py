@@ -13,7 +13,7 @@ import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from autograder import registry
+from autograder import registry, sandbox
 from autograder.engine import extract, runners
 from autograder.engine.cases import expected_outcome, hidden_cases
 from autograder.engine.gil import SHORT_GIL_SLICES
@@ -21,7 +21,6 @@ from autograder.engine.judge import judge
 from autograder.engine.locate import locate
 from autograder.engine.plan import Plan, Prepared
 from autograder.engine.results import ProblemResult, Report, problem_result
-from autograder.sandbox import outside as sandbox
 from autograder.source import serialize_syntax_trees
 from autograder.wall import codec, files
 from ckptlab.serving import give_back_freed_memory

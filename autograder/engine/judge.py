@@ -11,8 +11,8 @@ import re
 import sys
 from collections import Counter
 
+from autograder import sandbox
 from autograder.hidden import Case, Hidden
-from autograder.sandbox import outside as sandbox
 from autograder.wall import codec
 from autograder.wall.libraries import LIBRARIES
 from autograder.wall.returns import Raises

@@ -14,7 +14,7 @@ import os
 import threading
 import time
 
-from autograder.sandbox import outside as sandbox
+from autograder import sandbox
 from autograder.wall import codec, kinds, plant
 from ckptlab.preempt import (
     COMMIT_FILE,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from autograder.sandbox import outside as sandbox
+from autograder import sandbox
 from autograder.wall import codec, readback
 
 READBACK_TIMEOUT = 60.0

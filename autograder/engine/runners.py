@@ -5,9 +5,9 @@ expected outcomes too (computed meanwhile on the trusted side), and fails as tha
 
 from __future__ import annotations
 
+from autograder import sandbox
 from autograder.engine import preempted, readback
 from autograder.engine.plan import Plan, Prepared
-from autograder.sandbox import outside as sandbox
 
 
 def run_worker(plan: Plan, prepared: Prepared, level: str) -> sandbox.RunResult:

@@ -1,6 +1,6 @@
 """The untrusted side: the one process that runs learner code, inside its jail.
 
-Started by :class:`autograder.sandbox.outside.Worker` as ``python -I -B .../inside.py IN_FD
+Started by :class:`autograder.sandbox.worker.Worker` as ``python -I -B .../inside.py IN_FD
 OUT_FD GRADER_PID``: isolated from the environment, and importing the very copy of the course's packages the
 grader uses (the folder holding this package). It reads its jail plan from ``IN_FD`` and enters the
 jail (:mod:`autograder.sandbox.jail`) before anything else is imported, then reads the job (the
@@ -120,7 +120,7 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
     jail.seal_tasks(plan)  # a read-counted problem's code runs in this one thread
     if plan.measure_memory:
         # The grader takes this process's resident set now, before any learner code, as the
-        # point its peak is measured from; then says go (see outside.Worker._measure_from).
+        # point its peak is measured from; then says go (see worker.Worker._measure_from).
         from autograder.wall import memory
 
         try:

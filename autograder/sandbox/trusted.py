@@ -5,7 +5,7 @@ code only: such a worker runs nothing else. Problem 5.3's expected parameters co
 
 from __future__ import annotations
 
-from autograder.sandbox import outside as sandbox
+from autograder import sandbox
 
 TRUSTED_TIMEOUT = 120.0
 

@@ -1,6 +1,6 @@
 """Grading memory: a memory-measured problem's host memory, measured by the grader from outside
 (``/proc/<pid>/status``, above what the worker held just before the learner's code loaded: the
-peak of its anonymous memory, sampled; see :class:`autograder.sandbox.outside.Worker`).
+peak of its anonymous memory, sampled; see :class:`autograder.sandbox.worker.Worker`).
 
 Before that point the worker (trusted code, no learner code yet) makes the measure about the
 learner's code alone, as Lesson 6 measures (:func:`ckptlab.serving.prepare_measurement`): it imports

@@ -29,13 +29,10 @@ from autograder.limits import (
     SCRATCH_POLL,
     WALL_FACTOR,
 )
-from autograder.sandbox import cgroups, folders, inside, jail, landlock, proctree, wire, zygote
-from autograder.sandbox.folders import new_workdir, remove_folder, scratch_over  # noqa: F401 - callers' names, for now
-from autograder.sandbox.proctree import namespace_pids, tree_rchar  # noqa: F401 - callers' names, for now
+from autograder.sandbox import cgroups, environment, folders, inside, jail, landlock, proctree, wire, zygote
+from autograder.sandbox.jail import BASIC, STRICT
 from autograder.wall import codec
 
-STRICT, BASIC, AUTO = jail.STRICT, jail.BASIC, "auto"
-NO_CODE_RAN = "none (no learner code ran)"
 _ERROR_KINDS = ("exception", "memory", "not_implemented", "setup", "bad_return", "devices")
 
 
@@ -60,23 +57,8 @@ class RunResult:
 
 
 # ---------------------------------------------------------------------------------------------
-# Isolation levels
-
-@dataclass(frozen=True)
-class Isolation:
-    level: str  # strict or basic
-    missing: tuple = ()  # what the strict level lacks here (empty when it is available)
-
-    @property
-    def describe(self) -> str:
-        if self.level == STRICT:
-            how = "user/pid/network namespaces" if strict_namespaces() else "no namespaces (refused here)"
-            return (f"strict (Landlock, seccomp, {how}, process limit: learner code reads only "
-                    "the public course files, writes only its scratch folder, has no network and cannot signal "
-                    "the grader)")
-        why = f"; strict is not available here: {'; '.join(self.missing)}" if self.missing else ""
-        return "basic (resource limits only: learner code can read, write and signal what the grader can)" + why
-
+# What the strict level has on this machine, found by starting a strict worker: beside the Worker,
+# whose default (namespaces=None) asks it (the levels themselves and their text: levels.py)
 
 def strict_missing() -> tuple:
     """What this machine lacks for the strict level (empty: it has it all)."""
@@ -122,105 +104,6 @@ def _strict_probe() -> tuple[bool, tuple, str]:
     return False, (refused,), refused
 
 
-def guarantees() -> list[tuple[str, str, str]]:
-    """What a strict worker is held to on this machine: (guarantee, the mechanisms that give it
-    here, what is missing for it). For ``python -m autograder isolation``."""
-    missing = strict_missing()
-    abi = landlock.landlock_abi()
-    if missing:
-        return [("every guarantee of the strict level", "none: workers run at the basic level",
-                 "what 'Missing for strict' says above")]
-    namespaces = strict_namespaces()
-    kinds = set()
-    for cgroup in cgroups.worker_cgroups():  # the controllers a worker gets: v1, a folder each; v2, files in one
-        kinds |= {k for k, f in (("pids", "pids.max"), ("memory", "memory.max"), ("cpu", "cpu.weight"))
-                  if os.path.basename(os.path.dirname(cgroup)) == k or os.path.exists(os.path.join(cgroup, f))}
-        cgroups.remove_cgroup(cgroup)
-    root = os.geteuid() == 0
-    autogroup = jail.setting("/proc/sys/kernel/sched_autogroup_enabled") == "1"
-    root_hint = "a grader running as root (or a delegated cgroup) gives each worker cgroups of its own"
-    ns_hint = "namespaces of its own (" + namespaces_refused() + ")"
-    seccomp_signals = "seccomp lets it signal only itself" if abi < 6 else f"Landlock's signal scope (ABI {abi})"
-    if namespaces:
-        scratch = ("a tmpfs in its own mount namespace", "")
-        network = "seccomp refuses socket(); a network namespace"
-        signals = "a pid namespace (no process outside it can be named); seccomp refuses ptrace" + \
-            (f"; Landlock's signal scope (ABI {abi})" if abi >= 6 else "")
-        processes = ("every process it starts ends with the problem; at most 400",
-                     "pid 1 of its own pid namespace; RLIMIT_NPROC in its own user namespace"
-                     + ("; a pids cgroup" if "pids" in kinds else ""), "")
-    else:
-        scratch = (f"the grader measures the folder every {SCRATCH_POLL:g} s and stops the worker past the limit "
-                   f"(what it writes in that time may go over; one file: at most {DEFAULT_FILE_BYTES >> 20} MiB)",
-                   "a tmpfs of its own: " + ns_hint)
-        network = "seccomp refuses socket()"
-        signals = f"{seccomp_signals}; seccomp refuses ptrace"
-        per = ("under a real uid of its own" if root else
-               "counted with its user's other tasks: grade-batch grades one learner at a time, so that no "
-               "classmate shares the count")
-        processes = ("starts no process (threads only, at most 400), so nothing outlives it",
-                     f"seccomp refuses fork and clone without CLONE_THREAD; RLIMIT_NPROC {per}"
-                     + ("; a pids cgroup" if "pids" in kinds else ""),
-                     "" if root else f"a count of its own: {ns_hint}, or a grader running as root")
-    rows = [
-        ("reads only the interpreter, the libraries, the public course files and its cases",
-         f"Landlock (ABI {abi})", ""),
-        ("writes only its own scratch folder; changes no file's mode, owner, times or attributes",
-         f"Landlock (ABI {abi}); seccomp refuses chmod, chown, utime, xattrs, inotify, fanotify"
-         + ("; seccomp refuses truncate(2), which Landlock governs from ABI 3" if abi < 3 else ""), ""),
-        ("its scratch folder holds at most 512 MiB in 20,000 files", *scratch),
-        ("no network", network + (f"; Landlock TCP rules (ABI {abi})" if abi >= 4 else ""), ""),
-        ("cannot signal, stop or trace the grader or a classmate", signals, ""),
-        processes,
-        ("the memory of its whole tree is bounded (memfds and its tmpfs included)",
-         "a memory cgroup (4.5 GiB); seccomp refuses memfds and SysV memory" if "memory" in kinds else
-         "4 GiB of address space per process; seccomp refuses memfds and SysV memory"
-         + ("" if namespaces else "; it is its tree's only process"),
-         "" if "memory" in kinds or not namespaces else f"a bound for the whole tree: {root_hint}"),
-        ("one equal share of the CPU, however many processes it runs",
-         "a cpu cgroup" if "cpu" in kinds else "the scheduler's groups per session (autogroup)"
-         + ("" if namespaces else ": one session, its only process's"),
-         "" if "cpu" in kinds or (not namespaces and autogroup) else
-         ("a share a worker cannot split across new sessions: " if autogroup else
-          "the scheduler's autogroup is off (sysctl kernel.sched_autogroup_enabled), and: ") + root_hint),
-        ("a read-counted problem (4.4) counts every byte it reads",
-         "the kernel's count of the worker's reads (/proc/<pid>/io), read by the grader; its code runs in one "
-         "thread and starts no process; seccomp refuses file memory maps and the calls that move bytes uncounted",
-         ""),
-        ("a memory-measured problem (6.1, 6.2) is charged its whole peak",
-         "the kernel's peak resident set of the worker (/proc/<pid>/status VmHWM), reset and read by the grader "
-         "before its code loads (6.2: its anonymous memory, sampled from then on); seccomp refuses processes, exec "
-         "and paging out; Landlock, resetting the peak", ""),
-        ("never changes a machine-wide setting", "nothing under /proc/sys is written", ""),
-    ]
-    return rows
-
-
-def concurrent_workers_fair() -> bool:
-    """Whether workers graded at the same time cannot take from one another what the jail
-    bounds. Not so where, without namespaces, a normal user's workers share its task count."""
-    return not strict_missing() and (strict_namespaces() or os.geteuid() == 0)
-
-
-def resolve(requested: str) -> Isolation:
-    """``strict``: raise :class:`IsolationUnavailable` (saying what is missing) unless available;
-    ``basic``: basic; ``auto``: the best available."""
-    if requested not in (STRICT, BASIC, AUTO):
-        raise ValueError(f"unknown isolation level {requested!r}: choose strict, basic or auto")
-    if requested == BASIC:
-        return Isolation(BASIC, strict_missing())
-    missing = strict_missing()
-    if not missing:
-        return Isolation(STRICT)
-    if requested == STRICT:
-        raise IsolationUnavailable(
-            "The strict isolation level is not available on this machine: " + "; ".join(missing) + ". "
-            "Grade on a Linux machine that has it (python -m autograder isolation says what this one has), or "
-            "pass --isolation basic to grade with resource limits only (learner code can then read the hidden "
-            "tests and harm other submissions).")
-    return Isolation(BASIC, missing)
-
-
 def _clean_error(raw) -> dict:
     """An error frame from the worker, reduced to bounded plain fields of known kinds."""
     raw = raw if isinstance(raw, dict) else {}
@@ -234,43 +117,6 @@ def _clean_error(raw) -> dict:
 
 # ---------------------------------------------------------------------------------------------
 # The worker
-
-def _env(scratch: str, level: str) -> dict:
-    """The worker's whole environment: nothing of the grader's (no salt, no tokens, no home)."""
-    return {"PATH": os.environ.get("PATH", os.defpath), "HOME": scratch, "TMPDIR": scratch, "LANG": "C.UTF-8",
-            "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg", "MPLCONFIGDIR": os.path.join(scratch, ".matplotlib"),
-            "CKPT_ISOLATION": level,
-            # One BLAS thread: a worker uses one core, and the zygote must stay single-threaded to fork.
-            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
-            # XLA's CPU code generator without LLVM's optimisations, and with its older emitter for
-            # element-wise fusions: a learner's eager JAX (Flax's init, say) compiles for every new
-            # shape, and compiles several times faster so. Without LLVM's optimisations a float
-            # computed by XLA may differ in its last bits (far below the tolerance; the emitter
-            # changes nothing): float array answers are judged with a relative tolerance of
-            # 1e-6, and the arrays judged bit for bit are read from files, never computed.
-            "XLA_FLAGS": "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"}
-
-
-def worker_xla_flags() -> str:
-    """XLA's flags in a worker, its 16 devices included: a trusted process that must compute what a
-    worker computes, to the bit, runs with these."""
-    return _env("/nonexistent", "")["XLA_FLAGS"] + " --xla_force_host_platform_device_count=16"
-
-
-def zygote_env() -> dict:
-    """The zygote's environment: a worker's, with no home or scratch (it writes nothing; each
-    worker it forks gets its own environment)."""
-    return {**_env("/nonexistent", ""), "CKPT_ISOLATION": ""}
-
-
-def start_zygote(sources=()) -> None:
-    """Start the zygote strict workers are forked from, in the background (it imports for a
-    second), unless this machine surely lacks the strict level (no Landlock). ``sources``, pairs
-    of a worker's code and whether its reads are counted, say what the coming workers import."""
-    if sys.platform == "linux" and landlock.landlock_abi() >= landlock.STRICT_LANDLOCK_ABI:
-        wants = {name for source, count_reads in sources for name in zygote.needs(source, count_reads)}
-        zygote.start(zygote_env(), [name for name in zygote.ON_DEMAND if name in wants])
-
 
 def _preload(source: str) -> list[str]:
     from autograder.wall.memory import preload
@@ -340,8 +186,9 @@ class Worker:
             # At the strict level, forked from the zygote once it has imported the libraries this
             # code imports; else (and at the basic level, whose workers can reach whatever the
             # grader can) started afresh.
-            self.proc = zygote.spawn((to_r, from_w, self.log.fileno()), self.scratch, _env(self.scratch, level),
-                                     zygote_env(), None if bare else zygote.needs(source, count_reads)) \
+            self.proc = zygote.spawn((to_r, from_w, self.log.fileno()), self.scratch,
+                                     environment.worker_env(self.scratch, level), environment.zygote_env(),
+                                     None if bare else zygote.needs(source, count_reads)) \
                 if level == STRICT else None
             # The worker's time (and its time limit) starts now: the zygote's imports before the fork
             # are the grader's start-up, done once (a fresh worker's own imports count as its time).
@@ -350,7 +197,7 @@ class Worker:
             if self.proc is None:
                 self.proc = subprocess.Popen(
                     [sys.executable, "-I", "-B", inside.__file__, str(to_r), str(from_w), str(os.getpid())],
-                    pass_fds=(to_r, from_w), cwd=self.scratch, env=_env(self.scratch, level),
+                    pass_fds=(to_r, from_w), cwd=self.scratch, env=environment.worker_env(self.scratch, level),
                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, start_new_session=True)
         finally:
             os.close(to_r)
@@ -590,5 +437,3 @@ class Worker:
     def kill(self) -> None:
         self.preempt()
         self.wait()
-
-
