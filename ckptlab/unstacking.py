@@ -17,43 +17,42 @@ from __future__ import annotations
 HOWS = ("whole", "array_at_a_time")
 
 
-def _flat(tree, prefix: str = "") -> dict:
-    out = {}
-    for key, value in tree.items():
-        path = f"{prefix}/{key}" if prefix else str(key)
-        out.update(_flat(value, path) if isinstance(value, dict) else {path: value})
-    return out
+def _flat(tree) -> dict:
+    """``{"a/b/c": leaf}`` of a tree of nested dicts (Flax's own flattening)."""
+    from flax import traverse_util
+
+    return traverse_util.flatten_dict(tree, sep="/")
 
 
 def _nest(flat: dict) -> dict:
-    tree: dict = {}
-    for path, value in flat.items():
-        *parents, last = path.split("/")
-        node = tree
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = value
-    return tree
+    from flax import traverse_util
+
+    return traverse_util.unflatten_dict(flat, sep="/")
 
 
-def scanned_arrays(groups: dict, scan_axis: int, d: int, f: int, axis: str = "x") -> dict:
-    """``{path: (shape, spec)}`` of a scanned model in MaxText's names: an embedding, a final norm,
-    and per group (name -> layers) the attention and MLP kernels and a norm, stacked along
-    ``scan_axis`` (never split), every array split over ``axis`` otherwise."""
+def scanned_arrays(groups: dict, scan_axis: int, d: int, f: int, axes: tuple = ("x",)) -> dict:
+    """``{path: (shape, spec)}`` of a scanned model in MaxText's names: an embedding, a final norm, and
+    per group (name -> layers) the attention and MLP kernels and a norm, stacked along ``scan_axis``
+    (never split, as MaxText's 'layers' axis is not). Every array is split over every axis of the
+    mesh ``axes`` names, none replicated (Orbax saves a replicated array with programs it compiles
+    per shape: memory that is the library's, not the unstacking's)."""
+    every = tuple(axes) if len(axes) > 1 else axes[0]
+    across = tuple(axes) if len(axes) > 1 else (None, axes[0])  # two dimensions split, where there are two axes
+
     def stacked(shape, spec, layers):
-        shape, spec = list(shape), list(spec) + [None] * (len(shape) - len(spec))
-        shape.insert(scan_axis, layers)
-        spec.insert(scan_axis, None)
-        return tuple(shape), tuple(spec)
+        spec = tuple(spec) + (None,) * (len(shape) - len(spec))
+        return (*shape[:scan_axis], layers, *shape[scan_axis:]), (*spec[:scan_axis], None, *spec[scan_axis:])
 
-    out = {"params/token_embedder/embedding": ((1024, d), (axis, None)),
-           "params/decoder/decoder_norm/scale": ((d,), (axis,))}
+    out = {"params/token_embedder/embedding": ((1024, d), (every,)),
+           "params/decoder/decoder_norm/scale": ((d,), (every,))}
     for group, layers in groups.items():
-        for name in ("query", "key", "value", "out"):
-            out[f"{group}/self_attention/{name}/kernel"] = stacked((d, d), (None, axis), layers)
-        out[f"{group}/mlp/wi/kernel"] = stacked((d, f), (None, axis), layers)
-        out[f"{group}/mlp/wo/kernel"] = stacked((f, d), (axis, None), layers)
-        out[f"{group}/pre_self_attention_layer_norm/scale"] = stacked((d,), (axis,), layers)
+        for name in ("query", "key", "value"):
+            out[f"{group}/self_attention/{name}/kernel"] = stacked((d, d), across, layers)
+        out[f"{group}/self_attention/out/kernel"] = stacked((d, d), (every,), layers)
+        for name in ("wi_0", "wi_1"):
+            out[f"{group}/mlp/{name}/kernel"] = stacked((d, f), (None, every), layers)
+        out[f"{group}/mlp/wo/kernel"] = stacked((f, d), (every,), layers)
+        out[f"{group}/pre_self_attention_layer_norm/scale"] = stacked((d,), (every,), layers)
     return out
 
 
@@ -69,7 +68,7 @@ def save_scanned(ckpt_dir, groups: dict, scan_axis: int, d: int, f: int, seed: i
 
     mesh = course_mesh({"x": len(jax.devices())})
     rng = np.random.default_rng(seed)
-    layout = scanned_arrays(groups, scan_axis, d, f)
+    layout = scanned_arrays(groups, scan_axis, d, f, ("x",))
     tree = _nest({path: jax.device_put(rng.standard_normal(shape, np.float32), NamedSharding(mesh, PartitionSpec(*spec)))
                   for path, (shape, spec) in layout.items()})
     checkpointer = ocp.StandardCheckpointer()
@@ -123,9 +122,12 @@ def unstack(ckpt_dir, out_dir, mesh, groups, scan_axis: int, how: str = "array_a
         ocp_v1.save_pytree(out_dir, _nest(out))
         return
     for path, m in saved.items():
-        host = _flat(ocp.PyTreeCheckpointer().restore(ckpt_dir, args=ocp.args.PyTreeRestore(
-            item=_nest({path: 0}), restore_args=_nest({path: ocp.RestoreArgs(restore_type=np.ndarray)}),
-            partial_restore=True)))[path]
+        alone = _nest({path: m})  # a tree of this one array: restored alone, to the host
+        as_numpy = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), alone)
+        restored = ocp.PyTreeCheckpointer().restore(
+            ckpt_dir, args=ocp.args.PyTreeRestore(item=alone, restore_args=as_numpy, partial_restore=True))
+        host = _flat(restored)[path]
+        del restored
         out = _layers(path, host, groups, scan_axis, spec_of(m), placer(spec_of(m)))
         if path in out:
             out[path] = jax.device_put(host, NamedSharding(mesh, PartitionSpec(*spec_of(m))))

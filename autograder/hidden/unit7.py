@@ -369,31 +369,12 @@ CASES["compare_checkpoints"] = COMPARE
 # written in its own worker, and measures the function's memory.
 
 def _scanned_model(rng, groups: dict, scan_axis: int, d: int, f: int, mesh: tuple):
-    """``((path, shape, dtype, spec), ...)``: an embedding, a final norm, and per group (name -> layer
-    count) MaxText's attention and MLP kernels and a norm, stacked along ``scan_axis`` (never sharded,
-    as MaxText's 'layers' axis is not). Every array is split over every device: none is replicated
-    (Orbax saves a replicated array with programs it compiles per shape, tens of MiB that are the
-    library's, not the function's)."""
-    def stacked(path, shape, spec, layers):
-        shape, spec = list(shape), list(spec) + [None] * (len(shape) - len(spec))
-        shape.insert(scan_axis, layers)
-        spec.insert(scan_axis, None)
-        return (path, tuple(shape), "float32", tuple(spec))
+    """``((path, shape, dtype, spec), ...)`` of a scanned model in MaxText's names, every array split
+    over every device (:func:`ckptlab.unstacking.scanned_arrays`, the lesson's own model)."""
+    from ckptlab.unstacking import scanned_arrays
 
-    names = tuple(n for n, _ in mesh)
-    every = names if len(names) > 1 else names[0]
-    across = names if len(names) > 1 else (None, names[0])  # two dimensions split, where the mesh has two axes
-    arrays = [("params/token_embedder/embedding", (1024, d), "float32", (every,)),
-              ("params/decoder/decoder_norm/scale", (d,), "float32", (every,))]
-    for group, layers in groups.items():
-        for name in ("query", "key", "value"):
-            arrays.append(stacked(f"{group}/self_attention/{name}/kernel", (d, d), across, layers))
-        arrays += [stacked(f"{group}/self_attention/out/kernel", (d, d), (every,), layers),
-                   stacked(f"{group}/mlp/wi_0/kernel", (d, f), (None, every), layers),
-                   stacked(f"{group}/mlp/wi_1/kernel", (d, f), (None, every), layers),
-                   stacked(f"{group}/mlp/wo/kernel", (f, d), (every,), layers),
-                   stacked(f"{group}/pre_self_attention_layer_norm/scale", (d,), (every,), layers)]
-    return tuple(arrays)
+    layout = scanned_arrays(groups, scan_axis, d, f, tuple(name for name, _ in mesh))
+    return tuple((path, shape, "float32", spec) for path, (shape, spec) in layout.items())
 
 
 def _unstack_cases(rng):
