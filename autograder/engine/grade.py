@@ -22,7 +22,7 @@ from autograder.engine.locate import locate
 from autograder.engine.plan import Plan, Prepared
 from autograder.engine.results import ProblemResult, Report, problem_result
 from autograder.source import serialize_syntax_trees
-from autograder.wall import codec, files
+from autograder.wall import codec, files, kinds
 from ckptlab.serving import give_back_freed_memory
 
 _DEVICES = threading.Lock()
@@ -87,9 +87,9 @@ class _References:
                 worker_args = args
             plan.files.set_result(Prepared(workdir, worker_args))
             # A reference given a checkpoint restores it with Orbax: one learner's at a time.
-            reads_checkpoints = any(files.has_files(c.args, (files.CheckpointArg, files.PreemptedRootArg, files.RunFolder))
+            reads_checkpoints = any(files.has_files(c.args, (kinds.CheckpointArg, kinds.PreemptedRootArg, kinds.RunFolder))
                                     for c in plan.cases)
-            with files.ORBAX if reads_checkpoints else contextlib.nullcontext():
+            with kinds.ORBAX if reads_checkpoints else contextlib.nullcontext():
                 plan.expected.set_result([expected_outcome(plan.problem, a) for a in args])
         except BaseException:
             if not plan.files.done():

@@ -9,11 +9,8 @@ import os
 import uuid
 
 from autograder.wall.codec import leaves, map_leaves
-
-# (ORBAX, the trusted side's turn at Orbax, lives with the saves it orders: engine/grade.py takes it as files.ORBAX.)
 from autograder.wall.kinds import (
     FILE_KINDS,
-    ORBAX as ORBAX,
     CheckpointArg,
     OutputFolder,
     PreemptedRootArg,
