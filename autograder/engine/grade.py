@@ -126,7 +126,7 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
     at once, bounds them all together (so the class's last learner uses every core).
 
     ``isolation`` is ``strict``, ``basic`` or ``auto`` (the best this machine has), or a level
-    already resolved; ``strict`` raises :class:`~autograder.sandbox.outside.IsolationUnavailable`
+    already resolved; ``strict`` raises :class:`~autograder.sandbox.IsolationUnavailable`
     where the machine cannot give it."""
     serialize_syntax_trees()  # before any thread of this grading builds a syntax tree
     chosen = [registry.get(p) for p in problems] if problems else list(registry.PROBLEMS)
