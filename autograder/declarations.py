@@ -2,7 +2,7 @@
 
 Everything here is public (the learner bundle holds it). Each unit is one file in
 ``autograder/units/``; a problem's other parts are keyed by its function name, in files mirrored by
-unit: its hidden cases (``autograder/hidden/unitN.py``, ``CASES``), its reference
+unit: its hidden cases (``autograder/hidden/unitN.py``, ``HIDDEN``), its reference
 (``solutions/unitN.py``) and its curated wrong answers (``tests/wrong_answers/unitN.py``).
 """
 

@@ -164,7 +164,7 @@ def missing(parts: Parts | None = None) -> list[str]:
         if not p.statement or len(p.hints) < MIN_HINTS or not p.examples:
             gaps.append(f"{where} declaration: needs a statement, {MIN_HINTS}+ hints and a public example")
         if parts.hidden(p) is None:
-            gaps.append(f"{where} hidden cases: no CASES[{p.function!r}] in autograder/hidden/unit{p.unit}.py")
+            gaps.append(f"{where} hidden cases: no HIDDEN[{p.function!r}] in autograder/hidden/unit{p.unit}.py")
         reference = parts.reference(p)
         if reference is None:
             gaps.append(f"{where} reference: no {p.function} in solutions/unit{p.unit}.py")

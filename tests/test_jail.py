@@ -36,10 +36,10 @@ _ENTER_AND_RECORD = textwrap.dedent("""
             written.append(os.fsdecode(file))
         return real_open(file, mode, *args, **kw)
 
-    plan = jail.plan_for(jail.STRICT, sys.argv[2], memory_bytes=0, file_bytes=0, count_reads=False,
+    confinement = jail.confinement_for(jail.STRICT, sys.argv[2], memory_bytes=0, file_bytes=0, count_reads=False,
                          cgroups=json.loads(sys.argv[1]))
     os.open, builtins.open = os_open, open_
-    jail.enter(plan)
+    jail.enter(confinement)
     print(json.dumps({"pid": os.getpid(), "written": written}), flush=True)
 """)
 

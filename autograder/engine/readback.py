@@ -1,8 +1,8 @@
 """Problems whose function writes a checkpoint (6.2): the learner's worker writes it into its own
 scratch folder (kept, not a tmpfs of its own, so it outlives the worker); then a second worker, in
-the same sandbox, running the grader's own code (:mod:`autograder.wall.readback`), restores what
+the same sandbox, running the grader's own code (:mod:`autograder.wall.reader`), restores what
 was written. Each case's value becomes what that restore gave (digests of the arrays in the layout
-they were saved in, or :data:`~autograder.wall.readback.UNREADABLE`); its peak memory stays the
+they were saved in, or :data:`~autograder.wall.reader.UNREADABLE`); its peak memory stays the
 learner's worker's. The grading process never parses a file learner code wrote."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from autograder import sandbox
-from autograder.wall import codec, readback
+from autograder.wall import codec, reader
 
 READBACK_TIMEOUT = 60.0
 
@@ -38,14 +38,13 @@ def run(plan, prepared, level: str) -> sandbox.RunResult:
         if result.status != "ok" or result.setup or not answered:
             return result
         folders = [(_output_folder(prepared.worker_args[i]),) for i in answered]
-        reader = sandbox.Worker(readback.SOURCE, readback.FUNCTION, folders, timeout=READBACK_TIMEOUT,
-                                workdir=workdir, level=level, digest_arrays=True, keep_scratch=True)
-        back = reader.wait()
+        back = sandbox.Worker(reader.SOURCE, reader.FUNCTION, folders, timeout=READBACK_TIMEOUT, workdir=workdir,
+                              level=level, digest_arrays=True, keep_scratch=True).wait()
         result.seconds += back.seconds  # the grader's own work: overhead, never the learner's time
         for n, i in enumerate(answered):
             got = back.cases[n] if back.status == "ok" and not back.setup and n < len(back.cases) else {}
             case = {k: v for k, v in result.cases[i].items() if k != "error"}
-            result.cases[i] = {**case, "value": got.get("value", readback.UNREADABLE)}
+            result.cases[i] = {**case, "value": got.get("value", reader.UNREADABLE)}
         return result
     finally:
         sandbox.remove_folder(workdir)

@@ -59,7 +59,7 @@ class Hidden:
 
 
 def load(problem) -> Hidden:
-    """A problem's hidden cases: ``CASES[<function name>]`` in ``autograder/hidden/unit<N>.py``."""
+    """A problem's hidden tests: ``HIDDEN[<function name>]`` in ``autograder/hidden/unit<N>.py``."""
     import importlib
 
-    return importlib.import_module(f"{__name__}.unit{problem.unit}").CASES[problem.function]
+    return importlib.import_module(f"{__name__}.unit{problem.unit}").HIDDEN[problem.function]

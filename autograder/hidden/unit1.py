@@ -272,7 +272,7 @@ NNX_TABLE = Hidden(
 
 
 # Each problem's hidden cases, by its function name (the one key a problem's parts share).
-CASES = {
+HIDDEN = {
     "dense_checkpoint_accounting": DENSE,
     "orbax_save_count": NNX_LINEAR,
     "param_bytes": PARAM_BYTES,

@@ -440,7 +440,7 @@ BYTES_PER_HOST = Hidden(
 
 
 # Each problem's hidden cases, by its function name (the one key a problem's parts share).
-CASES = {
+HIDDEN = {
     "shard_shape": SHARD_SHAPE,
     "device_index_domains": DOMAINS,
     "orbax_chunk_shape": CHUNK_SHAPE,

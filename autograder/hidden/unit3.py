@@ -267,7 +267,7 @@ ERRORS = Hidden(
 
 
 # Each problem's hidden cases, by its function name (the one key a problem's parts share).
-CASES = {
+HIDDEN = {
     "chunks_to_read": CHUNKS_TO_READ,
     "read_amplification": AMPLIFICATION,
     "restore_resharded": RESTORE,

@@ -479,7 +479,7 @@ PRESHARD = Hidden(
 
 
 # Each problem's hidden cases, by its function name (the one key a problem's parts share).
-CASES = {
+HIDDEN = {
     "parse_safetensors_header": HEADER,
     "index_domain_to_byte_runs": RUNS,
     "coalesce_runs": COALESCE,

@@ -363,7 +363,7 @@ RUN = Hidden(
 
 
 # Each problem's hidden cases, by its function name (the one key a problem's parts share).
-CASES = {
+HIDDEN = {
     "training_state_bytes": STATE,
     "latest_restorable_step": PREEMPTED,
     "train_with_preemption": RUN,

@@ -100,7 +100,7 @@ SERVING = Hidden(
                  "(ocp.args.PyTreeRestore).",
 )
 
-CASES = {
+HIDDEN = {
     "restore_for_serving": SERVING,
 }
 
@@ -198,4 +198,4 @@ CONVERT = Hidden(
                  "makes it a checkpoint.",
 )
 
-CASES["convert_safetensors"] = CONVERT
+HIDDEN["convert_safetensors"] = CONVERT

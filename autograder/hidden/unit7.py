@@ -104,7 +104,7 @@ PLACED = Hidden(
                  "that carry a sharding on `mesh`.",
 )
 
-CASES = {
+HIDDEN = {
     "restore_on_new_mesh": PLACED,
 }
 
@@ -267,7 +267,7 @@ MIGRATE = Hidden(
                  "place or fill.",
 )
 
-CASES["migrate_checkpoint"] = MIGRATE
+HIDDEN["migrate_checkpoint"] = MIGRATE
 
 
 # ---------------------------------------------------------------------------------------------
@@ -360,7 +360,7 @@ COMPARE = Hidden(
                  "restore one leaf at a time (a partial restore of that leaf alone, as NumPy).",
 )
 
-CASES["compare_checkpoints"] = COMPARE
+HIDDEN["compare_checkpoints"] = COMPARE
 
 
 # ---------------------------------------------------------------------------------------------
@@ -516,4 +516,4 @@ UNSTACK = Hidden(
                  "ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree.",
 )
 
-CASES["unstack_layers"] = UNSTACK
+HIDDEN["unstack_layers"] = UNSTACK

@@ -2,7 +2,7 @@
 
 Started by :class:`autograder.sandbox.worker.Worker` as ``python -I -B .../inside.py IN_FD
 OUT_FD GRADER_PID``: isolated from the environment, and importing the very copy of the course's packages the
-grader uses (the folder holding this package). It reads its jail plan from ``IN_FD`` and enters the
+grader uses (the folder holding this package). It reads its confinement (what its jail allows) from ``IN_FD`` and enters the
 jail (:mod:`autograder.sandbox.jail`) before anything else is imported, then reads the job (the
 learner's module source and the function's name), loads the code, and answers one frame per case
 on ``OUT_FD``: the encoded return value, or what went wrong. It never sees expected values, and
@@ -84,8 +84,8 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
         return 1
     from ckptlab.devices import prepare_environment  # standard library only; the grader's own copy
 
-    plan = jail.Plan.from_json(wire.recv(in_fd, limit=_TRUSTED)["plan"])
-    jail.enter(plan, close_in_launcher=(in_fd, out_fd))
+    confinement = jail.Confinement.from_json(wire.recv(in_fd, limit=_TRUSTED)["confinement"])
+    jail.enter(confinement, close_in_launcher=(in_fd, out_fd))
     job = wire.recv(in_fd, limit=_TRUSTED)["job"]
 
     worker = os.getpid()  # (after the jail's fork: the process that runs learner code)
@@ -105,7 +105,7 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
     except BaseException as exc:  # noqa: BLE001 - report, never crash silently
         send({"setup": {"kind": "devices", "type": type(exc).__name__, "line": None, "detail": str(exc)}})
         return 0
-    if plan.count_reads:
+    if confinement.count_reads:
         import importlib
 
         for name in PRELOAD_FOR_READS:
@@ -117,18 +117,18 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
     sys.meta_path.insert(0, _SayHidden())
     # What a JAX array is, taken now, before any learner code: a placement is read only through it.
     codec.pin_jax_types(load=bool(job.get("jax")))
-    jail.seal_tasks(plan)  # a read-counted problem's code runs in this one thread
-    if plan.measure_memory:
+    jail.seal_tasks(confinement)  # a read-counted problem's code runs in this one thread
+    if confinement.measure_memory:
         # The grader takes this process's resident set now, before any learner code, as the
         # point its peak is measured from; then says go (see worker.Worker._measure_from).
         from autograder.wall import memory
 
         try:
-            memory.prepare(job.get("preload", ()), plan.scratch)
+            memory.prepare(job.get("preload", ()), confinement.scratch)
         except BaseException as exc:  # noqa: BLE001 - the grader's own code: say so, as for devices
             send({"setup": {"kind": "devices", "type": type(exc).__name__, "line": None, "detail": str(exc)[:300]}})
             return 0
-        jail.seal_memory(plan)
+        jail.seal_memory(confinement)
         send({"ready": True})
         if wire.recv(in_fd, limit=_TRUSTED) is None:
             return 0
@@ -142,7 +142,7 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
         return 0
     # The kernel's seal comes after the module is loaded (its imports may load C extensions) and
     # before any case: the case's file does not exist yet, so nothing could have mapped it.
-    jail.seal_reads(plan)
+    jail.seal_reads(confinement)
     send({"loaded": True})
 
     import time
@@ -163,7 +163,7 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
         except BaseException as exc:  # noqa: BLE001
             send({"error": _error(exc, "setup")})
             continue
-        if plan.measure_memory:
+        if confinement.measure_memory:
             _forget_compiled()
         start = time.perf_counter()
         try:

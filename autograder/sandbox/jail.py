@@ -53,7 +53,7 @@ _CAP_LAST = 63
 
 
 @dataclass
-class Plan:
+class Confinement:
     """What one worker's jail allows: built on the grader's side, applied in the worker."""
 
     level: str
@@ -79,37 +79,37 @@ class Plan:
         return json.dumps(self.__dict__)
 
     @classmethod
-    def from_json(cls, text: str) -> Plan:
+    def from_json(cls, text: str) -> Confinement:
         return cls(**json.loads(text))
 
 
-def seal_tasks(plan: Plan) -> None:
+def seal_tasks(confinement: Confinement) -> None:
     """For a read-counted problem, before the learner's code: no new task, thread or process. A
     child reaped by the kernel itself (its parent ignoring SIGCHLD) would take its reads out of
     every count, and the count needs no uid of the worker's own (see :func:`enter`)."""
-    if plan.level == STRICT and plan.count_reads:
+    if confinement.level == STRICT and confinement.count_reads:
         seccomp.install(seccomp.program({}, guard_pdeathsig=False, forbid_file_maps=False, forbid_threads=True),
                         syscalls.libc())
 
 
-def seal_memory(plan: Plan) -> None:
+def seal_memory(confinement: Confinement) -> None:
     """For a memory-measured problem, before the learner's code: this process stays the only one
     and keeps its peak. No new process (a child's memory would be another's peak, gone once it is
     reaped), no exec (a new program starts a new peak), no advice that moves pages out unnoted. A
     filter of its own; filters only ever add up. (Writing ``/proc/self/clear_refs``, which resets
     the peak, Landlock refuses: this process's /proc entry is read-only to it.)"""
-    if plan.level == STRICT and plan.measure_memory:
+    if confinement.level == STRICT and confinement.measure_memory:
         seccomp.install(seccomp.program(seccomp.DENY_UNMEASURED, guard_pdeathsig=False, forbid_file_maps=False,
                                         forbid_processes=True, forbid_reclaim_advice=True), syscalls.libc())
 
 
-def seal_reads(plan: Plan) -> None:
+def seal_reads(confinement: Confinement) -> None:
     """For a read-counted problem, once the worker has loaded what it needs and before the
     learner's code: no more file memory maps, no call that moves file bytes without a read the
     kernel counts, and no new process (threads only): a child reaped by the kernel itself (its
     parent ignoring SIGCHLD) would take its reads out of every count. A second seccomp filter;
     filters only ever add up."""
-    if plan.level == STRICT and plan.count_reads:
+    if confinement.level == STRICT and confinement.count_reads:
         seccomp.install(seccomp.program(seccomp.DENY_UNCOUNTED, guard_pdeathsig=False, forbid_file_maps=True,
                                         forbid_processes=True), syscalls.libc())
 
@@ -144,10 +144,10 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
-def _namespaces(plan: Plan, libc) -> None:
+def _namespaces(confinement: Confinement, libc) -> None:
     """New user, pid, network, IPC and mount namespaces for this process (pid: for its next child)."""
     uid, gid = os.geteuid(), os.getegid()
-    for cgroup in plan.cgroups:  # root: join the cgroups the grader made for this worker, while still root
+    for cgroup in confinement.cgroups:  # root: join the cgroups the grader made for this worker, while still root
         _write(os.path.join(cgroup, "cgroup.procs"), str(os.getpid()))
     if uid == 0:  # root: a real uid RLIMIT_NPROC binds (see NPROC_UID); no limit on it machine-wide
         os.setresuid(NPROC_UID, 0, 0)
@@ -165,12 +165,12 @@ def _limit_tasks() -> None:
     resource.setrlimit(resource.RLIMIT_NPROC, (MAX_TASKS, MAX_TASKS))
 
 
-def _scratch(plan: Plan, libc) -> None:
+def _scratch(confinement: Confinement, libc) -> None:
     """Mount a tmpfs of :data:`SCRATCH_BYTES` and :data:`SCRATCH_INODES` on the scratch folder,
     in this worker's own mount namespace (nothing propagates out of it)."""
     syscalls.check(libc.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "making mounts private")
     options = f"size={SCRATCH_BYTES},nr_inodes={SCRATCH_INODES},mode=0700".encode()
-    syscalls.check(libc.mount(b"tmpfs", plan.scratch.encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV),
+    syscalls.check(libc.mount(b"tmpfs", confinement.scratch.encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV),
                               options), "mounting the scratch tmpfs")
 
 
@@ -197,22 +197,22 @@ def die_with_parent() -> None:
         syscalls.libc().prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
 
 
-def enter(plan: Plan, close_in_launcher: tuple = ()) -> None:
-    """Make this (single-threaded) process the jailed worker that ``plan`` describes.
+def enter(confinement: Confinement, close_in_launcher: tuple = ()) -> None:
+    """Make this (single-threaded) process the jailed worker that ``confinement`` describes.
 
     At the strict level the process forks: the parent stays outside, waits for the child and exits
     with its status (it never returns); the child, pid 1 of the new pid namespace, returns from
     here inside the jail. Raises :class:`JailError` when the kernel refuses a part of it."""
-    limit(plan.memory_bytes, plan.file_bytes)
+    limit(confinement.memory_bytes, confinement.file_bytes)
     first_for_the_oom_killer()
-    if plan.level == BASIC:
-        os.chdir(plan.scratch)
+    if confinement.level == BASIC:
+        os.chdir(confinement.scratch)
         return
     libc = syscalls.libc()
-    if not plan.namespaces:
-        return _enter_without_namespaces(plan, libc)
+    if not confinement.namespaces:
+        return _enter_without_namespaces(confinement, libc)
     try:
-        _namespaces(plan, libc)
+        _namespaces(confinement, libc)
     except (JailError, OSError) as exc:
         sys.stderr.write(f"jail: {exc}\n")  # the grader's probe reads this line
         os._exit(3)
@@ -233,20 +233,20 @@ def enter(plan: Plan, close_in_launcher: tuple = ()) -> None:
             os._exit(1)
         os.close(alive_r)
         _limit_tasks()
-        if plan.tmpfs_scratch:
-            _scratch(plan, libc)
-        os.chdir(plan.scratch)  # (after the mount: into the tmpfs)
-        _confine(plan, libc, own_pid_namespace=True)
+        if confinement.tmpfs_scratch:
+            _scratch(confinement, libc)
+        os.chdir(confinement.scratch)  # (after the mount: into the tmpfs)
+        _confine(confinement, libc, own_pid_namespace=True)
     except BaseException as exc:  # noqa: BLE001 - the child must never return un-jailed
         sys.stderr.write(f"jail: {exc}\n")
         os._exit(3)
 
 
-def _confine(plan: Plan, libc, *, own_pid_namespace: bool) -> None:
+def _confine(confinement: Confinement, libc, *, own_pid_namespace: bool) -> None:
     """Landlock, no capabilities, seccomp: the part of the jail that needs no namespace."""
     syscalls.check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    abi = min(landlock.landlock_abi(), plan.landlock_abi or 1 << 30)
-    ruleset = landlock.build_ruleset(plan, libc, abi)
+    abi = min(landlock.landlock_abi(), confinement.landlock_abi or 1 << 30)
+    ruleset = landlock.build_ruleset(confinement, libc, abi)
     _drop_capabilities(libc)
     syscalls.check(libc.syscall(landlock.SYS_RESTRICT_SELF, ruleset, ctypes.c_uint32(0)), "landlock_restrict_self")
     os.close(ruleset)
@@ -259,27 +259,27 @@ def _confine(plan: Plan, libc, *, own_pid_namespace: bool) -> None:
                                     signals_only_to=0 if own_pid_namespace or abi >= 6 else os.getpid()), libc)
 
 
-def _enter_without_namespaces(plan: Plan, libc) -> None:
+def _enter_without_namespaces(confinement: Confinement, libc) -> None:
     """The strict level where the machine refuses new namespaces (Docker's default seccomp
     profile, Ubuntu 24.04's AppArmor rule for normal users): no fork, the process jails itself.
 
     Landlock and seccomp give the same file, network and signal rules; the worker starts no
     process (threads only), so nothing of it outlives it (it dies with its parent); its threads
     are bounded by RLIMIT_NPROC: for a root grader, under a real uid of its own
-    (:attr:`Plan.uid`), else the tasks its user has now and :data:`MAX_TASKS` more. Its scratch
+    (:attr:`Confinement.uid`), else the tasks its user has now and :data:`MAX_TASKS` more. Its scratch
     folder is a plain folder, whose size the grader watches from outside."""
     try:
-        for cgroup in plan.cgroups:
+        for cgroup in confinement.cgroups:
             _write(os.path.join(cgroup, "cgroup.procs"), str(os.getpid()))
         if os.geteuid() == 0:
-            if plan.uid:  # its own real uid, which RLIMIT_NPROC counts; file access stays root's
-                os.setresuid(plan.uid, 0, 0)
+            if confinement.uid:  # its own real uid, which RLIMIT_NPROC counts; file access stays root's
+                os.setresuid(confinement.uid, 0, 0)
             resource.setrlimit(resource.RLIMIT_NPROC, (MAX_TASKS, MAX_TASKS))
         else:
             tasks = tasks_of_user(os.getuid()) + MAX_TASKS
             resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
-        os.chdir(plan.scratch)
-        _confine(plan, libc, own_pid_namespace=False)
+        os.chdir(confinement.scratch)
+        _confine(confinement, libc, own_pid_namespace=False)
     except BaseException as exc:  # noqa: BLE001 - never return un-jailed
         sys.stderr.write(f"jail: {exc}\n")
         os._exit(3)
@@ -374,7 +374,7 @@ def _is_public_course_file(path: str) -> bool:
     return path.endswith(".py")
 
 
-def _grant_tree(path: str, course: list[str], out: Plan) -> None:
+def _grant_tree(path: str, course: list[str], out: Confinement) -> None:
     """Grant ``path`` readable, except the course's own packages below it; a source checkout (a
     folder holding a course package that is not a library folder) gets nothing at all."""
     real = os.path.realpath(path)
@@ -393,54 +393,54 @@ def _grant_tree(path: str, course: list[str], out: Plan) -> None:
         _grant_tree(os.path.join(real, name), course, out)
 
 
-def plan_for(level: str, scratch: str, *, memory_bytes: int, file_bytes: int, count_reads: bool,
-             inputs: str = "", cgroups=(), measure_memory: bool = False) -> Plan:
+def confinement_for(level: str, scratch: str, *, memory_bytes: int, file_bytes: int, count_reads: bool,
+             inputs: str = "", cgroups=(), measure_memory: bool = False) -> Confinement:
     """The jail of one worker. Grader side: decides what the worker may read."""
-    plan = Plan(level, scratch, memory_bytes, file_bytes, count_reads, measure_memory=measure_memory, inputs=inputs,
+    confinement = Confinement(level, scratch, memory_bytes, file_bytes, count_reads, measure_memory=measure_memory, inputs=inputs,
                 cgroups=list(cgroups), landlock_abi=landlock.landlock_abi() if level == STRICT else 0)
     if level == BASIC:
-        return plan
+        return confinement
     base = _readable()
     for name in ("read_paths", "read_files", "rw_files", "list_dirs"):
-        setattr(plan, name, list(getattr(base, name)))
-    return plan
+        setattr(confinement, name, list(getattr(base, name)))
+    return confinement
 
 
-_READABLE: Plan | None = None
+_READABLE: Confinement | None = None
 
 
-def _readable() -> Plan:
+def _readable() -> Confinement:
     """What every strict worker may read (computed once per process)."""
     global _READABLE
     if _READABLE is not None:
         return _READABLE
-    plan = Plan(STRICT, "")
+    confinement = Confinement(STRICT, "")
     public, autograder, secret = _course_dirs()
     course = sorted(set(public + autograder + secret))
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     roots |= {p for p in sys.path if p and os.path.isabs(p) and os.path.exists(p)}
     for root in sorted(roots):
-        _grant_tree(root, course, plan)
-    plan.read_paths += [os.path.realpath(p) for p in public]
+        _grant_tree(root, course, confinement)
+    confinement.read_paths += [os.path.realpath(p) for p in public]
     for folder in autograder:
         for dirpath, dirnames, filenames in os.walk(folder):
             dirnames[:] = [d for d in dirnames if d != "__pycache__"]
-            plan.list_dirs.append(os.path.realpath(dirpath))
+            confinement.list_dirs.append(os.path.realpath(dirpath))
             for name in filenames:
                 full = os.path.realpath(os.path.join(dirpath, name))
                 if _is_public_course_file(full):
-                    plan.read_files.append(full)
-    plan.read_paths += [p for p in ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib",
+                    confinement.read_files.append(full)
+    confinement.read_paths += [p for p in ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib",
                                     "/usr/share/zoneinfo", "/sys/devices/system/cpu") if os.path.exists(p)]
-    plan.read_paths.append(os.path.dirname(os.path.realpath(sys.executable)))
-    plan.read_files += [p for p in ("/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group",
+    confinement.read_paths.append(os.path.dirname(os.path.realpath(sys.executable)))
+    confinement.read_files += [p for p in ("/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group",
                                     "/etc/nsswitch.conf", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat",
                                     "/dev/urandom", "/dev/random") if os.path.exists(p)]
-    plan.rw_files += ["/dev/null", "/dev/zero"]
+    confinement.rw_files += ["/dev/null", "/dev/zero"]
     for name in ("read_paths", "read_files", "rw_files", "list_dirs"):
-        setattr(plan, name, sorted(set(getattr(plan, name))))
-    _READABLE = plan
-    return plan
+        setattr(confinement, name, sorted(set(getattr(confinement, name))))
+    _READABLE = confinement
+    return confinement
 
 
 def _is_library_dir(path: str) -> bool:

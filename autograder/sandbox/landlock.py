@@ -78,8 +78,8 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def build_ruleset(plan, libc, abi: int) -> int:
-    """A Landlock ruleset (its descriptor) granting what ``plan`` (a :class:`~autograder.sandbox.jail.Plan`)
+def build_ruleset(confinement, libc, abi: int) -> int:
+    """A Landlock ruleset (its descriptor) granting what ``confinement`` (a :class:`~autograder.sandbox.jail.Confinement`)
     allows, with the rights ``abi`` can express."""
     if abi < STRICT_LANDLOCK_ABI:
         raise syscalls.JailError(landlock_status()[1] or f"Landlock ABI {abi}")
@@ -89,10 +89,10 @@ def build_ruleset(plan, libc, abi: int) -> int:
     ruleset = syscalls.check(libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr),
                                           ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0)),
                              "landlock_create_ruleset")
-    rules = [(p, READ) for p in plan.read_paths] + [(p, FS_READ_FILE) for p in plan.read_files] + \
-            [(p, FS_READ_FILE | FS_WRITE_FILE) for p in plan.rw_files] + [(p, FS_READ_DIR) for p in plan.list_dirs] + \
-            [(plan.inputs, READ & ~FS_EXECUTE)] * bool(plan.inputs) + \
-            [(plan.scratch, every), ("/proc/self", FS_READ_FILE | FS_READ_DIR)]  # this process's own /proc entry
+    rules = [(p, READ) for p in confinement.read_paths] + [(p, FS_READ_FILE) for p in confinement.read_files] + \
+            [(p, FS_READ_FILE | FS_WRITE_FILE) for p in confinement.rw_files] + [(p, FS_READ_DIR) for p in confinement.list_dirs] + \
+            [(confinement.inputs, READ & ~FS_EXECUTE)] * bool(confinement.inputs) + \
+            [(confinement.scratch, every), ("/proc/self", FS_READ_FILE | FS_READ_DIR)]  # this process's own /proc entry
     for path, rights in rules:
         try:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)

@@ -152,20 +152,20 @@ class Worker:
         self.scratch = os.path.join(self.workdir, "scratch")
         os.makedirs(self.scratch, exist_ok=True)
         self.cgroups = cgroups.worker_cgroups(memory_bytes) if level == STRICT else []
-        self.plan = jail.plan_for(level, os.path.realpath(self.scratch), memory_bytes=memory_bytes,
+        self.confinement = jail.confinement_for(level, os.path.realpath(self.scratch), memory_bytes=memory_bytes,
                                   file_bytes=file_bytes, count_reads=count_reads,
                                   inputs=os.path.realpath(self.workdir), cgroups=self.cgroups,
                                   measure_memory=measure_memory)
         if level == STRICT:
-            self.plan.namespaces = strict_namespaces() if namespaces is None else namespaces
+            self.confinement.namespaces = strict_namespaces() if namespaces is None else namespaces
             # Without namespaces, a root grader's worker counts its threads under a uid of its own; not a
             # read-counted one, which starts none (its count must stay readable by this grader, which
             # may lack CAP_SYS_PTRACE: see jail.seal_tasks).
-            if not self.plan.namespaces and os.geteuid() == 0 and not count_reads:
-                self.plan.uid = jail.worker_uid()
-        self.plan.tmpfs_scratch = not keep_scratch
+            if not self.confinement.namespaces and os.geteuid() == 0 and not count_reads:
+                self.confinement.uid = jail.worker_uid()
+        self.confinement.tmpfs_scratch = not keep_scratch
         # A scratch folder with no tmpfs of its own (no mount namespace, or kept): its size watched from here.
-        self.watch_scratch = level == STRICT and not (self.plan.namespaces and self.plan.tmpfs_scratch)
+        self.watch_scratch = level == STRICT and not (self.confinement.namespaces and self.confinement.tmpfs_scratch)
         self.scratch_full = False
         to_r, self.to_w = os.pipe()
         self.from_r, from_w = os.pipe()
@@ -227,7 +227,7 @@ class Worker:
         deadline = self.start + WALL_FACTOR * self.timeout
         result = self.result
         try:
-            wire.send(self.to_w, {"plan": self.plan.to_json()}, deadline)
+            wire.send(self.to_w, {"confinement": self.confinement.to_json()}, deadline)
             wire.send(self.to_w, {"job": self.job}, deadline)
             self._wait_for_answer(deadline)
             first = wire.recv(self.from_r, deadline)
@@ -238,7 +238,7 @@ class Worker:
                 first = wire.recv(self.from_r, deadline)
             if first is None:
                 return
-            self.namespace = proctree.pid_namespace(self.proc.pid) if self.level == STRICT and self.plan.namespaces else None
+            self.namespace = proctree.pid_namespace(self.proc.pid) if self.level == STRICT and self.confinement.namespaces else None
             if not isinstance(first, dict) or not first.get("loaded"):
                 result.setup = _clean_error(first.get("setup") if isinstance(first, dict) else None)
                 result.status = "ok"
@@ -295,7 +295,7 @@ class Worker:
     def _learner_pid(self) -> int | None:
         """The process that runs the learner's code: pid 1 of the worker's own pid namespace (the
         launcher's one child), else the worker itself."""
-        if self.level == STRICT and self.plan.namespaces:
+        if self.level == STRICT and self.confinement.namespaces:
             children = proctree.children(self.proc.pid)
             return children[0] if len(children) == 1 else None
         return self.proc.pid
@@ -348,7 +348,7 @@ class Worker:
         namespace is empty."""
         with self._reaping:  # (not through a number that may be another process's by now)
             live = not self._reaped()
-            namespace = self.namespace or (proctree.pid_namespace(self.proc.pid) if live and self.level == STRICT and self.plan.namespaces else None)
+            namespace = self.namespace or (proctree.pid_namespace(self.proc.pid) if live and self.level == STRICT and self.confinement.namespaces else None)
             if live:
                 self.result.peak_bytes = proctree.tree_peak_bytes(self.proc.pid)
         if namespace:
@@ -415,7 +415,7 @@ class Worker:
             # process in it, and the launcher, which waits for it, reaps it and exits. Killed with it,
             # the launcher would leave pid 1 to whichever process adopts orphans here, which reaped it
             # 1.2 to 1.9 s later (measured): the grader waits until the namespace is empty.
-            if not (children and self.level == STRICT and self.plan.namespaces):
+            if not (children and self.level == STRICT and self.confinement.namespaces):
                 proctree.kill(-self.proc.pid)
 
     def _kill_group(self) -> None:

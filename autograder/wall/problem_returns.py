@@ -222,7 +222,7 @@ class WrittenTree(ServedTree):
         return "an Orbax checkpoint in out_dir, restorable, its arrays named and sharded as asked"
 
     def type_error(self, v, detail: bool = True) -> str | None:
-        from autograder.wall.readback import UNREADABLE
+        from autograder.wall.reader import UNREADABLE
 
         if v == UNREADABLE:
             return ("wrote no checkpoint the grader could restore in out_dir: save with Orbax into out_dir itself (with "
@@ -334,7 +334,7 @@ class UnstackedTree(WrittenTree):
 
     def type_error(self, v, detail: bool = True) -> str | None:
         from autograder.wall.codec import ArrayDigest
-        from autograder.wall.readback import UNREADABLE
+        from autograder.wall.reader import UNREADABLE
 
         if v == UNREADABLE:
             return ("wrote no checkpoint the grader could restore in out_dir: save with Orbax into out_dir itself (with "
