@@ -65,6 +65,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_shard_reads.py
 	$(BIN)/python bench/bench_nbgrader.py --learners 16
 	$(BIN)/python bench/bench_batch_memory.py
+	$(BIN)/python bench/bench_budgets.py
 	$(BIN)/python bench/bench_lessons.py
 
 platforms: $(STAMP)

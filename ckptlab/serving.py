@@ -40,8 +40,7 @@ def give_back_freed_memory(threshold: int = 256 * 1024) -> None:
 
 # Where a peak is measured, every block of 16 KiB or more is mapped on its own: an array split over
 # 16 devices is 16 blocks of a sixteenth of it each, and blocks below the threshold, freed, stay in
-# the heap's free lists, resident, fragmented, and counted again as the next array's. (Measured:
-# unstacking 48 MiB of arrays one at a time held 9 MiB at the end, 35 MiB with 256 KiB.)
+# the heap's free lists, resident, fragmented, and counted again as the next array's.
 MEASURED_MMAP_THRESHOLD = 16 * 1024
 
 
@@ -77,7 +76,7 @@ def _warm_orbax(path: str) -> None:
 
     ocp_v1.partial.save(path, {"w": small})
     # A replicated array: Orbax saves it by slicing each replica's part with a compiled program, and
-    # a process's first compilation starts XLA's compiler (about 40 MiB, once).
+    # a process's first compilation starts XLA's compiler (tens of MiB, once).
     ocp_v1.partial.save(path, {"b": jax.device_put(np.ones((len(devices), 8), np.float32), NamedSharding(mesh, PartitionSpec()))})
     ocp_v1.partial.finalize(path)
     ocp_v1.load(path)

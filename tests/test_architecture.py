@@ -140,3 +140,16 @@ def test_the_checks_can_fail():
     assert _floor("autograder.wall.codec") > _floor("autograder.engine.grade") > _floor("autograder.cli")
     assert _floor("autograder.hidden.unit5") == _floor("autograder.registry")
     assert _floor("autograder.source") == len(FLOORS) - 1 and _floor("ckptlab.layout") is None
+
+
+def test_each_package_map_names_every_module_it_holds():
+    """A package's docstring is its map: a module it does not name is one a reader will not find."""
+    import importlib
+
+    missing = []
+    for package in ("autograder.engine", "autograder.sandbox", "autograder.wall"):
+        doc = importlib.import_module(package).__doc__ or ""
+        folder = ROOT.joinpath(*package.split("."))
+        missing += [f"{package}.{p.stem}" for p in sorted(folder.glob("*.py"))
+                    if p.stem != "__init__" and f"{package}.{p.stem}`" not in doc]
+    assert missing == []

@@ -14,7 +14,8 @@
   :mod:`~autograder.sandbox.cgroups` makes a root grader's cgroups for each worker;
   :mod:`~autograder.sandbox.folders` makes, measures and removes its folders;
   :mod:`~autograder.sandbox.environment` is its environment and the zygote's
-  (:mod:`~autograder.sandbox.zygote`, which strict workers are forked from).
+  (:mod:`~autograder.sandbox.zygote`, which strict workers are forked from);
+  :mod:`~autograder.sandbox.trusted` runs the course's own code in a worker, as a learner's is run.
 
 Everything else in :mod:`autograder` judges and never runs learner code.
 

@@ -413,8 +413,8 @@ class Worker:
                 proctree.kill(pid)
             # In a pid namespace of its own, killing pid 1 (the launcher's one child) kills every
             # process in it, and the launcher, which waits for it, reaps it and exits. Killed with it,
-            # the launcher would leave pid 1 to whichever process adopts orphans here, which reaped it
-            # 1.2 to 1.9 s later (measured): the grader waits until the namespace is empty.
+            # the launcher would leave pid 1 to whichever process adopts orphans here, which reaps it
+            # when it gets to it, while the grader waits for the namespace to empty.
             if not (children and self.level == STRICT and self.confinement.namespaces):
                 proctree.kill(-self.proc.pid)
 

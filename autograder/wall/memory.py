@@ -16,11 +16,11 @@ import importlib
 MiB = 2**20
 # Problem 6.1's budget: 1.7 times the bytes of the saved float32 parameters, plus this (what any
 # restore allocates beside its arrays: a frame, Orbax's metadata, a thread's buffers). Restored
-# straight into bfloat16, the parameters pass through float32 read buffers on their way (measured: up
-# to 1.67 times the float32 parameters, a TensorStore reader's first use included); restored in
+# straight into bfloat16, the parameters pass through float32 read buffers on their way; restored in
 # float32 and cast after, the float32 arrays and their bfloat16 copy are alive together beside the
-# same buffers (2.2 times and more), as is the whole training state restored in bfloat16. The whole
-# state in float32 is three times the parameters, and its buffers more.
+# same buffers, as is the whole training state restored in bfloat16; the whole state in float32 is
+# three times the parameters, and its buffers more. The budget lies between the two kinds, where the
+# curated right and wrong answers fall apart (bench/bench_budgets.py prints where each peaks).
 SERVING_FACTOR = 1.7
 SERVING_SLACK = 8 * MiB
 
@@ -33,8 +33,7 @@ def serving_budget(param_bytes: int) -> int:
 # Problem 6.2's budget: twice the bytes of the file's largest tensor (its host copy and its copy on
 # the devices, while it is saved), plus this. Reading the whole file first holds it all beside the
 # arrays it becomes; saving the whole tree at once holds every array and the save's copies of them:
-# each at least the file. (With the whole file allowed, as it once was, a whole read passed or failed
-# on a few MiB of the libraries' own.)
+# each at least the file (bench/bench_budgets.py prints where each answer peaks).
 CONVERSION_SLACK = 16 * MiB
 
 
@@ -92,9 +91,9 @@ def placed_budget(held: int) -> int:
 # Problem 7.4's budget: three times the bytes the devices hold of the checkpoint's largest array
 # placed as saved (a stacked array, its layers, and a restore's buffers for it), plus this: what the
 # libraries keep beside the arrays (Orbax's buffers and metadata, and each program JAX compiles to
-# slice a stack of another shape or sharding, about 2 MiB on 16 devices: a case has a dozen). The
-# whole model at once is several times its largest array.
-UNSTACK_SLACK = 32 * MiB
+# slice a stack of another shape or sharding: a case has a dozen). The whole model at once is
+# several times its largest array (bench/bench_budgets.py prints where each answer peaks).
+UNSTACK_SLACK = 16 * MiB
 UNSTACK_FACTOR = 3
 
 
