@@ -629,3 +629,93 @@ def test_a_late_kill_never_reaches_a_process_that_took_the_reaped_workers_pid(la
     finally:
         other.kill()
         other.wait()
+
+
+# A learner's worker looks for the programs JAX compiled for others: the grader's trusted workers'
+# (the course's training step, 5.3's planted run) and a classmate's 5.3 series.
+_COMPILED_ELSEWHERE = """
+import glob, os
+
+def probe(paths):
+    got = {"read": [], "written": []}
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                f.read(1)
+            got["read"].append(path)
+        except OSError:
+            pass
+        try:
+            with open(path, "ab") as f:
+                f.write(b"poison")
+            got["written"].append(path)
+        except OSError:
+            pass
+    return got
+"""
+
+
+@pytest.mark.parametrize("level", [sandbox.STRICT, sandbox.BASIC])
+def test_a_worker_reaches_no_compiled_programs_but_its_own_series(level):
+    """The programs JAX keeps for a series of workers (a 5.3 case's runs) and for the grader's
+    trusted workers (their compile cache, kept for the grader's life) are out of any other worker's
+    reach at the strict level: neither read (a planted run's program holds its seed) nor poisoned
+    (a rewritten program would run in the grader's trusted worker). The control: at the basic level,
+    which has no jail, the same worker reads and rewrites both."""
+    from autograder.sandbox import trusted, worker
+
+    cache = os.path.join(trusted._folder(), "scratch", worker.COMPILE_CACHE)
+    os.makedirs(cache, exist_ok=True)
+    series = sandbox.new_workdir()
+    try:
+        os.makedirs(os.path.join(series, "scratch", worker.COMPILE_CACHE))
+        targets = [os.path.join(cache, "probe-entry-cache"), os.path.join(series, "scratch", worker.COMPILE_CACHE, "e-cache")]
+        for path in targets:
+            with open(path, "wb") as f:
+                f.write(b"compiled")
+        run = sandbox.Worker(_COMPILED_ELSEWHERE, "probe", [(targets,)], timeout=60, level=level).wait()
+        assert run.status == "ok", run.stderr_tail[-500:]
+        got = run.cases[0]["value"]
+        if level == sandbox.STRICT:
+            assert got == {"read": [], "written": []}, got
+        else:
+            assert got == {"read": targets, "written": targets}, got
+        for path in targets:
+            with open(path, "rb") as f:
+                assert f.read() == (b"compiled" if level == sandbox.STRICT else b"compiledpoison")
+            os.unlink(path)
+    finally:
+        sandbox.remove_folder(series)
+
+
+_COMPILES = """
+import jax, jax.numpy as jnp
+
+def probe():
+    events = []
+    jax.monitoring.register_event_listener(lambda event, **kw: events.append(event))
+    jax.jit(lambda x: jnp.sin(x) * 3 + 1)(jnp.arange(7.0)).block_until_ready()
+    return [e for e in events if "compilation_cache" in e]
+"""
+
+
+def test_the_workers_of_a_series_reuse_what_the_first_compiled():
+    """A 5.3 case's workers share their scratch folder: the second finds the first's program there
+    (a cache hit, as JAX counts it). The control: a worker without the series' cache compiles
+    afresh."""
+    from autograder.sandbox import worker
+
+    series = sandbox.new_workdir()
+    try:
+        def run(cache: bool):
+            out = sandbox.Worker(_COMPILES, "probe", [()], timeout=60, level=sandbox.STRICT,
+                                 workdir=series, keep_scratch=True, compile_cache=cache).wait()
+            assert out.status == "ok", out.stderr_tail[-500:]
+            return out.cases[0]["value"]
+
+        assert not any("cache_hits" in e for e in run(False))
+        first, second = run(True), run(True)
+        assert not any("cache_hits" in e for e in first) and any("cache_hits" in e for e in second), (first, second)
+        assert os.listdir(os.path.join(series, "scratch", worker.COMPILE_CACHE))
+    finally:
+        sandbox.remove_folder(series)

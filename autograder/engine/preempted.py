@@ -151,7 +151,8 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
             planted.update({"plant_problem": problem} if problem else {"planted_at": start, "plant_expected": expected})
         since = time.time()
         worker = sandbox.Worker(source, function, [args], timeout=timeout, workdir=workdir, level=level,
-                                memory_bytes=memory_bytes, keep_scratch=True, exit_when_done=True)
+                                memory_bytes=memory_bytes, keep_scratch=True, exit_when_done=True,
+                                compile_cache=True)
         killed, again = threading.Event(), threading.Event()
 
         def watch(worker=worker, kill=kill, start=start, since=since, killed=killed, again=again):

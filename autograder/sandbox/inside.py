@@ -74,6 +74,16 @@ def _error(exc: BaseException, kind: str = "exception") -> dict:
             "mro": [c.__name__ for c in type(exc).__mro__], "message": str(exc)[:500]}
 
 
+def _keep_compiled(folder: str) -> None:
+    """JAX's persistent compilation cache in ``folder`` (the worker's kept scratch folder, shared by
+    the workers of one series only), every program kept however fast it compiled."""
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", folder)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
 def main(in_fd: int, out_fd: int, grader: int) -> int:
     from autograder.sandbox import jail, wire
 
@@ -132,6 +142,8 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
         send({"ready": True})
         if wire.recv(in_fd, limit=_TRUSTED) is None:
             return 0
+    if job.get("compile_cache"):
+        _keep_compiled(job["compile_cache"])
     namespace = {"__name__": "submission", "__builtins__": __builtins__}
     try:
         code = compile(job["source"], SUBMISSION, "exec")

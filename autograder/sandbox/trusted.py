@@ -5,16 +5,34 @@ code only: such a worker runs nothing else. Problem 5.3's expected parameters co
 
 from __future__ import annotations
 
+import atexit
+import threading
+
 from autograder import sandbox
 
 TRUSTED_TIMEOUT = 120.0
+_FOLDER: list[str] = []
+_FOLDER_LOCK = threading.Lock()
+
+
+def _folder() -> str:
+    """One work folder for this grader's trusted workers, kept for its life, where JAX keeps the
+    programs they compiled (``Worker(compile_cache=True)``): the course's training step compiles
+    once per grader, not once per case (most of a trusted run's time). Learner code never runs in
+    a trusted worker, nor reaches this folder."""
+    with _FOLDER_LOCK:
+        if not _FOLDER:
+            _FOLDER.append(sandbox.new_workdir())
+            atexit.register(sandbox.remove_folder, _FOLDER[0])
+        return _FOLDER[0]
 
 
 def trusted_worker(source: str, function: str, args: tuple):
     """The course's own code (``function`` of ``source``), run in a worker started as a learner's is;
     its return value."""
     level = sandbox.BASIC if sandbox.strict_missing() else sandbox.STRICT
-    run = sandbox.Worker(source, function, [args], timeout=TRUSTED_TIMEOUT, level=level).wait()
+    run = sandbox.Worker(source, function, [args], timeout=TRUSTED_TIMEOUT, level=level, workdir=_folder(),
+                         keep_scratch=True, compile_cache=True).wait()
     if run.status != "ok" or run.setup or not run.cases or "value" not in run.cases[0]:
         raise RuntimeError(f"the course's own {function} failed in a worker ({run.status}, {run.setup or ''}): "
                            f"{run.stderr_tail[-1000:]}")

@@ -33,6 +33,11 @@ from autograder.sandbox import cgroups, environment, folders, inside, jail, land
 from autograder.sandbox.jail import BASIC, STRICT
 from autograder.wall import codec
 
+# Where a series of workers sharing a kept scratch folder (problem 5.3's runs of one case) keeps the
+# programs JAX compiled, for the next run: a restarted job recompiles nothing it compiled before
+# (on a restart, compiling is most of a small model's time). The learner's own folder: only that
+# learner's later runs read it.
+COMPILE_CACHE = ".jax-compiled"
 _ERROR_KINDS = ("exception", "memory", "not_implemented", "setup", "bad_return", "devices")
 
 
@@ -136,7 +141,7 @@ class Worker:
                  memory_bytes: int = DEFAULT_MEMORY, file_bytes: int = DEFAULT_FILE_BYTES, workdir: str | None = None,
                  count_reads: bool = False, level: str = BASIC, bare: bool = False, namespaces: bool | None = None,
                  keep_scratch: bool = False, exit_when_done: bool = False, measure_memory: bool = False,
-                 digest_arrays: bool | None = None):
+                 digest_arrays: bool | None = None, compile_cache: bool = False):
         self.timeout, self.level, self.count_reads = timeout, level, count_reads
         self.measure_memory = measure_memory
         self.memory_base: tuple[int, int] | None = None  # (pid, resident bytes) before the learner's code
@@ -179,7 +184,11 @@ class Worker:
                     # JAX's types taken before the code loads (codec.pin_jax_types): where the cases hold
                     # its objects, arrays come back as digests, or the code imports it
                     "jax": any(codec.needs_jax(c) for c in self.cases) or digest or zygote.imports_jax(source),
-                    "digest_arrays": digest, "preload": _preload(source) if measure_memory else []}
+                    "digest_arrays": digest, "preload": _preload(source) if measure_memory else [],
+                    # compile_cache (a kept scratch folder's series of workers, problem 5.3): JAX's
+                    # compiled programs kept in the scratch folder, for the next worker of the series
+                    "compile_cache": os.path.join(os.path.realpath(self.scratch), COMPILE_CACHE)
+                    if compile_cache and keep_scratch else None}
         self.namespace: str | None = None
         asked = time.monotonic()
         try:
