@@ -62,13 +62,13 @@ def find_learners(submissions: Path) -> list[Learner]:
 
 
 def _grade_one(learner: Learner, results: Path, timeout: float | None, isolation, jobs: int = 1,
-               slots: threading.Semaphore | None = None, selected: tuple = registry.PROBLEMS) -> dict:
+               slots: threading.Semaphore | None = None, selected: tuple = registry.PROBLEMS, shared=None) -> dict:
     from autograder.engine.grade import grade
 
     start = time.monotonic()
     try:
         graded = grade([learner.path], learner.id, problems=[p.id for p in selected], timeout=timeout, jobs=jobs,
-                       isolation=isolation, slots=slots)
+                       isolation=isolation, slots=slots, shared=shared)
         report = graded.to_json()
         report["learner"] = text.printable(learner.id)
         for p, result in zip(report["problems"], graded.problems):
@@ -82,6 +82,7 @@ def _grade_one(learner: Learner, results: Path, timeout: float | None, isolation
                                 "message": f"The grader failed on this submission ({type(exc).__name__}); "
                                            "please report it."} for p in selected]}
     report["seconds"] = round(time.monotonic() - start, 2)
+    report["cases"] = "shared" if shared is not None else "own"
     atomic_write(results / "learners" / f"{learner.key}.json", json.dumps(report, indent=1))
     return report
 
@@ -117,29 +118,34 @@ def selection(units=(), only=()) -> tuple:
     return tuple(p for p in registry.PROBLEMS if p.id in wanted)
 
 
-def _graded_for(path: Path, selected: tuple) -> bool:
-    """Whether a saved result covers exactly these problems (else the learner is graded again)."""
+def _graded_for(path: Path, selected: tuple, cases: str = "own") -> bool:
+    """Whether a saved result covers exactly these problems, on the same kind of hidden cases (the
+    learner's own, or the class's shared ones); else the learner is graded again."""
     try:
-        return [p["id"] for p in json.loads(path.read_text())["problems"]] == [p.id for p in selected]
-    except (OSError, ValueError, KeyError, TypeError):
+        saved = json.loads(path.read_text())
+        return [p["id"] for p in saved["problems"]] == [p.id for p in selected] and saved.get("cases", "own") == cases
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
 
 
 def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool = False,
                 timeout: float | None = None, progress: bool = True, isolation: str = "strict",
-                problems: tuple | None = None) -> dict:
+                problems: tuple | None = None, shared_cases: bool = False) -> dict:
     """Grade every learner not yet graded; then write the gradebook, feedback and summary.
 
     ``problems`` (from :func:`selection`): what was assigned, every problem by default; scores,
     feedback and the summary cover those only. ``isolation`` ``strict`` (the default) raises
     :class:`~autograder.sandbox.IsolationUnavailable` before grading anyone where this
-    machine cannot give it."""
+    machine cannot give it. ``shared_cases``: every learner graded on the same hidden cases
+    (:mod:`autograder.engine.shared`: the references run once per problem, not once per learner)."""
+    from autograder.engine.shared import SharedCases
     from autograder.sandbox import concurrent_workers_fair, resolve, start_zygote
 
     submissions, results = Path(submissions), Path(results)
     selected = tuple(problems) if problems else registry.PROBLEMS
     learners = find_learners(submissions)
-    todo = [lr for lr in learners if force or not _graded_for(results / "learners" / f"{lr.key}.json", selected)]
+    cases = "shared" if shared_cases else "own"
+    todo = [lr for lr in learners if force or not _graded_for(results / "learners" / f"{lr.key}.json", selected, cases)]
     if todo and isolation != "basic":
         start_zygote()  # its imports and the check of the level overlap
     level = resolve(isolation)
@@ -154,11 +160,12 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
     interrupted = False
     futures: dict = {}
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    shared = SharedCases() if shared_cases else None
     try:
         # `jobs` learners at a time, and `jobs` workers in all: each learner may run several, so the
         # last learners graded use every core while the others are done.
         slots = threading.BoundedSemaphore(max(1, jobs))
-        futures = {pool.submit(_grade_one, lr, results, timeout, level, max(1, jobs), slots, selected): lr
+        futures = {pool.submit(_grade_one, lr, results, timeout, level, max(1, jobs), slots, selected, shared): lr
                    for lr in todo}
         for done, future in enumerate(as_completed(futures), 1):
             if done == max(1, len(todo) - max(1, jobs)):
@@ -174,6 +181,8 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
             f.cancel()
     finally:
         pool.shutdown(wait=not interrupted, cancel_futures=True)
+        if shared is not None and not interrupted:
+            shared.close()  # (interrupted, a learner's thread may still read them: removed at exit)
         if bar:
             bar.close()
     reports = load_results(results, [lr.key for lr in learners])
@@ -270,8 +279,12 @@ def summary_markdown(rows: list[dict], reports: list[dict]) -> str:
     totals = sorted(r["score"] for r in reports)
     median = totals[len(totals) // 2] if totals else 0
     levels = Counter(r.get("isolation") or "unknown" for r in reports)
+    kinds = Counter(r.get("cases", "own") for r in reports)
     lines = ["# Class summary", "", f"{len(reports)} learners; median total {median:g}.", "",
              "Isolation: " + ", ".join(f"{level} ({n} learner{'s' * (n != 1)})" for level, n in sorted(levels.items()))
+             + ".", "",
+             "Hidden cases: " + ", ".join({"own": "each learner's own", "shared": "the same for every learner (--shared-cases)"}
+                                          .get(k, k) + f" ({n} learner{'s' * (n != 1)})" for k, n in sorted(kinds.items()))
              + ".", ""]
     if set(levels) - {STRICT, NO_CODE_RAN}:
         lines += ["**Warning:** some learners' code ran below the strict isolation level: it could read the hidden "

@@ -118,7 +118,7 @@ def cmd_grade_batch(args) -> int:
     try:
         summary = grade_batch(Path(args.submissions), Path(args.out), jobs=args.jobs, force=args.force,
                               timeout=args.timeout, progress=not args.quiet, isolation=args.isolation,
-                              problems=chosen)
+                              problems=chosen, shared_cases=args.shared_cases)
     except (ValueError, KeyError, IsolationUnavailable) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -363,6 +363,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--force", action="store_true", help="regrade learners that already have a result")
     b.add_argument("--timeout", type=float, help="seconds per problem (default: each problem's own limit)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
+    b.add_argument("--shared-cases", action="store_true",
+                   help="grade every learner on the same hidden cases (default: each learner's own): item "
+                        "statistics compare like with like, and the references run once per problem, not per learner")
     assignment_args(b, "grade")
     isolation_arg(b, "strict")
     b.set_defaults(func=cmd_grade_batch)

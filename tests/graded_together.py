@@ -89,7 +89,7 @@ class Rounds:
             (subs / f"{self.prefix}-{i}.py").write_text(source)
         pids = {pid for _, keys in self.rounds for pid, _ in keys}
         grade_batch(subs, out, jobs=2, progress=False, isolation=best_isolation(),
-                    problems=tuple(p for p in registry.PROBLEMS if p.id in pids))
+                    problems=tuple(p for p in registry.PROBLEMS if p.id in pids), shared_cases=True)
         results = {}
         for i, (_, keys) in enumerate(self.rounds):
             report = json.loads((out / "learners" / f"{self.prefix}-{i}.json").read_text())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -226,3 +227,71 @@ def test_a_class_graded_for_one_unit_is_scored_fed_back_and_summarised_on_that_u
     bad = subprocess.run([sys.executable, "-m", "autograder", "grade-batch", str(subs), "--out", str(out), "--unit", "9"],
                          cwd=root, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "no unit 9" in bad.stderr
+
+
+# A learner who rewrites the checkpoint it was given (at the basic level, whose workers may write
+# their inputs) and then fails; graded before an honest classmate on the same shared cases.
+_VANDAL = '''
+import os
+
+def restore_resharded(ckpt_dir, target_mesh, target_specs):
+    for top, _, names in os.walk(ckpt_dir):
+        for name in names:
+            with open(os.path.join(top, name), "r+b") as f:
+                f.write(b"\\0" * 64)
+    raise RuntimeError("vandalised")
+'''
+
+
+def _shared_class(tmp_path: Path) -> Path:
+    subs = tmp_path / "submissions"
+    subs.mkdir(parents=True)
+    (subs / "a_vandal.py").write_text(_VANDAL)
+    for name in ("b_honest", "c_honest"):
+        shutil.copy(ROOT / "solutions" / "unit3.py", subs / f"{name}.py")
+    return subs
+
+
+@pytest.mark.slow
+def test_shared_cases_run_the_references_once_per_problem_and_give_each_learner_its_own_files(tmp_path, monkeypatch):
+    """With --shared-cases every learner is graded on the same hidden cases: the references run
+    once per problem and case for the whole class (counted), each worker gets its own copy of the
+    files (a learner who rewrote its checkpoint leaves the next learner's intact: full marks), the
+    results and summary say so, and nothing of the class's files is left once it is done. The
+    control: without the copy (each worker handed the grader's own files), the honest learners
+    graded after the vandal fail."""
+    import tempfile
+
+    from autograder.engine import grade as engine
+    from autograder.wall import files
+
+    computed = []
+    real = engine.expected_outcome
+    monkeypatch.setattr(engine, "expected_outcome", lambda p, a: computed.append(p.id) or real(p, a))
+    grader_tmp = tmp_path / "grader-tmp"
+    grader_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(grader_tmp))
+    out = tmp_path / "results"
+    grade_batch(_shared_class(tmp_path), out, jobs=1, progress=False, isolation="basic", problems=(registry.get("3.3"),),
+                shared_cases=True)
+    reports = {n: json.loads((out / "learners" / f"{n}.json").read_text()) for n in ("a_vandal", "b_honest", "c_honest")}
+    assert reports["a_vandal"]["score"] == 0
+    assert [reports[n]["score"] for n in ("b_honest", "c_honest")] == [registry.get("3.3").points] * 2, reports
+    assert {r["cases"] for r in reports.values()} == {"shared"}
+    assert len(computed) == len(engine.hidden_cases(registry.get("3.3"), "x")[1]), computed  # once, not three times
+    assert "the same for every learner (--shared-cases)" in (out / "summary.md").read_text()
+    assert [n for n in os.listdir(grader_tmp) if n.startswith("ckpt-worker-")] == []  # the class's files removed
+
+    # A batch run again without --shared-cases grades them again: the shared results do not count as their own.
+    from autograder.batch import _graded_for
+
+    saved = out / "learners" / "b_honest.json"
+    assert _graded_for(saved, (registry.get("3.3"),), "shared") and not _graded_for(saved, (registry.get("3.3"),), "own")
+
+    # The control: each worker handed the grader's own copy.
+    monkeypatch.setattr(files, "mirror", lambda value, source, target: value)
+    control = tmp_path / "control"
+    grade_batch(_shared_class(tmp_path / "c"), control, jobs=1, progress=False, isolation="basic",
+                problems=(registry.get("3.3"),), shared_cases=True)
+    scores = [json.loads((control / "learners" / f"{n}.json").read_text())["score"] for n in ("b_honest", "c_honest")]
+    assert scores == [0, 0], scores

@@ -48,8 +48,9 @@ def test_untouched_problems_are_not_attempted(root):
 def wrong_graded(tmp_path_factory) -> dict:
     """Every curated wrong answer graded once, as an instructor grades a class (grade-batch, two
     learners at a time, at the strict level where the machine has it): each answer a learner of its
-    own, named ``wrong-<answer>`` (its hidden cases are that learner's). A name several problems'
-    answers share goes to another class (a class has one learner of a name)."""
+    own, named ``wrong-<answer>``, every learner on the class's shared hidden cases (``--shared-cases``:
+    the references run once per problem). A name several problems' answers share goes to another
+    class (a class has one learner of a name)."""
     from autograder.batch import grade_batch
     from tests.conftest import best_isolation
 
@@ -67,7 +68,7 @@ def wrong_graded(tmp_path_factory) -> dict:
         for pid, name, source in members:
             (subs / f"wrong-{name}.py").write_text(HEADERS[pid] + source)
         assigned = tuple(p for p in registry.PROBLEMS if p.id in {pid for pid, _, _ in members})
-        grade_batch(subs, out, jobs=2, progress=False, isolation=best_isolation(), problems=assigned)
+        grade_batch(subs, out, jobs=2, progress=False, isolation=best_isolation(), problems=assigned, shared_cases=True)
         for pid, name, _ in members:
             report = json.loads((out / "learners" / f"wrong-{name}.json").read_text())
             results[pid, name] = next(p for p in report["problems"] if p["id"] == pid)
@@ -297,15 +298,17 @@ def _scrub(text: str) -> str:
 
 
 def test_messages_never_show_hidden_inputs_or_expected_values(wrong_graded, tmp_path):
-    """Each problem's first curated wrong answer's message (graded above, as learner
-    ``wrong-<answer>``) against that learner's own hidden inputs and expected values; every wrong
-    answer's message against the hidden tests' source."""
+    """Each problem's first curated wrong answer's message (graded above, on the class's shared
+    hidden cases) against those hidden inputs and expected values; every wrong answer's message
+    against the hidden tests' source."""
+    from autograder.engine.shared import CLASS_ID
+
     for p in registry.PROBLEMS:
         name = WRONG[p.id][0][0]
         result = wrong_graded[p.id, name]
         assert result["status"] in ("incorrect", "error"), (p.id, name, result["status"])
         text = _scrub(result["message"])  # a problem's message against that problem's hidden data
-        _, cases = grading.hidden_cases(p, f"wrong-{name}")
+        _, cases = grading.hidden_cases(p, CLASS_ID)
         secrets = set()
         hidden = [c for c in cases if c.category != "public"]
         # (realized together: 5.2's checkpoint roots come from one helper process, not one each)

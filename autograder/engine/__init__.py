@@ -8,6 +8,8 @@
 - :mod:`~autograder.engine.plan`: one problem on its way through grading (``Plan``), the trusted
   side's work for it as futures;
 - :mod:`~autograder.engine.grade`: the run itself: plans, the references' thread, runners, the judge;
+- :mod:`~autograder.engine.shared`: a class graded on the same hidden cases, the trusted side's work
+  on them done once for all (``grade-batch --shared-cases``);
 - :mod:`~autograder.engine.runners`: how a problem's cases run, by its mode: one worker, or
   :mod:`~autograder.engine.readback` (its checkpoint read back by a worker of the grader's), or
   :mod:`~autograder.engine.preempted` (problem 5.3: a series of workers per case that this side kills

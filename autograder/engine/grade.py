@@ -21,6 +21,7 @@ from autograder.engine.judge import judge
 from autograder.engine.locate import locate
 from autograder.engine.plan import Plan, Prepared
 from autograder.engine.results import ProblemResult, Report, problem_result
+from autograder.engine.shared import SharedCases
 from autograder.source import serialize_syntax_trees
 from autograder.wall import codec, files, kinds
 from ckptlab.serving import give_back_freed_memory
@@ -44,6 +45,13 @@ def _needs_jax(plan: Plan) -> bool:
     return plan.hidden.expected is None or any(files.has_files(c.args) or codec.needs_jax(c.args) for c in plan.cases)
 
 
+def _reads_checkpoints(plan: Plan) -> bool:
+    """Whether the reference, given this plan's cases, restores a checkpoint with Orbax (one
+    learner's at a time: :data:`autograder.wall.kinds.ORBAX`)."""
+    return any(files.has_files(c.args, (kinds.CheckpointArg, kinds.PreemptedRootArg, kinds.RunFolder))
+               for c in plan.cases)
+
+
 class _References:
     """The trusted side's own work, on one thread, ahead of the workers: for each plan in order
     (the course's devices first, where it needs JAX) its cases' files, then the expected outcomes.
@@ -52,8 +60,9 @@ class _References:
     second of imports on the other core), and it never competes with itself for the GIL: a
     worker's thread only drives its worker. Learner code never runs here."""
 
-    def __init__(self, plans: list[Plan]):
+    def __init__(self, plans: list[Plan], shared: SharedCases | None = None, salt: str | None = None):
         self.plans = [p for p in plans if p.result is None]
+        self.shared, self.salt = shared, salt
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True, name="ckpt-references")
         self.thread.start()
@@ -67,7 +76,10 @@ class _References:
             try:
                 if _needs_jax(plan):
                     course_devices()
-                self._prepare(plan)
+                if self.shared is not None:
+                    self._prepare_shared(plan, self.shared, self.salt)
+                else:
+                    self._prepare(plan)
             except BaseException as exc:  # noqa: BLE001 - a grader-side failure costs this problem only
                 plan.fail(exc)
 
@@ -86,10 +98,7 @@ class _References:
             else:
                 worker_args = args
             plan.files.set_result(Prepared(workdir, worker_args))
-            # A reference given a checkpoint restores it with Orbax: one learner's at a time.
-            reads_checkpoints = any(files.has_files(c.args, (kinds.CheckpointArg, kinds.PreemptedRootArg, kinds.RunFolder))
-                                    for c in plan.cases)
-            with kinds.ORBAX if reads_checkpoints else contextlib.nullcontext():
+            with kinds.ORBAX if _reads_checkpoints(plan) else contextlib.nullcontext():
                 plan.expected.set_result([expected_outcome(plan.problem, a) for a in args])
         except BaseException:
             if not plan.files.done():
@@ -98,6 +107,27 @@ class _References:
         finally:
             if reference_dir != workdir:
                 shutil.rmtree(reference_dir, ignore_errors=True)
+
+    @staticmethod
+    def _prepare_shared(plan: Plan, shared: SharedCases, salt: str | None) -> None:
+        """As :meth:`_prepare`, the files and expected outcomes computed once for the class
+        (:mod:`autograder.engine.shared`), each learner's worker given its own copy of the files."""
+
+        def compute(folder: str):
+            args = files.realize([c.args for c in plan.cases], folder)
+            with kinds.ORBAX if _reads_checkpoints(plan) else contextlib.nullcontext():
+                return args, [expected_outcome(plan.problem, a) for a in args]
+
+        written = shared.prepared((plan.problem.id, salt), compute)
+        workdir = sandbox.new_workdir(on_disk=plan.problem.measure_memory)
+        try:
+            worker_args = [c.args for c in plan.cases] if plan.problem.count_reads \
+                else files.mirror(written.args, written.folder, workdir)
+        except BaseException:
+            sandbox.remove_folder(workdir)
+            raise
+        plan.files.set_result(Prepared(workdir, worker_args))
+        plan.expected.set_result(written.expected)
 
     def close(self) -> None:
         """Stop after the current plan; remove any folder no runner took."""
@@ -119,7 +149,7 @@ def _plan(problem, sub: extract.Submission, learner: str, salt: str | None, time
 
 def grade(paths, learner: str = "local", *, problems=None, salt: str | None = None,
           timeout: float | None = None, jobs: int | None = None, isolation: str | sandbox.Isolation = "auto",
-          slots: threading.Semaphore | None = None) -> Report:
+          slots: threading.Semaphore | None = None, shared: SharedCases | None = None) -> Report:
     """Grade the files or folders in ``paths`` for ``learner``; never raises for bad submissions.
 
     ``jobs`` workers at most run at once; ``slots``, shared by the learners a class is graded for
@@ -127,11 +157,14 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
 
     ``isolation`` is ``strict``, ``basic`` or ``auto`` (the best this machine has), or a level
     already resolved; ``strict`` raises :class:`~autograder.sandbox.IsolationUnavailable`
-    where the machine cannot give it."""
+    where the machine cannot give it.
+
+    ``shared``: the class's shared hidden cases (:mod:`autograder.engine.shared`): this learner's
+    are the class's, and the trusted side's work on them is done once for all."""
     serialize_syntax_trees()  # before any thread of this grading builds a syntax tree
     chosen = [registry.get(p) for p in problems] if problems else list(registry.PROBLEMS)
     sub = extract.load_submissions(list(paths))
-    plans = [_plan(p, sub, learner, salt, timeout) for p in chosen]
+    plans = [_plan(p, sub, shared.learner if shared else learner, salt, timeout) for p in chosen]
     runs = any(plan.result is None for plan in plans)
     references = None
     if runs:
@@ -142,7 +175,7 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
         # The references save and restore checkpoints of tens of MiB one problem after another: freed,
         # their memory goes back to the kernel, so the grader's peak is the largest one, not their sum.
         give_back_freed_memory()
-        references = _References(plans)
+        references = _References(plans, shared, salt)
     SHORT_GIL_SLICES.hold()
     try:
         if isinstance(isolation, sandbox.Isolation):

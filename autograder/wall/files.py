@@ -73,7 +73,8 @@ def mirror(value, source: str, target: str):
 
     def move(leaf):
         if isinstance(leaf, str) and leaf.startswith(source + os.sep):
-            return target + leaf[len(source):]
+            moved = target + leaf[len(source):]
+            return RunPath(moved, leaf.plant) if isinstance(leaf, RunPath) else moved
         return leaf
 
     return map_leaves(value, move)
