@@ -130,14 +130,16 @@ def _graded_for(path: Path, selected: tuple, cases: str = "own") -> bool:
 
 def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool = False,
                 timeout: float | None = None, progress: bool = True, isolation: str = "strict",
-                problems: tuple | None = None, shared_cases: bool = False) -> dict:
+                problems: tuple | None = None, shared_cases: bool = False, similarity: float | None = None) -> dict:
     """Grade every learner not yet graded; then write the gradebook, feedback and summary.
 
     ``problems`` (from :func:`selection`): what was assigned, every problem by default; scores,
     feedback and the summary cover those only. ``isolation`` ``strict`` (the default) raises
     :class:`~autograder.sandbox.IsolationUnavailable` before grading anyone where this
     machine cannot give it. ``shared_cases``: every learner graded on the same hidden cases
-    (:mod:`autograder.engine.shared`: the references run once per problem, not once per learner)."""
+    (:mod:`autograder.engine.shared`: the references run once per problem, not once per learner).
+    ``similarity``: a threshold from 0 to 1: also compare the learners' code problem by problem and
+    write ``similarity.html``/``.json`` (:mod:`autograder.similarity`)."""
     from autograder.engine.shared import SharedCases
     from autograder.sandbox import concurrent_workers_fair, resolve, start_zygote
 
@@ -186,7 +188,15 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
         if bar:
             bar.close()
     reports = load_results(results, [lr.key for lr in learners])
-    write_outputs(reports, results, selected)
+    from autograder.item_analysis import progress_of
+
+    similar = None
+    if similarity is not None:
+        from autograder import similarity as similar_code
+
+        similar = similar_code.report(learners, selected, results, Path(__file__).resolve().parents[1], similarity)
+    write_outputs(reports, results, selected, {lr.key: progress_of(lr.path) for lr in learners if lr.path.is_dir()},
+                  similar)
     return {"learners": len(learners), "graded": len(todo), "skipped": len(learners) - len(todo),
             "interrupted": interrupted, "results": len(reports), "isolation": level.level,
             "isolation_detail": level.describe}
@@ -257,23 +267,14 @@ def feedback_html(report: dict) -> str:
             f"<th>Status</th><th>Points</th></tr>{rows}</table>{details}</body></html>\n")
 
 
-def class_summary(reports: list[dict], selected: tuple = registry.PROBLEMS) -> list[dict]:
-    rows = []
-    for problem in selected:
-        results = [p for r in reports for p in r["problems"] if p["id"] == problem.id]
-        passed = sum(p["status"] == "correct" for p in results)
-        failures = Counter(p.get("category") or p["status"] for p in results if p["status"] != "correct")
-        attempted = [k for k in failures if k != "not_attempted"]
-        # What went wrong among those who tried says more than how many did not try.
-        common = max(attempted, key=lambda k: failures[k]) if attempted else ("not_attempted" if failures else "")
-        rows.append({"id": problem.id, "function": problem.function, "learners": len(results),
-                     "attempted": sum(p["status"] != "not_attempted" for p in results),
-                     "pass_rate": passed / len(results) if results else 0.0,
-                     "most_common_failure": common, "count": failures[common] if common else 0})
-    return rows
+def class_summary(reports: list[dict], selected: tuple = registry.PROBLEMS, progress: dict | None = None) -> list[dict]:
+    """Per problem: pass rate, most common failure, and the item analysis (:mod:`autograder.item_analysis`)."""
+    from autograder.item_analysis import summary_rows
+
+    return summary_rows(reports, selected, progress)
 
 
-def summary_markdown(rows: list[dict], reports: list[dict]) -> str:
+def summary_markdown(rows: list[dict], reports: list[dict], similar=None) -> str:
     from autograder.sandbox import NO_CODE_RAN, STRICT
 
     totals = sorted(r["score"] for r in reports)
@@ -290,12 +291,13 @@ def summary_markdown(rows: list[dict], reports: list[dict]) -> str:
         lines += ["**Warning:** some learners' code ran below the strict isolation level: it could read the hidden "
                   "tests and references, and write, signal or reach what the grader can. Their scores are not "
                   "protected against a hostile submission (see SECURITY.md).", ""]
-    lines += ["![pass rate per problem](summary.png)", "",
-              "| Problem | Function | Attempted | Pass rate | Most common failure |", "| --- | --- | --- | --- | --- |"]
-    for row in rows:
-        failure = f"{row['most_common_failure']} ({row['count']})" if row["most_common_failure"] else ""
-        lines.append(f"| {row['id']} | `{row['function']}` | {row['attempted']}/{row['learners']} | "
-                     f"{row['pass_rate']:.0%} | {failure} |")
+    from autograder.item_analysis import markdown
+
+    lines += ["![pass rate and discrimination per problem](summary.png)", "", *markdown(rows)]
+    if similar is not None:
+        n = len(similar.pairs)
+        lines += ["", f"Similar code: {n} pair{'s' * (n != 1)} of learners over the threshold, each pair's code side by "
+                  "side in [similarity.html](similarity.html): evidence to read, not a verdict."]
     return "\n".join(lines) + "\n"
 
 
@@ -316,32 +318,26 @@ def summary_chart(rows: list[dict], path: Path) -> None:
     _import_chart_library()
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(max(6, 0.5 * len(rows) + 2), 3.4))
-    ax = fig.subplots()
-    rates = [100 * r["pass_rate"] for r in rows]
-    bars = ax.bar([r["id"] for r in rows], rates, color=["#1a7f37" if x >= 50 else "#cf222e" for x in rates],
-                  edgecolor="black", lw=0.5)
-    for bar, row in zip(bars, rows):
-        if row["most_common_failure"]:
-            ax.text(bar.get_x() + bar.get_width() / 2, 2, row["most_common_failure"][:14], rotation=90,
-                    ha="center", va="bottom", fontsize=7, color="white" if bar.get_height() > 40 else "black")
-    ax.set_ylim(0, 105)
-    ax.set_ylabel("learners passing (%)")
-    ax.set_xlabel("problem (text: most common failure)")
-    ax.set_title("Pass rate per problem")
+    from autograder.item_analysis import chart
+
+    fig = Figure(figsize=(max(6, 0.5 * len(rows) + 2) + 4.5, 3.6))
+    chart(rows, fig)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     atomic_write(path, buf.getvalue())
 
 
-def write_outputs(reports: list[dict], results: Path, selected: tuple = registry.PROBLEMS) -> None:
+def write_outputs(reports: list[dict], results: Path, selected: tuple = registry.PROBLEMS,
+                  progress: dict | None = None, similar=None) -> None:
+    """The gradebook, each learner's feedback, and the class summary (``progress``: each learner's
+    key to the records of the progress file their submission held, where it held one)."""
     atomic_write(results / "gradebook.csv", gradebook_csv(reports, selected))
     for r in reports:
         key = r.get("key") or text.file_key(r["learner"])
         atomic_write(results / "feedback" / f"{key}.md", feedback_markdown(r))
         atomic_write(results / "feedback" / f"{key}.html", feedback_html(r))
-    rows = class_summary(reports, selected)
-    atomic_write(results / "summary.md", summary_markdown(rows, reports))
+    rows = class_summary(reports, selected, progress)
+    atomic_write(results / "summary.md", summary_markdown(rows, reports, similar))
     atomic_write(results / "summary.json", json.dumps(rows, indent=1))
     summary_chart(rows, results / "summary.png")

@@ -99,6 +99,13 @@ def cmd_release(args) -> int:
     return 0
 
 
+def _share(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text}: give a share between 0 and 1, e.g. 0.8")
+    return value
+
+
 def cmd_grade_batch(args) -> int:
     from autograder.batch import grade_batch
     from autograder.release import hidden_tests_available
@@ -118,7 +125,7 @@ def cmd_grade_batch(args) -> int:
     try:
         summary = grade_batch(Path(args.submissions), Path(args.out), jobs=args.jobs, force=args.force,
                               timeout=args.timeout, progress=not args.quiet, isolation=args.isolation,
-                              problems=chosen, shared_cases=args.shared_cases)
+                              problems=chosen, shared_cases=args.shared_cases, similarity=args.similarity)
     except (ValueError, KeyError, IsolationUnavailable) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -366,6 +373,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--shared-cases", action="store_true",
                    help="grade every learner on the same hidden cases (default: each learner's own): item "
                         "statistics compare like with like, and the references run once per problem, not per learner")
+    b.add_argument("--similarity", type=_share, nargs="?", const=0.8, metavar="THRESHOLD",
+                   help="also compare the learners' code problem by problem (names, constants, comments and "
+                        "statement order set aside) and list the pairs alike beyond THRESHOLD (default 0.8) in "
+                        "RESULTS_DIR/similarity.html: evidence to read, not a verdict")
     assignment_args(b, "grade")
     isolation_arg(b, "strict")
     b.set_defaults(func=cmd_grade_batch)

@@ -129,7 +129,7 @@ def analyse(reports: list[dict], selected, progress: dict[str, list[dict]] | Non
             pass_rate=sum(p["status"] == "correct" for p in results) / len(results) if results else 0.0,
             mean_score=sum(item) / len(item) if item else 0.0,
             discrimination=discrimination(item, rest),
-            failures=failures.most_common(3),
+            failures=failures.most_common(),
             median_seconds=statistics.median(seconds) if seconds else None,
             median_attempts=statistics.median(a for a, _ in counts) if counts else None,
             hints=sum(h for _, h in counts) if counts else None, with_progress=len(counts)))
@@ -150,3 +150,89 @@ def reading(item: Item) -> str:
     if d is not None and d < 0.2:
         return "does not separate strong from weak"
     return ""
+
+
+def summary_rows(reports: list[dict], selected, progress: dict[str, list[dict]] | None = None) -> list[dict]:
+    """The class summary's rows (``summary.json``): per problem, the pass rate and the most common
+    failure among those who tried, and the item analysis (:func:`analyse`) with its reading."""
+    rows = []
+    for item in analyse(reports, selected, progress):
+        tried = [(k, n) for k, n in item.failures if k != "not_attempted"]
+        # What went wrong among those who tried says more than how many did not try.
+        common = tried[0] if tried else next(iter(item.failures), ("", 0))
+        rows.append({"id": item.id, "function": item.function, "learners": item.learners, "attempted": item.attempted,
+                     "pass_rate": item.pass_rate, "most_common_failure": common[0], "count": common[1],
+                     "mean_score": item.mean_score, "discrimination": item.discrimination,
+                     "failures": [list(f) for f in item.failures], "median_seconds": item.median_seconds,
+                     "median_attempts": item.median_attempts, "hints": item.hints,
+                     "with_progress": item.with_progress, "reading": reading(item)})
+    return rows
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return ""
+    return f"{value:.2g} s" if value < 10 else f"{value:.0f} s"
+
+
+def markdown(rows: list[dict]) -> list[str]:
+    """The summary's per-problem table, and what its columns mean."""
+    progress = any(r["with_progress"] for r in rows)
+    head = ["Problem", "Function", "Attempted", "Pass rate", "Discrimination", "Median time in function"]
+    head += ["Attempts (median)", "Hints"] if progress else []
+    head += ["Most common failures", "Reading"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for r in rows:
+        d = "" if r["discrimination"] is None else f"{r['discrimination']:+.2f}"
+        failures = ", ".join(f"{k} ({n})" for k, n in r["failures"][:4] if k != "not_attempted") or \
+            ("" if not r["failures"] else f"not attempted ({r['failures'][0][1]})")
+        cells = [r["id"], f"`{r['function']}`", f"{r['attempted']}/{r['learners']}", f"{r['pass_rate']:.0%}", d,
+                 _seconds(r["median_seconds"])]
+        if progress:
+            cells += ["" if r["median_attempts"] is None else f"{r['median_attempts']:g}",
+                      "" if r["hints"] is None else str(r["hints"])]
+        cells += [failures, r["reading"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "*Discrimination* (Kelley's upper-lower index, from -1 to 1): the mean score on the problem of "
+              f"the {GROUP_FRACTION:.0%} of learners who did best on the rest of the assignment, minus that of the "
+              f"{GROUP_FRACTION:.0%} who did worst. Near 0, the problem does not tell them apart; below 0, the weaker "
+              f"learners did better on it. Not given for fewer than {MIN_LEARNERS} learners, or when every learner "
+              "scored the same on the rest. These numbers point at problems to look at; they judge no learner."]
+    if progress:
+        n = max(r["with_progress"] for r in rows)
+        lines.append(f"Attempts and hints come from the progress files of the {n} learner{'s' * (n != 1)} whose "
+                     "submission held one (`progress.jsonl`): grading runs that attempted the problem, and hints shown.")
+    return lines
+
+
+def chart(rows: list[dict], fig) -> None:
+    """Two panels on ``fig``: the pass rate per problem (its most common failure written in its bar), and
+    each problem placed by pass rate and discrimination (the quadrants to look at shaded)."""
+    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [max(2, len(rows)), 8]})
+    rates = [100 * r["pass_rate"] for r in rows]
+    bars = left.bar([r["id"] for r in rows], rates, color=["#1a7f37" if x >= 50 else "#cf222e" for x in rates],
+                    edgecolor="black", lw=0.5)
+    for bar, row in zip(bars, rows):
+        if row["most_common_failure"]:
+            left.text(bar.get_x() + bar.get_width() / 2, 2, row["most_common_failure"][:14], rotation=90,
+                      ha="center", va="bottom", fontsize=7, color="white" if bar.get_height() > 40 else "black")
+    left.set_ylim(0, 105)
+    left.set_ylabel("learners passing (%)")
+    left.set_xlabel("problem (text: most common failure)")
+    left.set_title("Pass rate per problem")
+    right.axhspan(-1.05, 0, color="#cf222e", alpha=0.12, lw=0)
+    right.axhspan(0, 0.2, color="#bf8700", alpha=0.12, lw=0)
+    right.text(0.02, -0.95, "below 0: weaker learners did better", fontsize=7, va="bottom")
+    right.text(0.02, 0.02, "0 to 0.2: does not separate", fontsize=7, va="bottom")
+    placed = [r for r in rows if r["discrimination"] is not None]
+    right.scatter([100 * r["pass_rate"] for r in placed], [r["discrimination"] for r in placed], s=22,
+                  color="#0969da", edgecolor="black", lw=0.5, zorder=3)
+    for r in placed:
+        right.annotate(r["id"], (100 * r["pass_rate"], r["discrimination"]), textcoords="offset points",
+                       xytext=(3, 3), fontsize=7)
+    right.set_xlim(-3, 103)
+    right.set_ylim(-1.05, 1.05)
+    right.set_xlabel("learners passing (%)")
+    right.set_ylabel("discrimination")
+    missing = len(rows) - len(placed)
+    right.set_title("Pass rate and discrimination" + (f" ({missing} not computable)" if missing else ""))

@@ -1,0 +1,253 @@
+"""Which learners' code for a problem is alike, beyond what the problem forces (``grade-batch
+--similarity``): evidence for an instructor to look at, never a verdict.
+
+Each learner's code for a problem (the function and the helpers and imports it uses, as the grader
+reads it: :meth:`autograder.engine.extract.Submission.module_source`) is read, never run, and
+normalised: comments and docstrings go (the syntax tree has none), the names the code binds itself
+(arguments, variables, helpers) become their order of first appearance, constants their type, and
+within a block, statements that do not depend on each other are put in one order. Library names
+(``jnp.take``, ``ocp.StandardCheckpointer``) stay: they are how the code says what it does. Two
+learners' codes are then compared by the share of their fingerprints (hashed runs of
+:data:`K` tokens) they have in common (Jaccard). What the released stub holds is taken out first
+(the signature every learner starts from); a learner whose code is close to the reference solution
+is never paired for it (the reference is not a learner), but counted, since it may have leaked;
+code too short to say anything (:data:`MIN_TOKENS`) is not compared, as short answers have few
+ways to be written.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import hashlib
+import html
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+K = 6  # tokens per fingerprint
+MIN_TOKENS = 40  # normalised tokens below which a problem's code is not compared
+THRESHOLD = 0.8  # share of fingerprints in common from which a pair is listed
+_KEPT = set(dir(builtins))
+
+
+class _Normaliser(ast.NodeTransformer):
+    """Names bound in the code -> v0, v1, ... (by first appearance); constants -> their type;
+    docstrings dropped. Imported names and attributes stay."""
+
+    def __init__(self, imported: set[str]):
+        self.imported = imported
+        self.names: dict[str, str] = {}
+
+    def _rename(self, name: str) -> str:
+        if name in self.imported or name in _KEPT:
+            return name
+        return self.names.setdefault(name, f"v{len(self.names)}")
+
+    def visit_Name(self, node):
+        return ast.copy_location(ast.Name(id=self._rename(node.id), ctx=node.ctx), node)
+
+    def visit_arg(self, node):
+        node.arg = self._rename(node.arg)
+        node.annotation = None
+        return node
+
+    def visit_FunctionDef(self, node):
+        node.name = self._rename(node.name)
+        node.returns = None
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        if node.body and isinstance(node.body[0], ast.Expr) and isinstance(getattr(node.body[0], "value", None), ast.Constant) \
+                and isinstance(node.body[0].value.value, str):
+            node.body = node.body[1:] or [ast.Pass()]
+        self.generic_visit(node)
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Constant(self, node):
+        return ast.copy_location(ast.Constant(value=type(node.value).__name__), node)
+
+    def visit_Expr(self, node):  # a bare string (a comment written as one) says nothing
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return None
+        self.generic_visit(node)
+        return node
+
+
+def _uses(stmt: ast.stmt) -> tuple[set[str], set[str]]:
+    """(names read, names written) by one statement."""
+    read, written = set(), set()
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name):
+            (written if isinstance(node.ctx, (ast.Store, ast.Del)) else read).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            written.add(node.name)
+        elif isinstance(node, ast.alias):
+            written.add((node.asname or node.name).split(".")[0])
+    return read, written
+
+
+def _independent(a: ast.stmt, b: ast.stmt) -> bool:
+    if not all(isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Import, ast.ImportFrom)) for s in (a, b)):
+        return False  # (a call may do anything: its place is kept)
+    ra, wa = _uses(a)
+    rb, wb = _uses(b)
+    return not (wa & (rb | wb) or wb & ra)
+
+
+def _order(body: list) -> list:
+    """Adjacent independent statements in one order (a stable sort by their text)."""
+    body = list(body)
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(body) - 1):
+            a, b = body[i], body[i + 1]
+            if _independent(a, b) and ast.dump(a) > ast.dump(b):
+                body[i], body[i + 1] = b, a
+                changed = True
+    return body
+
+
+def normalise(source: str) -> list[str]:
+    """The tokens of ``source`` normalised (see the module's docstring); [] if it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    tree = _Normaliser(imported).visit(tree)
+    for node in ast.walk(tree):
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(node, name, None)
+            if isinstance(block, list) and block and all(isinstance(s, ast.stmt) for s in block):
+                setattr(node, name, _order(block))
+    text = ast.dump(tree, annotate_fields=False)
+    for ch in "(),[]=":
+        text = text.replace(ch, f" {ch} ")
+    return text.split()
+
+
+def fingerprints(tokens: list[str]) -> set[str]:
+    return {hashlib.blake2b(" ".join(tokens[i:i + K]).encode(), digest_size=8).hexdigest()
+            for i in range(max(0, len(tokens) - K + 1))}
+
+
+def jaccard(a: set, b: set) -> float:
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+@dataclass
+class Pair:
+    problem: str
+    a: str
+    b: str
+    similarity: float
+
+
+@dataclass
+class Found:
+    pairs: list  # [Pair], most alike first
+    near_reference: dict  # problem id -> [learner, ...]
+    compared: dict  # problem id -> learners compared
+    too_short: dict  # problem id -> learners whose code was too short to compare
+
+
+def compare(codes: dict[str, dict[str, str]], stubs: dict[str, str], references: dict[str, str],
+            threshold: float = THRESHOLD) -> Found:
+    """``codes[problem][learner]``: each learner's code for each problem they attempted;
+    ``stubs``/``references``: the released stub's and the reference's code per problem."""
+    found = Found([], {}, {}, {})
+    for pid, by_learner in codes.items():
+        given = fingerprints(normalise(stubs.get(pid, "")))
+        reference = fingerprints(normalise(references.get(pid, ""))) - given
+        prints, short, near = {}, [], []
+        for learner, source in sorted(by_learner.items()):
+            tokens = normalise(source)
+            mine = fingerprints(tokens) - given
+            if len(tokens) < MIN_TOKENS or not mine:
+                short.append(learner)
+            elif reference and jaccard(mine, reference) >= threshold:
+                near.append(learner)
+            else:
+                prints[learner] = mine
+        names = sorted(prints)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                s = jaccard(prints[a], prints[b])
+                if s >= threshold:
+                    found.pairs.append(Pair(pid, a, b, round(s, 3)))
+        found.compared[pid] = len(names)
+        if near:
+            found.near_reference[pid] = near
+        if short:
+            found.too_short[pid] = short
+    found.pairs.sort(key=lambda p: (-p.similarity, p.problem, p.a, p.b))
+    return found
+
+
+def collect(learners, selected) -> dict[str, dict[str, str]]:
+    """Each learner's code for each selected problem they wrote (read, never run); the learners are
+    grade-batch's (``id``, ``key``, ``path``)."""
+    from autograder.engine.extract import is_stub, load_submissions
+
+    codes: dict[str, dict[str, str]] = {p.id: {} for p in selected}
+    for learner in learners:
+        try:
+            sub = load_submissions([learner.path])
+        except Exception:  # noqa: BLE001 - an unreadable submission is compared with nobody
+            continue
+        for p in selected:
+            block = sub.function(p.function)
+            if block is not None and not is_stub(block.node):
+                codes[p.id][learner.key] = sub.module_source(p.function)
+    return codes
+
+
+def course_code(folder: Path, selected) -> dict[str, str]:
+    """The code of each selected problem's function in ``folder`` (the released problems, or the
+    references)."""
+    from autograder.engine.extract import load_submissions
+
+    sub = load_submissions([folder])
+    return {p.id: sub.module_source(p.function) for p in selected if sub.function(p.function) is not None}
+
+
+def write(found: Found, codes: dict, results: Path, threshold: float) -> None:
+    """``similarity.json`` and ``similarity.html`` (each pair's two codes side by side) in ``results``."""
+    from autograder.outputs import atomic_write
+
+    atomic_write(results / "similarity.json", json.dumps({
+        "threshold": threshold, "fingerprint_tokens": K, "min_tokens": MIN_TOKENS,
+        "pairs": [asdict(p) for p in found.pairs], "near_reference": found.near_reference,
+        "compared": found.compared, "too_short": found.too_short}, indent=1))
+    e = html.escape
+    parts = ["<!doctype html><meta charset='utf-8'><title>Similar code</title>",
+             "<style>body{font-family:sans-serif;margin:2em}pre{background:#f6f8fa;padding:.6em;overflow:auto;"
+             "font-size:12px;margin:0}td{vertical-align:top;width:50%}table{width:100%;border-collapse:collapse}"
+             "h2{margin-top:2em}</style>",
+             "<h1>Similar code: evidence to look at, not a verdict</h1>",
+             f"<p>{len(found.pairs)} pair{'s' * (len(found.pairs) != 1)} of learners whose code for a problem shares at "
+             f"least {threshold:.0%} of its fingerprints once names, constants, comments and the order of "
+             "independent statements are set aside (the released stub's code taken out, code close to the "
+             "reference solution not paired). Alike code has innocent causes: a short problem, a hint followed "
+             "closely, a lesson's cell reused, a study group. Read both before drawing anything from it.</p>"]
+    for pid, learners in sorted(found.near_reference.items()):
+        parts.append(f"<p>Problem {e(pid)}: {len(learners)} learner(s) wrote code close to the reference "
+                     f"solution: {e(', '.join(learners))}.</p>")
+    for p in found.pairs:
+        parts.append(f"<h2>Problem {e(p.problem)}: {e(p.a)} and {e(p.b)} ({p.similarity:.0%} alike)</h2>")
+        parts.append(f"<table><tr><th>{e(p.a)}</th><th>{e(p.b)}</th></tr><tr><td><pre>{e(codes[p.problem][p.a])}"
+                     f"</pre></td><td><pre>{e(codes[p.problem][p.b])}</pre></td></tr></table>")
+    atomic_write(results / "similarity.html", "\n".join(parts) + "\n")
+
+
+def report(learners, selected, results: Path, root: Path, threshold: float = THRESHOLD) -> Found:
+    """Compare the class's code problem by problem; write the report; return what was found."""
+    codes = collect(learners, selected)
+    found = compare(codes, course_code(root / "problems", selected), course_code(root / "solutions", selected), threshold)
+    write(found, codes, results, threshold)
+    return found

@@ -1,0 +1,167 @@
+"""What grade-batch tells an instructor about a class beyond its scores: item analysis (pass rate,
+discrimination, failures, time, attempts and hints) and similar code (``--similarity``)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autograder import item_analysis, registry, similarity
+from tests.right_answers import HEADERS as RIGHT_HEADERS
+from tests.right_answers import RIGHT
+from tests.wrong_answers import HEADERS as WRONG_HEADERS
+from tests.wrong_answers import WRONG
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_discrimination_is_kelleys_index_on_a_hand_checked_class():
+    """Eleven learners: groups of round(0.27 x 11) = 3. The top three on the rest (0.9, 0.8, 0.8)
+    scored 1, 1, 0 on the item: 2/3. The bottom: 0.1 (scored 0), then three learners tied at 0.3
+    (scored 0, 1, 0) for the two places left, each counting for 2/3 of a place: (0 + 2/3 x 1) / 3
+    = 2/9. The index: 2/3 - 2/9 = 4/9."""
+    rest = [0.9, 0.8, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.3, 0.3, 0.1]
+    item = [1, 1, 0, 1, 0, 1, 0, 0, 1, 0, 0]
+    assert item_analysis.discrimination(item, rest) == pytest.approx(4 / 9)
+    # reversed, the weaker learners did better: the index changes sign
+    assert item_analysis.discrimination([1 - x for x in item], rest) == pytest.approx(-4 / 9)
+    # too few learners, or no spread on the rest: not computed
+    assert item_analysis.discrimination(item[:3], rest[:3]) is None
+    assert item_analysis.discrimination(item, [0.5] * len(item)) is None
+
+
+def _report(learner: str, scores: dict[str, float], categories: dict[str, str] | None = None) -> dict:
+    problems = []
+    for pid, score in scores.items():
+        points = registry.get(pid).points
+        status = "correct" if score == 1 else ("not_attempted" if score is None else "incorrect")
+        problems.append({"id": pid, "function": registry.get(pid).function, "status": status, "message": "",
+                         "score": (score or 0) * points, "max_score": points, "code_seconds": 0.5,
+                         "category": (categories or {}).get(pid, "" if status == "correct" else "values")})
+    return {"learner": learner, "key": learner, "score": 0, "max_score": 0, "problems": problems}
+
+
+def test_the_summary_analyses_each_problem_with_progress_files_where_collected(tmp_path):
+    """A synthetic class of eight: the four strongest pass 2.1, 2.3 and 2.5, the four weakest pass
+    2.2 (so on the rest of the assignment the strong lead: 2.1's discrimination is 1, 2.2's -1,
+    flagged), all pass 2.4, one did not attempt 2.3; progress files for two learners give attempts
+    and hints. summary.md, summary.json and summary.png say so."""
+    from autograder.batch import write_outputs
+
+    selected = tuple(registry.get(p) for p in ("2.1", "2.2", "2.3", "2.4", "2.5"))
+    reports = []
+    for k in range(8):
+        strong = int(k < 4)
+        reports.append(_report(f"l{k}", {"2.1": strong, "2.2": 1 - strong, "2.3": None if k == 7 else strong,
+                                         "2.4": 1, "2.5": strong}, {"2.3": "exception"}))
+    progress = {"l0": [{"kind": "grading", "problems": [{"id": "2.1", "status": "incorrect", "hints": 2},
+                                                        {"id": "2.2", "status": "not_attempted"}]},
+                       {"kind": "grading", "problems": [{"id": "2.1", "status": "correct", "hints": 1}]}],
+                "l5": [{"kind": "grading", "problems": [{"id": "2.1", "status": "incorrect"}]}]}
+    write_outputs(reports, tmp_path, selected, progress)
+    rows = {r["id"]: r for r in json.loads((tmp_path / "summary.json").read_text())}
+    assert rows["2.1"]["discrimination"] == pytest.approx(1.0) and rows["2.2"]["discrimination"] == pytest.approx(-1.0)
+    assert rows["2.4"]["pass_rate"] == 1.0 and rows["2.4"]["reading"] == "nearly everyone passed"
+    assert rows["2.2"]["reading"] == "weaker learners did better: look at the problem"
+    assert rows["2.3"]["most_common_failure"] == "exception" and rows["2.3"]["attempted"] == 7
+    assert (rows["2.1"]["median_attempts"], rows["2.1"]["hints"], rows["2.1"]["with_progress"]) == (1.5, 3, 2)
+    assert rows["2.1"]["median_seconds"] == 0.5
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| Discrimination |" in summary and "| Attempts (median) | Hints |" in summary and "+1.00" in summary
+    assert "Kelley" in summary and "judge no learner" in summary
+    assert (tmp_path / "summary.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _renamed(source: str, comment: str) -> str:
+    """``source`` with every name it binds renamed, a comment and a docstring added, and its
+    independent assignments swapped where there are two in a row: a near-copy."""
+    tree = ast.parse(source)
+    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    bound |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) for a in n.args.args}
+    helpers = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node):
+            if node.id in bound or node.id in helpers - {"shard_shape", "replica_writes"}:
+                node.id = f"my_{node.id}_x"
+            return node
+
+        def visit_arg(self, node):
+            if node.arg in bound:
+                node.arg = f"my_{node.arg}_x"
+            return node
+
+    tree = Rename().visit(tree)
+    for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
+        fn.body.insert(0, ast.Expr(ast.Constant("Written by me, honestly.")))
+    return f"# {comment}\n" + ast.unparse(tree) + "\n"
+
+
+def test_similarity_finds_planted_near_copies_and_never_pairs_the_reference_or_the_stub():
+    """Per problem: learners who handed in the reference (verbatim), the stub, the curated wrong
+    answers, and curated right answers with a near-copy of one of them (names renamed, comments and
+    docstrings added). The planted pairs are found; no pair holds a reference copy (counted apart)
+    or a stub (too short); every pair found is of answers at least as alike as the threshold."""
+    problems = ("2.1", "2.5", "3.2")
+    codes, stubs, references = {}, similarity.course_code(ROOT / "problems", [registry.get(p) for p in problems]), \
+        similarity.course_code(ROOT / "solutions", [registry.get(p) for p in problems])
+    planted = set()
+    for pid in problems:
+        by = codes[pid] = {"ref_a": references[pid], "ref_b": references[pid], "stub": stubs[pid]}
+        for name, source, *_ in WRONG[pid]:
+            by[f"wrong_{name}"] = WRONG_HEADERS[pid] + source
+        for name, source in [(n, s) for n, s, *_ in RIGHT[pid]]:
+            by[f"right_{name}"] = RIGHT_HEADERS[pid] + source
+        first, source = RIGHT[pid][0][0], RIGHT[pid][0][1]
+        by[f"copy_of_{first}"] = _renamed(RIGHT_HEADERS[pid] + source, "my own work")
+        planted.add((pid, f"copy_of_{first}", f"right_{first}"))
+    found = similarity.compare(codes, stubs, references)
+    pairs = {(p.problem, *sorted((p.a, p.b))) for p in found.pairs}
+    assert {(pid, *sorted(ab)) for pid, *ab in planted} <= pairs, found.pairs
+    assert not [p for p in found.pairs if {"ref_a", "ref_b", "stub"} & {p.a, p.b}], found.pairs
+    assert all(set(found.near_reference[pid]) >= {"ref_a", "ref_b"} for pid in problems), found.near_reference
+    assert all("stub" in found.too_short[pid] for pid in problems), found.too_short
+    # the control: the same near-copy against an unrelated right answer is not alike
+    other = RIGHT["2.1"][1]
+    assert similarity.jaccard(similarity.fingerprints(similarity.normalise(codes["2.1"][f"copy_of_{RIGHT['2.1'][0][0]}"])),
+                              similarity.fingerprints(similarity.normalise(RIGHT_HEADERS["2.1"] + other[1]))) < 0.5
+
+
+@pytest.mark.slow
+def test_grade_batch_writes_the_item_analysis_and_the_similarity_report(tmp_path):
+    """A small real class, graded with --similarity on shared cases: references, the released
+    notebook untouched, wrong answers and a planted near-copy; one learner's folder holds a progress
+    file. The report pairs the planted copy with its original and no one with the reference."""
+    from autograder.batch import grade_batch
+
+    subs = tmp_path / "submissions"
+    subs.mkdir()
+    pid = "2.5"
+    for name in ("ref_one", "ref_two"):
+        shutil.copy(ROOT / "solutions" / "unit2.py", subs / f"{name}.py")
+    shutil.copy(ROOT / "problems" / "unit2_sharded_save_layouts.ipynb", subs / "untouched.ipynb")
+    for name, source, *_ in WRONG[pid][:2]:
+        (subs / f"wrong_{name}.py").write_text(WRONG_HEADERS[pid] + source)
+    first, source = RIGHT[pid][0][0], RIGHT[pid][0][1]
+    original = subs / "original"
+    original.mkdir()
+    (original / "answer.py").write_text(RIGHT_HEADERS[pid] + source)
+    (original / "progress.jsonl").write_text(json.dumps({"kind": "grading", "problems": [
+        {"id": pid, "status": "incorrect", "hints": 2}]}) + "\n")
+    (subs / "copy.py").write_text(_renamed(RIGHT_HEADERS[pid] + source, "mine"))
+    grade_batch(subs, tmp_path / "out", jobs=2, progress=False, problems=(registry.get(pid),), shared_cases=True,
+                similarity=0.8)
+    out = tmp_path / "out"
+    found = json.loads((out / "similarity.json").read_text())
+    assert [(p["problem"], sorted((p["a"], p["b"]))) for p in found["pairs"]] == [(pid, ["copy", "original"])]
+    assert sorted(found["near_reference"][pid]) == ["ref_one", "ref_two"]
+    page = (out / "similarity.html").read_text()
+    assert "not a verdict" in page and "my_" in page and "Written by me" in page
+    row = json.loads((out / "summary.json").read_text())[0]
+    assert row["pass_rate"] == pytest.approx(4 / 7) and row["with_progress"] == 1 and row["hints"] == 2
+    summary = (out / "summary.md").read_text()
+    assert "similarity.html" in summary and "1 pair of learners" in summary
