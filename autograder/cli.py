@@ -162,7 +162,16 @@ def cmd_gradescope(args) -> int:
     chosen = _chosen(args)
     if chosen is None:
         return 2
-    names = build_zip(Path(args.root), Path(args.out), chosen)
+    try:
+        names = build_zip(Path(args.root), Path(args.out), chosen, args.visibility, args.max_attempts)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    shown = {"visible": "each problem's result shown at once", "hidden": "each problem's result hidden from learners",
+             "after_due_date": "each problem's result shown after the due date",
+             "after_published": "each problem's result shown once grades are published"}[args.visibility]
+    limit = "no attempt limit" if args.max_attempts is None else f"at most {args.max_attempts} graded attempts"
+    print(f"Settings: {shown}; {limit}.")
     print(f"wrote {args.out} ({len(names)} files), grading {_covers(chosen)}: upload it as the assignment's "
           "autograder on Gradescope (setup.sh installs the course; run_autograder grades each submission). "
           f"Try it here first: python -m autograder gradescope-try {args.out} YOUR_NOTEBOOK.ipynb")
@@ -177,13 +186,14 @@ def cmd_gradescope_try(args) -> int:
 
     tree = Path(args.tree) if args.tree else Path(tempfile.mkdtemp(prefix="gradescope-tree-"))
     try:
-        results = try_locally(Path(args.zip), [Path(p) for p in args.submissions], tree, args.learner)
-    except (OSError, RuntimeError, zipfile.BadZipFile) as e:
+        previous = [json.loads(Path(p).read_text()) for p in args.previous]
+        results = try_locally(Path(args.zip), [Path(p) for p in args.submissions], tree, args.learner, previous=previous)
+    except (OSError, RuntimeError, ValueError, zipfile.BadZipFile) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"Gradescope tree: {tree} (results/results.json is what Gradescope would show)")
     for t in results.get("tests", []):
-        print(f"  {t['name']}: {t['status']}, {t['score']:g}/{t['max_score']:g}")
+        print(f"  {t['name']}: {t['status']}, {t['score']:g}/{t['max_score']:g} (shown to the learner: {t['visibility']})")
     print(results.get("output", ""))
     return 0
 
@@ -383,6 +393,12 @@ def build_parser() -> argparse.ArgumentParser:
     gs = sub.add_parser("gradescope", help="(instructors) write the Gradescope autograder zip")
     gs.add_argument("out", metavar="OUT.zip")
     gs.add_argument("--root", default=".", help="the course repository (default: here)")
+    gs.add_argument("--visibility", choices=("visible", "after_due_date", "after_published", "hidden"), default="visible",
+                    help="when learners see each problem's result (its hidden cases' verdict, message and points); "
+                         "default: at once")
+    gs.add_argument("--max-attempts", type=int, metavar="N",
+                    help="graded submissions per learner; beyond N a submission is not graded and keeps the last graded "
+                         "one's results (runs the autograder itself failed on never count). Default: no limit")
     assignment_args(gs, "grade")
     gs.set_defaults(func=cmd_gradescope)
     gt = sub.add_parser("gradescope-try", help="(instructors) run an autograder zip here as Gradescope would")
@@ -390,6 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
     gt.add_argument("submissions", nargs="+", metavar="FILE", help="what a learner uploads (notebooks, .py files)")
     gt.add_argument("--tree", metavar="DIR", help="where to build the fake /autograder tree (default: a new temporary folder)")
     gt.add_argument("--learner", default="local-test", help="the learner id Gradescope's metadata would give")
+    gt.add_argument("--previous", action="append", default=[], metavar="RESULTS.json",
+                    help="an earlier submission's results.json, listed in the metadata as a previous submission "
+                         "(repeat it: to try an attempt limit)")
     gt.set_defaults(func=cmd_gradescope_try)
     gr = sub.add_parser("gradescope-run", help="(inside Gradescope) grade /autograder/submission")
     gr.add_argument("--root", default="/autograder", help="the Gradescope tree (default: /autograder)")

@@ -55,10 +55,17 @@ VISIBILITY = ("hidden", "after_due_date", "after_published", "visible")
 ASSIGNMENT = "assignment.json"  # in the zip: the problems this assignment grades
 
 
-def build_zip(root: Path, out: Path, problems=None) -> list[str]:
+def build_zip(root: Path, out: Path, problems=None, visibility: str = "visible", max_attempts: int | None = None) -> list[str]:
     """Write the Gradescope autograder zip for ``problems`` (default: every problem); return the
-    names inside it."""
+    names inside it. ``visibility``: when learners see each problem's result (its hidden cases'
+    verdict, message and points): one of :data:`VISIBILITY`. ``max_attempts``: graded submissions
+    per learner (a run the grader itself failed never counts); beyond it a submission is not graded
+    and keeps the last graded one's results."""
     root, out = Path(root), Path(out)
+    if visibility not in VISIBILITY:
+        raise ValueError(f"visibility {visibility!r}: choose one of {', '.join(VISIBILITY)}")
+    if max_attempts is not None and max_attempts < 1:
+        raise ValueError(f"max_attempts {max_attempts}: give at least 1 (or none, for no limit)")
     chosen = [p.id for p in (problems or registry.PROBLEMS)]
     names = []
     with replacing(out) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
@@ -70,7 +77,12 @@ def build_zip(root: Path, out: Path, problems=None) -> list[str]:
         for name in _FILES:
             z.write(root / name, name)
             names.append(name)
-        z.writestr(ASSIGNMENT, json.dumps({"problems": chosen}, indent=1) + "\n")
+        settings = {"problems": chosen}
+        if visibility != "visible":
+            settings["visibility"] = visibility
+        if max_attempts is not None:
+            settings["max_attempts"] = int(max_attempts)
+        z.writestr(ASSIGNMENT, json.dumps(settings, indent=1) + "\n")
         names.append(ASSIGNMENT)
         for package in _PACKAGES:
             for path in sorted((root / package).rglob("*.py")):
@@ -95,20 +107,63 @@ def _learner_id(root: Path) -> str:
         return "gradescope"
 
 
+def settings(source: Path) -> dict:
+    """The zip's ``assignment.json``: ``problems`` (None: every problem), ``visibility``,
+    ``max_attempts`` (None: no limit)."""
+    try:
+        saved = json.loads((source / ASSIGNMENT).read_text())
+    except FileNotFoundError:
+        saved = {}
+    return {"problems": [registry.get(pid).id for pid in saved["problems"]] if "problems" in saved else None,
+            "visibility": saved.get("visibility", "visible"), "max_attempts": saved.get("max_attempts")}
+
+
 def assigned(source: Path) -> list[str] | None:
     """The problem ids the zip's ``assignment.json`` names (None, every problem, where it has none)."""
+    return settings(source)["problems"]
+
+
+COUNTED = "ckpt_graded"  # results.json's extra_data: whether this run graded the submission (an attempt)
+
+
+def _counted(previous: dict) -> bool:
+    """Whether a previous submission was an attempt: graded by this autograder (its results say so).
+    One the grader failed on, could not isolate, or refused over the limit is not; nor one with
+    no results at all (Gradescope's own failure)."""
+    results = previous.get("results") if isinstance(previous, dict) else None
+    extra = results.get("extra_data") if isinstance(results, dict) else None
+    return isinstance(extra, dict) and extra.get(COUNTED) is True
+
+
+def previous_attempts(root: Path) -> list[dict]:
+    """The previous submissions that count as attempts, oldest first (``submission_metadata.json``)."""
     try:
-        return [registry.get(pid).id for pid in json.loads((source / ASSIGNMENT).read_text())["problems"]]
-    except FileNotFoundError:
-        return None
+        meta = json.loads((root / "submission_metadata.json").read_text())
+        previous = meta.get("previous_submissions") or []
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [p for p in previous if _counted(p)] if isinstance(previous, list) else []
+
+
+def _over_the_limit(attempts: list[dict], limit: int, seconds: float) -> dict:
+    """The results of a submission beyond the limit: not graded; the last graded one's results
+    kept (Gradescope takes the latest submission's), with a message saying so."""
+    last = dict(attempts[-1]["results"])
+    note = (f"Not graded: you have used your {limit} graded attempt{'s' * (limit != 1)} for this assignment "
+            "(runs the autograder itself failed on are not counted). The results below are those of your last "
+            "graded submission, and its score stands.")
+    last["output"] = note + ("\n\n" + last["output"] if last.get("output") else "")
+    last["execution_time"] = round(seconds)
+    last["extra_data"] = {**last.get("extra_data", {}), COUNTED: False}
+    return last
 
 
 def try_locally(zip_path: Path, submissions: list[Path], tree: Path, learner: str = "local-test",
-                isolation: str | None = None) -> dict:
+                isolation: str | None = None, previous: list[dict] | None = None) -> dict:
     """Run the zip as Gradescope would, on this machine: build the ``/autograder`` tree Gradescope
     makes in ``tree`` (``source/`` the unzipped autograder, ``submission/`` the files,
-    ``submission_metadata.json``), run its ``run_autograder`` with this Python, and return
-    ``results/results.json``."""
+    ``submission_metadata.json``, listing ``previous`` results as earlier submissions), run its
+    ``run_autograder`` with this Python, and return ``results/results.json``."""
     import shutil
     import subprocess
     import sys
@@ -124,7 +179,10 @@ def try_locally(zip_path: Path, submissions: list[Path], tree: Path, learner: st
             shutil.copytree(path, tree / "submission" / path.name)
         else:
             shutil.copy2(path, tree / "submission" / path.name)
-    (tree / "submission_metadata.json").write_text(json.dumps({"id": 1, "users": [{"id": learner}]}))
+    earlier = [{"submission_time": f"2026-01-01T00:{k:02d}:00+00:00", "score": r.get("score", 0.0), "results": r}
+               for k, r in enumerate(previous or [])]
+    (tree / "submission_metadata.json").write_text(json.dumps({"id": len(earlier) + 1, "users": [{"id": learner}],
+                                                               "previous_submissions": earlier}))
     env = {**os.environ, "AUTOGRADER_ROOT": str(tree), "PYTHON": sys.executable}
     if isolation:
         env["CKPT_ISOLATION"] = isolation
@@ -135,7 +193,9 @@ def try_locally(zip_path: Path, submissions: list[Path], tree: Path, learner: st
     return json.loads(out.read_text())
 
 
-def results_json(report: dict, seconds: float) -> dict:
+def results_json(report: dict, seconds: float, visibility: str = "visible", attempt: tuple | None = None) -> dict:
+    """Gradescope's results.json for a graded submission: one test per problem, each shown to the
+    learner as ``visibility`` says; ``attempt``: (this attempt's number, the limit)."""
     tests = []
     for p in report["problems"]:
         problem = registry.get(p["id"])
@@ -145,12 +205,18 @@ def results_json(report: dict, seconds: float) -> dict:
         tests.append({"name": f"{p['id']} {p['function']}: {problem.title}", "number": p["id"],
                       "score": p["score"], "max_score": p["max_score"], "status":
                       "passed" if p["status"] == "correct" else "failed",
-                      "output": output, "visibility": "visible", "tags": list(problem.tags)})
-    return {"score": report["score"], "execution_time": round(seconds),
-            "output": f"Total: {report['score']:g} / {report['max_score']:g}. Each problem ran hidden cases chosen "
-                      "for you; messages say what to look at, never the hidden inputs. "
-                      f"Isolation: {report.get('isolation', '')}.",
-            "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
+                      "output": output, "visibility": visibility, "tags": list(problem.tags)})
+    when = {"visible": "", "hidden": " Each problem's result is hidden from you by your instructor.",
+            "after_due_date": " Each problem's result is shown after the due date.",
+            "after_published": " Each problem's result is shown once your instructor publishes the grades."}[visibility]
+    output = (f"Total: {report['score']:g} / {report['max_score']:g}. Each problem ran hidden cases chosen "
+              "for you; messages say what to look at, never the hidden inputs. "
+              f"Isolation: {report.get('isolation', '')}." if visibility == "visible" else
+              "Your submission was graded: each problem ran hidden cases chosen for you." + when)
+    if attempt is not None:
+        output += f" Graded attempt {attempt[0]} of {attempt[1]}."
+    return {"score": report["score"], "execution_time": round(seconds), "output": output,
+            "visibility": "visible", "stdout_visibility": "hidden", "tests": tests, "extra_data": {COUNTED: True}}
 
 
 def run(root: Path, isolation: str = "strict") -> dict:
@@ -162,19 +228,26 @@ def run(root: Path, isolation: str = "strict") -> dict:
         from autograder.sandbox import IsolationUnavailable
 
         submission = root / "submission"
+        chosen = settings(root / "source")
+        limit, attempts = chosen["max_attempts"], previous_attempts(root)
         try:
-            report = grade([submission], _learner_id(root), problems=assigned(root / "source"),
-                           isolation=isolation).to_json()
-            results = results_json(report, time.monotonic() - start)
+            if limit is not None and len(attempts) >= limit:
+                results = _over_the_limit(attempts, limit, time.monotonic() - start)
+            else:
+                report = grade([submission], _learner_id(root), problems=chosen["problems"], isolation=isolation).to_json()
+                results = results_json(report, time.monotonic() - start, chosen["visibility"],
+                                       None if limit is None else (len(attempts) + 1, limit))
         except IsolationUnavailable as exc:
             print(f"error: {exc}")  # the instructor's debugging output (stdout is hidden from learners)
             results = {"score": 0.0, "execution_time": round(time.monotonic() - start), "visibility": "visible",
                        "stdout_visibility": "hidden", "tests": [],
                        "output": "Not graded: this autograder container cannot isolate submitted code (the strict "
-                                 "level), so no code was run. Your instructor has been told; please resubmit later."}
+                                 "level), so no code was run. Your instructor has been told; please resubmit later "
+                                 "(this run does not count as an attempt)."}
     except Exception as exc:  # noqa: BLE001 - Gradescope must always get a results.json
         results = {"score": 0.0, "execution_time": round(time.monotonic() - start), "visibility": "visible",
                    "output": f"The autograder failed ({type(exc).__name__}); your instructor has been told. "
-                             "Please resubmit later.", "tests": []}
+                             "Please resubmit later: this run does not count as an attempt.", "tests": []}
+    results.setdefault("extra_data", {COUNTED: False})  # (not graded: not an attempt)
     atomic_write(root / "results" / "results.json", json.dumps(results, indent=1))
     return results

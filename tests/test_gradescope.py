@@ -127,3 +127,54 @@ def test_a_unit_assignment_tried_locally_as_the_readme_says(tmp_path, capsys):
     # The tree must be new: a second run does not mix its files into the first.
     assert main(["gradescope-try", str(zip_path), str(notebook), "--tree", str(tree)]) == 2
     assert "not empty" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_visibility_and_an_attempt_limit_tried_locally_as_the_readme_says(tmp_path, capsys):
+    """`gradescope OUT.zip --visibility V --max-attempts 2`, tried with gradescope-try: each problem's
+    result carries V (the top-level message stays visible and says when results come); the first two
+    graded runs count, a run the grader failed on (or one with no results) does not, and a third is
+    not graded: it keeps the last graded run's score and says why."""
+    from autograder.cli import main
+
+    solved = tmp_path / "unit4.py"
+    shutil.copy(ROOT / "solutions" / "unit4.py", solved)
+    points = registry.get("4.3").points
+    for visibility in VISIBILITY:
+        zip_path = tmp_path / f"{visibility}.zip"
+        assert main(["gradescope", str(zip_path), "--only", "4.3", "--visibility", visibility]) == 0
+        capsys.readouterr()
+        tree = tmp_path / f"tree-{visibility}"
+        assert main(["gradescope-try", str(zip_path), str(solved), "--tree", str(tree)]) == 0
+        results = json.loads((tree / "results" / "results.json").read_text())
+        _validate(results)
+        assert [t["visibility"] for t in results["tests"]] == [visibility] and results["visibility"] == "visible"
+        assert results["score"] == points and results["extra_data"] == {"ckpt_graded": True}
+        assert ("Total:" in results["output"]) == (visibility == "visible")
+        assert f"shown to the learner: {visibility}" in capsys.readouterr().out
+
+    limited = tmp_path / "limited.zip"
+    assert main(["gradescope", str(limited), "--only", "4.3", "--max-attempts", "2"]) == 0
+    assert "at most 2 graded attempts" in capsys.readouterr().out
+    first = tmp_path / "first.json"
+    assert main(["gradescope-try", str(limited), str(solved), "--tree", str(tmp_path / "t1")]) == 0
+    shutil.copy(tmp_path / "t1" / "results" / "results.json", first)
+    assert "Graded attempt 1 of 2" in json.loads(first.read_text())["output"]
+    failed = tmp_path / "failed.json"  # a run the grader itself failed on: not an attempt
+    failed.write_text(json.dumps({"score": 0.0, "execution_time": 1, "output": "The autograder failed", "tests": [],
+                                  "extra_data": {"ckpt_graded": False}}))
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("def coalesce_runs(runs, max_gap):\n    return []\n")
+    assert main(["gradescope-try", str(limited), str(wrong), "--tree", str(tmp_path / "t2"),
+                 "--previous", str(first), "--previous", str(failed)]) == 0
+    second = json.loads((tmp_path / "t2" / "results" / "results.json").read_text())
+    assert second["score"] == 0 and "Graded attempt 2 of 2" in second["output"]
+    (tmp_path / "second.json").write_text(json.dumps(second))
+    capsys.readouterr()
+    assert main(["gradescope-try", str(limited), str(solved), "--tree", str(tmp_path / "t3"), "--previous", str(first),
+                 "--previous", str(failed), "--previous", str(tmp_path / "second.json")]) == 0
+    third = json.loads((tmp_path / "t3" / "results" / "results.json").read_text())
+    _validate(third)
+    assert third["output"].startswith("Not graded: you have used your 2 graded attempts")
+    assert third["score"] == 0 and third["tests"] == second["tests"]  # the last graded run's, not this right answer's
+    assert third["extra_data"] == {"ckpt_graded": False}
