@@ -11,10 +11,8 @@ from pathlib import Path
 import pytest
 
 from autograder import item_analysis, registry, similarity
-from tests.right_answers import HEADERS as RIGHT_HEADERS
-from tests.right_answers import RIGHT
-from tests.wrong_answers import HEADERS as WRONG_HEADERS
-from tests.wrong_answers import WRONG
+from tests.right_answers import HEADERS as RIGHT_HEADERS, RIGHT
+from tests.wrong_answers import HEADERS as WRONG_HEADERS, WRONG
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -146,7 +144,7 @@ def test_grade_batch_writes_the_item_analysis_and_the_similarity_report(tmp_path
     shutil.copy(ROOT / "problems" / "unit2_sharded_save_layouts.ipynb", subs / "untouched.ipynb")
     for name, source, *_ in WRONG[pid][:2]:
         (subs / f"wrong_{name}.py").write_text(WRONG_HEADERS[pid] + source)
-    first, source = RIGHT[pid][0][0], RIGHT[pid][0][1]
+    source = RIGHT[pid][0][1]
     original = subs / "original"
     original.mkdir()
     (original / "answer.py").write_text(RIGHT_HEADERS[pid] + source)
