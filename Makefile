@@ -19,7 +19,7 @@ help:
 	@echo "make lab    - open the course in JupyterLab (start with course/00_start_here.ipynb)"
 	@echo "make check  - grade your work in problems/ with the hidden tests"
 	@echo "make progress - where you stand: per unit and problem, from your grading runs"
-	@echo "make practice - a timed set of problems you have not mastered (MINUTES=30 UNIT=)"
+	@echo "make practice - a timed set of problems you have not mastered, or due for review (MINUTES=30 UNIT= DIFFICULTY=easy CATEGORY=orbax)"
 	@echo "make drill  - quick-fire numeric questions with worked answers"
 	@echo "make test   - run the project's test-suite"
 	@echo "make bench  - speed and memory benchmarks: grading, isolation, shard reads, nbgrader, class memory, lessons"
@@ -50,8 +50,11 @@ progress: $(STAMP)
 
 MINUTES ?= 30
 UNIT ?=
+DIFFICULTY ?=
+CATEGORY ?=
 practice: $(STAMP)
-	@$(BIN)/python -m autograder practice --minutes $(MINUTES) $(if $(UNIT),--unit $(UNIT))
+	@$(BIN)/python -m autograder practice --minutes $(MINUTES) $(if $(UNIT),--unit $(UNIT)) \
+	  $(if $(DIFFICULTY),--difficulty $(DIFFICULTY)) $(if $(CATEGORY),--category $(CATEGORY))
 
 drill: $(STAMP)
 	@$(BIN)/python -m autograder drill

@@ -238,13 +238,17 @@ def cmd_practice(args) -> int:
         print("error: --minutes and --count must be positive", file=sys.stderr)
         return 2
     try:
-        problems, review = practice.choose(progress.load(args.learner), args.minutes, args.unit, args.count,
-                                           np.random.default_rng(args.seed))
+        records = progress.load(args.learner)
+        problems, review = practice.choose(records, args.minutes, args.unit, args.count,
+                                           np.random.default_rng(args.seed), tuple(args.difficulty), tuple(args.category))
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if review:
-        print("You have mastered every problem here: this set is for review.")
+        print("You have mastered every problem here and none is due for review yet: this set is for extra review.")
+    again = sorted(progress.due(records) & {p.id for p in problems})
+    if again:
+        print(f"Back for a spaced review (mastered a while ago): {', '.join(again)}.")
     path = practice.new_workspace(problems, args.minutes, Path(args.workspace))
     try:
         practice.Session(problems, args.minutes, args.learner, path).run()
@@ -281,9 +285,12 @@ def cmd_progress(args) -> int:
         rows = progress.summarize(records)
         _write_json(args.json, {"learner": args.learner, "problems": [
             {"id": r.problem.id, "function": r.problem.function, "unit": r.problem.unit, "status": r.status,
+             "difficulty": r.problem.difficulty, "category": r.problem.category,
              "best": r.best, "max_score": r.problem.points, "attempts": r.attempts, "seconds": round(r.seconds, 1),
              "hints": r.hints, "last": r.last} for r in rows], "drills": progress.drill_stats(records)})
-    print(progress.table(args.learner, records))
+    difficulty, category = set(args.difficulty), set(args.category)
+    print(progress.table(args.learner, records, keep=lambda p: (not difficulty or p.difficulty in difficulty)
+                         and (not category or p.category in category)))
     return 0
 
 
@@ -362,6 +369,11 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--learner", default=default_learner(), help="whose progress to read and record")
     pr.add_argument("--workspace", default="practice", help="folder for the practice file (default: ./practice)")
     pr.add_argument("--seed", type=int, help="choose the same set again")
+    pr.add_argument("--difficulty", nargs="+", default=[], choices=("easy", "medium", "hard"),
+                    help="draw only problems of these difficulties")
+    pr.add_argument("--category", nargs="+", default=[], metavar="CATEGORY",
+                    help="draw only problems of these categories (accounting, layout, orbax, formats, "
+                         "fault-tolerance, debugging)")
     pr.set_defaults(func=cmd_practice)
     dr = sub.add_parser("drill", help="quick-fire numeric questions with worked answers")
     dr.add_argument("--count", type=int, default=5, help="number of questions (default: 5)")
@@ -372,6 +384,11 @@ def build_parser() -> argparse.ArgumentParser:
     pg = sub.add_parser("progress", help="where you stand: per unit and problem, from your grading runs")
     pg.add_argument("--learner", default=default_learner())
     pg.add_argument("--json", metavar="FILE", help="also write it as JSON")
+    pg.add_argument("--difficulty", nargs="+", default=[], choices=("easy", "medium", "hard"),
+                    help="list only problems of these difficulties")
+    pg.add_argument("--category", nargs="+", default=[], choices=("accounting", "layout", "orbax", "formats",
+                                                                 "fault-tolerance", "debugging"),
+                    help="list only problems of these categories")
     pg.set_defaults(func=cmd_progress)
     b = sub.add_parser("grade-batch", help="(instructors) grade a folder of submissions, one per learner")
     b.add_argument("submissions", metavar="SUBMISSIONS_DIR", help="one sub-folder or notebook/.py file per learner")

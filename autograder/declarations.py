@@ -25,6 +25,17 @@ CONVENTIONS = (
     "shorter than the array's rank (missing entries are None)."
 )
 
+DIFFICULTIES = ("easy", "medium", "hard")
+# What kind of work a problem asks for (practice can draw by it).
+CATEGORIES = {
+    "accounting": "count parameters, bytes and copies",
+    "layout": "shard shapes, device indices, chunks and byte runs, by arithmetic",
+    "orbax": "save and restore real checkpoints with Orbax's APIs",
+    "formats": "read and write checkpoint files (safetensors headers, byte ranges)",
+    "fault-tolerance": "checkpoints that survive a kill",
+    "debugging": "explain what went wrong, or what differs",
+}
+
 # A Markdown code span: hints and messages name code this way.
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 
@@ -78,6 +89,18 @@ class Problem:
     # case in workers the grader kills and starts again (engine/preempted.py).
     mode: str = "worker"
     tags: tuple[str, ...] = field(default_factory=tuple)
+    # For practice: how hard the course's authors judge it (one of DIFFICULTIES; a class's real pass
+    # rates are in grade-batch's summary), what kind of work it is (one of CATEGORIES), and the public
+    # incident it comes from, where there is one ("Orbax issue #2972 (...)").
+    difficulty: str = "medium"
+    category: str = ""
+    seen_in: str = ""
+
+    def __post_init__(self):
+        if self.difficulty not in DIFFICULTIES:
+            raise ValueError(f"problem {self.id}: difficulty {self.difficulty!r} is not one of {DIFFICULTIES}")
+        if self.category not in CATEGORIES:
+            raise ValueError(f"problem {self.id}: category {self.category!r} is not one of {tuple(CATEGORIES)}")
 
     @property
     def unit(self) -> int:

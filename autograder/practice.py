@@ -42,19 +42,32 @@ class Item:
 
 
 def choose(records: list[dict], minutes: float, unit: int | None = None, count: int | None = None,
-           rng: np.random.Generator | None = None) -> tuple[list[registry.Problem], bool]:
-    """Problems not yet mastered (of ``unit``), in random order, as many as fit ``minutes``
-    (``count`` overrides). Returns (problems, review) where review means all were mastered and
-    the set is drawn from every problem instead."""
+           rng: np.random.Generator | None = None, difficulty: tuple = (), category: tuple = (),
+           now: dt.datetime | None = None) -> tuple[list[registry.Problem], bool]:
+    """Problems not yet mastered and mastered ones due for a spaced review
+    (:func:`autograder.progress.reviews`), of ``unit``, of these difficulties and categories (any,
+    where empty), the reviews first, then in random order, as many as fit ``minutes`` (``count``
+    overrides). Returns (problems, review) where review means all were mastered, none due, and the
+    set is drawn from every problem instead."""
+    from autograder.declarations import CATEGORIES, DIFFICULTIES
+
     rng = rng or np.random.default_rng()
-    pool = [p for p in registry.PROBLEMS if unit is None or p.unit == unit]
-    if not pool:
+    for value, allowed, what in ((difficulty, DIFFICULTIES, "difficulty"), (category, tuple(CATEGORIES), "category")):
+        unknown = [v for v in value if v not in allowed]
+        if unknown:
+            raise ValueError(f"no {what} {', '.join(map(repr, unknown))}; choose from {', '.join(allowed)}")
+    if unit is not None and unit not in registry.units():
         raise ValueError(f"no unit {unit}; units are {', '.join(map(str, registry.units()))}")
-    done = progress.mastered(records)
+    pool = [p for p in registry.PROBLEMS if (unit is None or p.unit == unit)
+            and (not difficulty or p.difficulty in difficulty) and (not category or p.category in category)]
+    if not pool:
+        raise ValueError("no problem matches that choice (unit, difficulty and category together)")
+    done, waiting = progress.mastered(records), progress.due(records, now)
+    due_now = [p for p in pool if p.id in waiting]
     todo = [p for p in pool if p.id not in done]
-    review = not todo
-    todo = todo or pool
-    order = [todo[i] for i in rng.permutation(len(todo))]
+    review = not todo and not due_now
+    todo = todo or ([] if due_now else pool)
+    order = [due_now[i] for i in rng.permutation(len(due_now))] + [todo[i] for i in rng.permutation(len(todo))]
     if count:
         return order[:count], review
     chosen, budget = [], 0.0
@@ -148,9 +161,11 @@ class Session:
 
         item = self.items[self.current]
         p = item.problem
-        lines = [f"\n[{self.current + 1}/{len(self.items)}] Problem {p.id} ({p.points} points, about "
-                 f"{p.points * MINUTES_PER_POINT:g} min): {p.title}    {_clock(left)} left",
+        lines = [f"\n[{self.current + 1}/{len(self.items)}] Problem {p.id} ({p.points} points, {p.difficulty}, "
+                 f"{p.category}, about {p.points * MINUTES_PER_POINT:g} min): {p.title}    {_clock(left)} left",
                  f"    {p.call}", "", p.statement.replace("`", "")]
+        if p.seen_in:
+            lines += ["", f"As seen in {p.seen_in.replace('`', '')}."]
         for ex in p.examples[:2]:
             if isinstance(ex.expected, Raises):
                 expected = f"raises {ex.expected.type}"

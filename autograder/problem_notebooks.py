@@ -123,7 +123,9 @@ def problem_notebook(unit: int, with_solutions: bool = False, problems=None,
     for p in problems:
         v = _var(p)
         cells += [
-            new_markdown_cell(f"## Problem {p.id} ({p.points} points): {p.title}\n\n`{p.call}`\n\n{p.statement}"),
+            new_markdown_cell(f"## Problem {p.id} ({p.points} points): {p.title}\n\n*{p.difficulty.capitalize()}; "
+                              f"{p.category}.*\n\n`{p.call}`\n\n{p.statement}"
+                              + (f"\n\n*As seen in* {p.seen_in}." if p.seen_in else "")),
             _tagged(new_code_cell(stub_source(p, solution_body(p) if with_solutions else None)), "answer", p),
             _tagged(new_code_cell(f'{v} = problem("{p.id}")\n{v}.check()'), "check", p),
             new_markdown_cell(f"Stuck? `{v}.hint()` shows the next hint ({len(p.hints)} in all)."),

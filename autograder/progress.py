@@ -123,6 +123,56 @@ def mastered(records: list[dict]) -> set[str]:
     return {r.problem.id for r in summarize(records) if r.status == "mastered"}
 
 
+FIRST_INTERVAL_DAYS = 2.0  # a problem first mastered comes back after 2 days, then 4, 8, 16 ...
+
+
+@dataclass(frozen=True)
+class Review:
+    """When a mastered problem comes back: ``due`` (UTC), after ``interval_days`` since it was last
+    solved on time (after a failed review, half the first interval: the next solve starts over);
+    ``solves``, the spaced solves so far (the first mastery included)."""
+
+    due: dt.datetime
+    interval_days: float
+    solves: int
+
+
+def reviews(records: list[dict]) -> dict[str, Review]:
+    """Each mastered problem's next review, from the grading runs in time order. The first full-marks
+    run schedules it FIRST_INTERVAL_DAYS later; solved again once due, the interval doubles; a
+    failed attempt once due brings it back at once, and its next solve starts over at
+    FIRST_INTERVAL_DAYS. Runs before the due date
+    change nothing (solving it twice in a day is not spacing)."""
+    out: dict[str, Review] = {}
+    runs = sorted((r for r in records if r.get("kind") == "grading" and isinstance(r.get("time"), str)),
+                  key=lambda r: r["time"])
+    for rec in runs:
+        try:
+            when = dt.datetime.fromisoformat(rec["time"])
+        except ValueError:
+            continue
+        for p in rec.get("problems", []):
+            pid, status = p.get("id"), p.get("status")
+            if not isinstance(pid, str) or status in (None, "not_attempted"):
+                continue
+            now = out.get(pid)
+            if status == "correct":
+                if now is None:
+                    out[pid] = Review(when + dt.timedelta(days=FIRST_INTERVAL_DAYS), FIRST_INTERVAL_DAYS, 1)
+                elif when >= now.due:
+                    interval = 2 * now.interval_days
+                    out[pid] = Review(when + dt.timedelta(days=interval), interval, now.solves + 1)
+            elif now is not None and when >= now.due:  # due now, and the next solve starts over
+                out[pid] = Review(when, FIRST_INTERVAL_DAYS / 2, now.solves)
+    return out
+
+
+def due(records: list[dict], now: dt.datetime | None = None) -> set[str]:
+    """The mastered problems due for a review at ``now`` (default: the current time)."""
+    now = now or dt.datetime.now(dt.UTC)
+    return {pid for pid, r in reviews(records).items() if r.due <= now}
+
+
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 60 else (f"{seconds:.0f} s" if seconds >= 1 else "")
 
@@ -138,8 +188,10 @@ def drill_stats(records: list[dict]) -> dict[str, tuple[int, int]]:
     return {k: (a, b) for k, (a, b) in stats.items()}
 
 
-def table(learner: str, records: list[dict]) -> str:
-    rows = summarize(records)
+def table(learner: str, records: list[dict], now: dt.datetime | None = None, keep=None) -> str:
+    """The progress table; ``keep(problem)``: which problems to list (default: all)."""
+    rows = [r for r in summarize(records) if keep is None or keep(r.problem)]
+    spaced, now = reviews(records), now or dt.datetime.now(dt.UTC)
     gradings = [r for r in records if r.get("kind") == "grading"]
     if not gradings and not drill_stats(records):
         return (f"No progress recorded yet for {learner!r}. Grade your work (make check), practise "
@@ -149,13 +201,16 @@ def table(learner: str, records: list[dict]) -> str:
     for unit in registry.units():
         title = registry.UNITS[unit].title
         unit_rows = [r for r in rows if r.problem.unit == unit]
+        if not unit_rows:
+            continue
         got = sum(r.best for r in unit_rows)
         total = sum(r.problem.points for r in unit_rows)
         done = sum(r.status == "mastered" for r in unit_rows)
         bar = "#" * round(10 * got / total) + "." * (10 - round(10 * got / total))
         lines += ["", f"Unit {unit}: {title}  [{bar}] {got:g}/{total} points, {done}/{len(unit_rows)} mastered"]
         for r in unit_rows:
-            bits = [f"  {r.problem.id:5} {r.problem.function:28} {r.status:11} {r.best:>4g}/{r.problem.points:<3}"]
+            bits = [f"  {r.problem.id:5} {r.problem.function:28} {r.problem.difficulty:6} {r.problem.category:15} "
+                    f"{r.status:11} {r.best:>4g}/{r.problem.points:<3}"]
             if r.attempts:
                 bits.append(f"attempts {r.attempts}")
             if r.seconds:
@@ -164,6 +219,9 @@ def table(learner: str, records: list[dict]) -> str:
                 bits.append(f"hints {r.hints}")
             if r.last:
                 bits.append(f"last {r.last[:10]}")
+            review = spaced.get(r.problem.id)
+            if review is not None and r.status == "mastered":
+                bits.append("review due now" if review.due <= now else f"review {review.due.date().isoformat()}")
             lines.append("  ".join(bits).rstrip())
     drills = drill_stats(records)
     if drills:
@@ -174,6 +232,9 @@ def table(learner: str, records: list[dict]) -> str:
     todo = [r for r in rows if r.status != "mastered"]
     if todo:
         lines += ["", "Next: " + ", ".join(f"{r.problem.id} {r.problem.function}" for r in todo[:3])]
+    waiting = sorted(pid for pid, r in spaced.items() if r.due <= now)
+    if waiting:
+        lines += ["", f"Due for review (mastered a while ago; make practice brings them back): {', '.join(waiting)}"]
     return "\n".join(lines)
 
 

@@ -196,6 +196,81 @@ def test_time_up_grades_and_quitting_records_nothing(home, tmp_path):
 
 
 @pytest.mark.slow
+def _at(day: float, run: dict) -> dict:
+    """A progress record of ``run`` made ``day`` days after 1 January 2026."""
+    import datetime as dt
+
+    when = dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(days=day)
+    return {"kind": "grading", "time": when.isoformat(timespec="seconds"), "learner": "ann", **run}
+
+
+def test_a_mastered_problem_comes_back_after_a_growing_interval():
+    """Mastered on day 0: back on day 2. Solved again on day 1 (too soon: nothing changes), then on
+    day 3 (due): back 4 days later, on day 7. Failed on day 8 (due): back at once, the interval
+    starting over: solved on day 9, back on day 11. Practice draws a due problem first, and a
+    mastered one not due never."""
+    import datetime as dt
+
+    day = lambda d: dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(days=d)  # noqa: E731
+    records = [_at(0, _run({"2.1": "correct"})), _at(1, _run({"2.1": "correct"}))]
+    assert progress.reviews(records)["2.1"] == progress.Review(day(2), 2.0, 1)
+    assert progress.due(records, day(1.9)) == set() and progress.due(records, day(2)) == {"2.1"}
+    unmastered_unit2 = {p.id for p in registry.PROBLEMS if p.unit == 2} - {"2.1"}
+    for seed in range(5):
+        early = practice.choose(records, 60, unit=2, rng=np.random.default_rng(seed), now=day(1.5))[0]
+        late = practice.choose(records, 60, unit=2, rng=np.random.default_rng(seed), now=day(2.5))[0]
+        assert "2.1" not in {p.id for p in early} and {p.id for p in early} <= unmastered_unit2
+        assert late[0].id == "2.1"  # the review first
+    records.append(_at(3, _run({"2.1": "correct"})))
+    assert progress.reviews(records)["2.1"] == progress.Review(day(7), 4.0, 2)
+    records.append(_at(8, _run({"2.1": "incorrect"})))
+    assert progress.reviews(records)["2.1"] == progress.Review(day(8), 1.0, 2) and progress.due(records, day(8)) == {"2.1"}
+    records.append(_at(9, _run({"2.1": "correct"})))
+    assert progress.reviews(records)["2.1"] == progress.Review(day(11), 2.0, 3)
+    assert "review 2026-01-12" in progress.table("ann", records, now=day(10))
+    assert "Due for review" in progress.table("ann", records, now=day(12)) and "review due now" in \
+        progress.table("ann", records, now=day(12))
+
+
+def test_practice_filters_by_difficulty_and_category(home):
+    for seed in range(10):
+        chosen, _ = practice.choose([], 600, rng=np.random.default_rng(seed), difficulty=("easy",))
+        assert chosen and {p.difficulty for p in chosen} == {"easy"}
+        chosen, _ = practice.choose([], 600, rng=np.random.default_rng(seed), category=("orbax", "formats"))
+        assert chosen and {p.category for p in chosen} <= {"orbax", "formats"}
+    assert {p.id for p in practice.choose([], 600, unit=7, difficulty=("medium",))[0]} == \
+        {p.id for p in registry.PROBLEMS if p.unit == 7 and p.difficulty == "medium"}
+    with pytest.raises(ValueError, match="no difficulty 'tricky'"):
+        practice.choose([], 30, difficulty=("tricky",))
+    with pytest.raises(ValueError, match="no problem matches"):
+        practice.choose([], 30, unit=1, category=("fault-tolerance",))
+
+
+def test_make_practice_with_a_filter_brings_back_a_problem_due_for_review(home, tmp_path):
+    """`make practice DIFFICULTY=easy UNIT=2` with a progress file where 2.1 (easy) was mastered
+    three days ago and every other easy problem of the unit too: the set is 2.1, back for review,
+    shown with its difficulty and category; make progress says it is due."""
+    import datetime as dt
+
+    three_days_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
+    easy = [p.id for p in registry.PROBLEMS if p.unit == 2 and p.difficulty == "easy"]
+    assert "2.1" in easy
+    home.mkdir(parents=True, exist_ok=True)
+    record = {"v": 1, "kind": "grading", "time": three_days_ago.isoformat(timespec="seconds"), "learner": "ann",
+              "source": "grade", **_run({pid: "correct" for pid in easy})}
+    (home / "progress.jsonl").write_text(json.dumps(record) + "\n")
+    env = {**os.environ, "CKPT_COURSE_HOME": str(home)}
+    make = ["make", "-s", "-C", str(ROOT)]
+    out = subprocess.run([*make, "practice", "DIFFICULTY=easy", "UNIT=2", "MINUTES=30"], input="q\n",
+                         capture_output=True, text=True, timeout=300, env={**env, "USER": "ann", "LOGNAME": "ann"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "Back for a spaced review (mastered a while ago): " in out.stdout and "2.1" in out.stdout, out.stdout
+    assert "(10 points, easy, layout" in out.stdout and "Stopped without grading" in out.stdout
+    shown = subprocess.run([*make, "progress"], capture_output=True, text=True, timeout=300,
+                           env={**env, "USER": "ann", "LOGNAME": "ann"})
+    assert "review due now" in shown.stdout and "Due for review" in shown.stdout, shown.stdout
+
+
 def test_practice_in_a_terminal(home, tmp_path):
     out = _cli("practice", "--unit", "1", "--count", "1", "--seed", "4", "--learner", "ann",
                "--workspace", str(tmp_path), stdin="h\nc\n\ng\n")

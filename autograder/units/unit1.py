@@ -63,6 +63,8 @@ PROBLEMS = (
                     "kernel (4, 3) + bias (3,) = 15 parameters over 4 shards"),
             Example((1.0, np.ones((5, 10), np.float32), 2.0, 8.0), np.array([88.0, 44.0])),
         ),
+        difficulty="easy",
+        category="accounting",
         tags=("linen", "counting"),
     ),
     Problem(
@@ -91,6 +93,8 @@ PROBLEMS = (
             Example((0.0, np.ones((2, 4), np.float32), 3.0, 4.0), np.array([15.0, 3.75])),
             Example((7.0, np.ones((3, 16), np.float32), 16.0, 8.0), np.array([272.0, 34.0])),
         ),
+        difficulty="easy",
+        category="accounting",
         tags=("nnx", "counting"),
     ),
     Problem(
@@ -118,6 +122,8 @@ PROBLEMS = (
             Example(({"params": {"bias": np.zeros(3, np.float32), "kernel": np.zeros((4, 3), np.float32)}}, "bfloat16"), 30),
             Example(({"a": np.zeros((2, 5), np.float32), "b": {"c": np.zeros(6, np.float32)}}, "float32"), 64),
         ),
+        difficulty="easy",
+        category="accounting",
         tags=("dtypes", "bytes"),
     ),
     Problem(
@@ -145,6 +151,8 @@ PROBLEMS = (
             Example((0, [4, 8, 3]), {"layers/0/kernel": 32, "layers/0/bias": 8, "layers/1/kernel": 24,
                                        "layers/1/bias": 3, "norms/0/scale": 8, "norms/0/bias": 8}),
         ),
+        difficulty="medium",
+        category="accounting",
         tags=("nnx", "pytrees"),
     ),
 )

@@ -64,6 +64,8 @@ PROBLEMS = (
             Example(((16, 8), {"x": 2, "y": 4}, (("x", "y"),)), (2, 8), "x and y together split dimension 0 in 8"),
             Example(((10, 4), {"x": 4}, ("x",)), Raises("ValueError", dim=0)),
         ),
+        difficulty="easy",
+        category="layout",
         tags=("sharding",),
     ),
     Problem(
@@ -91,6 +93,8 @@ PROBLEMS = (
                     {0: ((0, 4), (0, 4)), 1: ((0, 4), (0, 4)), 2: ((4, 8), (0, 4)), 3: ((4, 8), (0, 4))}),
             Example(((8,), {"x": 4}, ("x",)), {0: ((0, 2),), 1: ((2, 4),), 2: ((4, 6),), 3: ((6, 8),)}),
         ),
+        difficulty="medium",
+        category="layout",
         tags=("sharding",),
     ),
     Problem(
@@ -123,6 +127,8 @@ PROBLEMS = (
             Example(((64, 32), {"x": 4, "y": 2}, ("x", None), True), (8, 32)),
             Example(((12,), {"x": 8}, (None,), True), (12,)),
         ),
+        difficulty="medium",
+        category="layout",
         tags=("orbax", "replicas"),
     ),
     Problem(
@@ -150,6 +156,8 @@ PROBLEMS = (
             Example(((64, 32), (32, 16), 3), ["c/0/0", "c/0/1", "c/1/0", "c/1/1"]),
             Example(((), (), 2), ["0"]),
         ),
+        difficulty="medium",
+        category="layout",
         tags=("orbax", "zarr"),
     ),
     Problem(
@@ -182,6 +190,8 @@ PROBLEMS = (
             Example(((64, 32), 4, {"x": 4, "y": 2}, ("x", None), False),
                     {0: 2048, 1: 0, 2: 2048, 3: 0, 4: 2048, 5: 0, 6: 2048, 7: 0}),
         ),
+        difficulty="hard",
+        category="accounting",
         tags=("orbax", "replicas", "bytes"),
     ),
     Problem(
@@ -207,6 +217,8 @@ PROBLEMS = (
             Example(((64, 32), 4, {"x": 8}, (), 4, True), {0: 4096, 1: 4096}),
             Example(((64, 32), 4, {"x": 8}, (), 4, False), {0: 8192, 1: 0}),
         ),
+        difficulty="medium",
+        category="accounting",
         tags=("orbax", "hosts", "bytes"),
     ),
 )

@@ -67,6 +67,8 @@ PROBLEMS = (
             Example(((64, 32), (8, 32), {"x": 16}, (None, "x")), {d: [(i, 0) for i in range(8)] for d in range(16)},
                     "another axis: every device touches every chunk"),
         ),
+        difficulty="medium",
+        category="layout",
         tags=("restore", "reads"),
     ),
     Problem(
@@ -100,6 +102,8 @@ PROBLEMS = (
             Example(((64, 32), (8, 32), {"x": 16}, (None, "x"), 1), 16.0,
                     "one device per host: the bound with no sharing, every device reads every chunk"),
         ),
+        difficulty="hard",
+        category="layout",
         tags=("restore", "reads"),
     ),
     Problem(
@@ -130,6 +134,8 @@ PROBLEMS = (
                     "w re-sharded by columns over 16 devices, b replicated"),
         ),
         timeout=120.0,
+        difficulty="medium",
+        category="orbax",
         tags=("restore", "orbax"),
     ),
     Problem(
@@ -160,6 +166,8 @@ PROBLEMS = (
             Example(((60, 32), (60, 32), {"x": 16}, ("x",)), "indivisible"),
             Example(((64, 32), (64, 32), {"x": 16}, ("y",)), "unknown_axis"),
         ),
+        difficulty="medium",
+        category="debugging",
         tags=("restore", "errors"),
     ),
 )

@@ -80,6 +80,8 @@ PROBLEMS = (
                     "the file was cut in the middle of its header"),
         ),
         raises=("ValueError",),
+        difficulty="easy",
+        category="formats",
         tags=("safetensors", "format"),
     ),
     Problem(
@@ -114,6 +116,8 @@ PROBLEMS = (
             Example((((2, 4), (0, 8)), (4, 8), 4, 100), [(164, 64)], "two whole rows: one run"),
             Example(((), (), 2, 10), [(10, 2)], "a scalar"),
         ),
+        difficulty="medium",
+        category="layout",
         tags=("safetensors", "reads"),
     ),
     Problem(
@@ -143,6 +147,8 @@ PROBLEMS = (
             Example(([(0, 16), (32, 16), (64, 16)], 15), [(0, 16), (32, 16), (64, 16)]),
             Example(([(100, 10), (0, 10), (5, 10)], 0), [(0, 15), (100, 10)], "unsorted and overlapping"),
         ),
+        difficulty="easy",
+        category="layout",
         tags=("reads",),
     ),
     Problem(
@@ -184,6 +190,8 @@ PROBLEMS = (
                     "data_offsets[0], not where the data section starts"),
         ),
         count_reads=True,
+        difficulty="hard",
+        category="formats",
         tags=("safetensors", "reads", "io"),
     ),
     Problem(
@@ -215,6 +223,8 @@ PROBLEMS = (
                     "4 hosts: on an FSDP target each host reads every expert-sharded chunk, 4x what a "
                     "pre-sharded checkpoint costs it"),
         ),
+        difficulty="hard",
+        category="layout",
         tags=("presharding", "reads"),
     ),
 )

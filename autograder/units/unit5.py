@@ -81,6 +81,8 @@ PROBLEMS = (
                     {0: 12560, 1: 12544},
                     "bfloat16 w, mu kept in float32, gradients accumulated over 4 micro-batches"),
         ),
+        difficulty="medium",
+        category="accounting",
         tags=("training", "optimizer", "bytes"),
     ),
     Problem(
@@ -116,6 +118,8 @@ PROBLEMS = (
             Example((_KILLED_IN_TMP,), 3, "killed while step 4 was in its temporary folder"),
         ),
         timeout=60.0,
+        difficulty="medium",
+        category="fault-tolerance",
         tags=("training", "preemption", "orbax"),
     ),
     Problem(
@@ -161,6 +165,8 @@ PROBLEMS = (
         ),
         timeout=60.0,
         mode="preempted",
+        difficulty="hard",
+        category="fault-tolerance",
         tags=("training", "preemption", "orbax"),
     ),
 )

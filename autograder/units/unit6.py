@@ -88,6 +88,8 @@ PROBLEMS = (
         measure_memory=True,
         forbidden=("ckptlab.serving",),
         timeout=60.0,
+        difficulty="medium",
+        category="orbax",
         tags=("serving", "restore", "memory"),
     ),
     Problem(
@@ -126,6 +128,8 @@ PROBLEMS = (
         forbidden=("ckptlab.serving",),
         mode="readback",
         timeout=90.0,
+        difficulty="hard",
+        category="formats",
         tags=("serving", "safetensors", "conversion", "memory"),
     ),
 )

@@ -91,8 +91,7 @@ PROBLEMS = (
             "`NamedSharding(mesh, spec)` where `spec` is the partition spec it was saved with. The grader measures "
             "your function's own peak host memory from outside (its anonymous memory, sampled): it must stay under "
             f"{PLACED_FACTOR} times the bytes the devices hold once every array is placed so, plus {PLACED_SLACK >> 20} "
-            "MiB (replicas count: on CPU devices every device's copy is host memory). As seen in Orbax issues #332 and #683 (a restore after "
-            "a move to fewer devices) and MaxText PR #3192 (a replicated restore on 16 CPU devices, OOM-killed)."
+            "MiB (replicas count: on CPU devices every device's copy is host memory)."
         ),
         returns=PlacedTree(),
         hints=(
@@ -109,6 +108,9 @@ PROBLEMS = (
         measure_memory=True,
         forbidden=("ckptlab.topology",),
         timeout=60.0,
+        difficulty="hard",
+        category="orbax",
+        seen_in=("Orbax issues #332 and #683 (a restore after a move to fewer devices) and MaxText PR #3192 (a replicated restore on 16 CPU devices, OOM-killed)"),
         tags=("topology", "restore", "memory"),
     ),
     Problem(
@@ -129,8 +131,7 @@ PROBLEMS = (
             "`ValueError` naming the leaf's path when a change cannot be made without a silent loss: a target leaf "
             "that neither the checkpoint nor `new` provides (never zero-fill it), a saved leaf with no place in the "
             "new model (not dropped on purpose), or a saved leaf whose shape or dtype is not the target's (never "
-            "cast or reshape it). As seen in Orbax issue #2972 (a smaller target 'silently loads partial weights'), "
-            "MaxText PR #4341 (missing weights zero-filled) and int32 counters restored as float32."
+            "cast or reshape it)."
         ),
         returns=MigratedTree(),
         raises=("ValueError",),
@@ -150,6 +151,9 @@ PROBLEMS = (
                     Raises("ValueError", word="scale"), "the same, the new scale's value missing: raise"),
         ),
         timeout=60.0,
+        difficulty="hard",
+        category="orbax",
+        seen_in=("Orbax issue #2972 (a smaller target 'silently loads partial weights'), MaxText PR #4341 (missing weights zero-filled) and int32 counters restored as float32"),
         tags=("migration", "restore", "silent failures"),
     ),
     Problem(
@@ -188,6 +192,8 @@ PROBLEMS = (
         ),
         forbidden=("ckptlab.diffing", "ckptlab.inspection", "ckptlab.cli"),
         timeout=60.0,
+        difficulty="medium",
+        category="debugging",
         tags=("inspection", "comparison"),
     ),
     Problem(
@@ -208,10 +214,7 @@ PROBLEMS = (
             "stacked leaf remains. The grader restores what you wrote with `orbax.checkpoint.v1.load(out_dir)` in a "
             "worker of its own, and measures your function's own memory from outside (its anonymous memory, "
             f"sampled): it must stay under {UNSTACK_FACTOR} times the bytes the devices hold of the checkpoint's largest "
-            f"array placed as saved (replicas count), plus {UNSTACK_SLACK >> 20} MiB. What you return is not looked at. As seen in "
-            "MaxText's `generate_param_only_checkpoint.py` (`force_unroll`: the whole training state restored, then "
-            "every layer sliced while the stack is alive) and MaxText issue #528 (layers scanned along "
-            "`param_scan_axis` 1, not 0)."
+            f"array placed as saved (replicas count), plus {UNSTACK_SLACK >> 20} MiB. What you return is not looked at."
         ),
         returns=UnstackedTree(),
         hints=(
@@ -233,6 +236,9 @@ PROBLEMS = (
         mode="readback",
         forbidden=("ckptlab.unstacking", "ckptlab.serving"),
         timeout=90.0,
+        difficulty="hard",
+        category="orbax",
+        seen_in=("MaxText's `generate_param_only_checkpoint.py` (`force_unroll`: the whole training state restored, then every layer sliced while the stack is alive) and MaxText issue #528 (layers scanned along `param_scan_axis` 1, not 0)"),
         tags=("migration", "scanned layers", "memory"),
     ),
 )
