@@ -95,15 +95,36 @@ def _independent(a: ast.stmt, b: ast.stmt) -> bool:
     return not (wa & (rb | wb) or wb & ra)
 
 
-def _order(body: list) -> list:
-    """Adjacent independent statements in one order (a stable sort by their text)."""
+class _Shape(ast.NodeTransformer):
+    """A statement's shape: its own names all alike, constants their type (to order statements the
+    same way whatever a learner named things)."""
+
+    def __init__(self, imported: set[str]):
+        self.imported = imported
+
+    def visit_Name(self, node):
+        return ast.Name(id=node.id if node.id in self.imported or node.id in _KEPT else "_", ctx=node.ctx)
+
+    def visit_arg(self, node):
+        return ast.arg(arg="_")
+
+    def visit_Constant(self, node):
+        return ast.Constant(value=type(node.value).__name__)
+
+
+def _order(body: list, imported: set[str]) -> list:
+    """Adjacent independent statements in one order: sorted by their shape, so that two codes
+    differing only in that order (and in names) come out alike."""
+    import copy
+
     body = list(body)
+    shape = {id(s): ast.dump(_Shape(imported).visit(copy.deepcopy(s))) for s in body}
     changed = True
     while changed:
         changed = False
         for i in range(len(body) - 1):
             a, b = body[i], body[i + 1]
-            if _independent(a, b) and ast.dump(a) > ast.dump(b):
+            if _independent(a, b) and shape[id(a)] > shape[id(b)]:
                 body[i], body[i + 1] = b, a
                 changed = True
     return body
@@ -119,12 +140,12 @@ def normalise(source: str) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
-    tree = _Normaliser(imported).visit(tree)
-    for node in ast.walk(tree):
+    for node in ast.walk(tree):  # (ordered first, by shape: then names are numbered in that order)
         for name in ("body", "orelse", "finalbody"):
             block = getattr(node, name, None)
             if isinstance(block, list) and block and all(isinstance(s, ast.stmt) for s in block):
-                setattr(node, name, _order(block))
+                setattr(node, name, _order(block, imported))
+    tree = _Normaliser(imported).visit(tree)
     text = ast.dump(tree, annotate_fields=False)
     for ch in "(),[]=":
         text = text.replace(ch, f" {ch} ")

@@ -76,7 +76,7 @@ def test_the_summary_analyses_each_problem_with_progress_files_where_collected(t
 
 def _renamed(source: str, comment: str) -> str:
     """``source`` with every name it binds renamed, a comment and a docstring added, and its
-    independent assignments swapped where there are two in a row: a near-copy."""
+    first two independent assignments in a row swapped, where a function has them: a near-copy."""
     tree = ast.parse(source)
     bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     bound |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) for a in n.args.args}
@@ -93,6 +93,12 @@ def _renamed(source: str, comment: str) -> str:
                 node.arg = f"my_{node.arg}_x"
             return node
 
+    for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:  # swapped before renaming
+        for i in range(len(fn.body) - 1):
+            a, b = fn.body[i], fn.body[i + 1]
+            if isinstance(a, ast.Assign) and isinstance(b, ast.Assign) and similarity._independent(a, b):
+                fn.body[i], fn.body[i + 1] = b, a
+                break
     tree = Rename().visit(tree)
     for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
         fn.body.insert(0, ast.Expr(ast.Constant("Written by me, honestly.")))
@@ -163,3 +169,29 @@ def test_grade_batch_writes_the_item_analysis_and_the_similarity_report(tmp_path
     assert row["pass_rate"] == pytest.approx(4 / 7) and row["with_progress"] == 1 and row["hints"] == 2
     summary = (out / "summary.md").read_text()
     assert "similarity.html" in summary and "1 pair of learners" in summary
+
+
+def test_normalising_sets_aside_names_constants_comments_and_the_order_of_independent_statements():
+    """Two codes that differ only in those come out the same; one that computes something else does
+    not (the control)."""
+    a = '''
+def f(shape, n):
+    """Say what it does."""
+    rows = shape[0] // n  # a comment
+    cols = shape[1]
+    return (rows, cols)
+'''
+    b = '''
+def g(global_shape, devices):
+    width = global_shape[1]
+    height = global_shape[0] // devices
+    return (height, width)
+'''
+    c = '''
+def g(global_shape, devices):
+    width = global_shape[1] // devices
+    height = global_shape[0]
+    return (height, width)
+'''
+    assert similarity.normalise(a) == similarity.normalise(b)
+    assert similarity.normalise(a) != similarity.normalise(c)
