@@ -62,7 +62,8 @@ def test_progress_keeps_best_score_attempts_and_time(home):
     assert progress.mastered(progress.load("ann")) == {"1.1"}
     text = progress.table("ann", progress.load("ann"))
     assert "Unit 1: Parameter accounting" in text and "1/4 mastered" in text
-    assert "1.1   dense_checkpoint_accounting  mastered" in text and "attempts 3" in text and "time 2 min" in text
+    assert "1.1   dense_checkpoint_accounting  easy   accounting      mastered" in text and "attempts 3" in text \
+        and "time 2 min" in text
     assert "Next: 1.2 orbax_save_count" in text
 
 
@@ -92,7 +93,8 @@ def test_grading_runs_are_recorded_and_shown(home, tmp_path):
     out = _cli("grade", str(src), "--only", "1.3", "--learner", "ann", "--no-record")
     assert out.returncode == 0, out.stderr
     out = _cli("progress", "--learner", "ann", "--json", str(tmp_path / "p.json"))
-    assert "1.3   param_bytes                  mastered      10/10   attempts 1" in out.stdout, out.stdout
+    assert "1.3   param_bytes                  easy   accounting      mastered      10/10   attempts 1" in out.stdout, \
+        out.stdout
     data = json.loads((tmp_path / "p.json").read_text())
     assert next(p for p in data["problems"] if p["id"] == "1.3")["attempts"] == 1
     assert "No progress recorded yet" in _cli("progress", "--learner", "nobody").stdout
