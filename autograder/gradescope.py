@@ -142,7 +142,8 @@ def previous_attempts(root: Path) -> list[dict]:
         previous = meta.get("previous_submissions") or []
     except (OSError, ValueError, AttributeError):
         return []
-    return [p for p in previous if _counted(p)] if isinstance(previous, list) else []
+    counted = [p for p in previous if _counted(p)] if isinstance(previous, list) else []
+    return sorted(counted, key=lambda p: str(p.get("submission_time", "")))  # (whatever order the list has)
 
 
 def _over_the_limit(attempts: list[dict], limit: int, seconds: float) -> dict:
