@@ -22,7 +22,6 @@ Per problem:
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -75,18 +74,9 @@ def discrimination(item: list[float], rest: list[float], fraction: float = GROUP
 
 def progress_of(submission: Path) -> list[dict]:
     """The records of a learner's progress file, where their submission folder holds one."""
-    path = Path(submission) / PROGRESS_FILE
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            out.append(record)
-    return out
+    from autograder.progress import read
+
+    return read(Path(submission) / PROGRESS_FILE)
 
 
 def _attempts_and_hints(records: list[dict], problem_id: str) -> tuple[int, int]:

@@ -71,8 +71,13 @@ def record_drill(learner: str, kind: str, correct: bool, seconds: float) -> Path
 
 def load(learner: str | None = None) -> list[dict]:
     """Every readable record (of ``learner`` if given); a damaged line is skipped."""
-    path = store()
-    if not path.exists():
+    return read(store(), learner)
+
+
+def read(path: Path, learner: str | None = None) -> list[dict]:
+    """The readable records of the progress file ``path`` (of ``learner`` if given; a damaged line is
+    skipped; none if it is missing): the learner's own store, or a copy handed in with a submission."""
+    if not path.is_file():
         return []
     out = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
