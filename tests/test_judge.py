@@ -89,6 +89,14 @@ def test_an_exception_shows_its_line_on_a_public_example_only(setup):
     (RunResult("timeout"), "timeout", "timeout", "endless loop"),
     (RunResult("crashed", returncode=-9), "error", "crashed", "killed by signal 9"),
     (RunResult("crashed", returncode=3), "error", "crashed", "exit code 3"),
+    (RunResult("failed_start", returncode=1, stderr_tail="F1127 12:07:29.922111    3913 parse_flags_from_env.cc:234] "
+               "Unknown flag in XLA_FLAGS: --xla_gone=1\n"), "error", "grader",
+     "failed to start, before any of your code ran (exit code 1: Unknown flag in XLA_FLAGS: --xla_gone=1)"),
+    (RunResult("failed_start", returncode=-6, stderr_tail="Traceback (most recent call last):\n  ...\n"
+               "ModuleNotFoundError: No module named 'jaxlib'\n"), "error", "grader",
+     "killed by signal 6: ModuleNotFoundError: No module named 'jaxlib'"),
+    (RunResult("ok", setup={"kind": "devices", "type": "RuntimeError", "detail": "no CPU backend"}), "error", "grader",
+     "grader's failure, not your code's"),
     (RunResult("malformed"), "error", "malformed", "not a result"),
     (RunResult("scratch_full"), "error", "scratch_full", "scratch folder"),
     (RunResult("crowded"), "error", "crowded", "run folder"),

@@ -98,6 +98,10 @@ def plant_state(folder: str, step: int, table: dict, *, workdir: str, level: str
     worker = sandbox.Worker(plant.SOURCE, plant.FUNCTION, [(os.path.join(folder, name), table["planted"][step])],
                             timeout=PLANT_TIMEOUT, workdir=workdir, level=level, keep_scratch=True)
     back = worker.wait()
+    if back.status == "failed_start":  # the grader's own worker: its failure, never the learner's
+        from autograder.engine.judge import start_failure
+
+        raise RuntimeError(f"the grader's plant worker failed to start ({start_failure(back)})")
     got = back.cases[0].get("value") if back.status == "ok" and not back.setup and back.cases else None
     if got == plant.NOT_A_STATE or (isinstance(got, dict) and not _same_state(got.get("saved"), table["saved"][step])):
         return "plant_not_state", None

@@ -41,6 +41,9 @@ def run(plan, prepared, level: str) -> sandbox.RunResult:
         back = sandbox.Worker(reader.SOURCE, reader.FUNCTION, folders, timeout=READBACK_TIMEOUT, workdir=workdir,
                               level=level, digest_arrays=True, keep_scratch=True).wait()
         result.seconds += back.seconds  # the grader's own work: overhead, never the learner's time
+        if back.status == "failed_start":  # the grader's reader never ran: its failure, not the learner's
+            result.status, result.stderr_tail, result.returncode = back.status, back.stderr_tail, back.returncode
+            return result
         for n, i in enumerate(answered):
             got = back.cases[n] if back.status == "ok" and not back.setup and n < len(back.cases) else {}
             case = {k: v for k, v in result.cases[i].items() if k != "error"}

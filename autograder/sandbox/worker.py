@@ -47,7 +47,7 @@ class IsolationUnavailable(RuntimeError):
 
 @dataclass
 class RunResult:
-    status: str  # "ok", "timeout", "crashed", "malformed"
+    status: str  # "ok", "timeout", "crashed", "malformed", "failed_start" (before any learner code ran)
     setup: dict | None = None
     # per case: {"value": decoded, "read_bytes": int | None, "peak_bytes": int | None} or {"error": {...}}
     cases: list = field(default_factory=list)
@@ -190,6 +190,7 @@ class Worker:
                     "compile_cache": os.path.join(os.path.realpath(self.scratch), COMPILE_CACHE)
                     if compile_cache and keep_scratch else None}
         self.namespace: str | None = None
+        self.started = False  # whether the worker said its own start was over (learner code runs after)
         asked = time.monotonic()
         try:
             # At the strict level, forked from the zygote once it has imported the libraries this
@@ -240,12 +241,18 @@ class Worker:
             wire.send(self.to_w, {"job": self.job}, deadline)
             self._wait_for_answer(deadline)
             first = wire.recv(self.from_r, deadline)
+            if first == {"started": True}:  # its own start is over: from here on, learner code runs
+                self.started = True
+                self._wait_for_answer(deadline)
+                first = wire.recv(self.from_r, deadline)
             if self.measure_memory and first == {"ready": True}:  # no learner code has run yet
                 self._measure_from()
                 wire.send(self.to_w, {"go": True}, deadline)
                 self._wait_for_answer(deadline)
                 first = wire.recv(self.from_r, deadline)
             if first is None:
+                if not self.started:  # it died before running any learner code: the grader's failure
+                    result.status = "failed_start"
                 return
             self.namespace = proctree.pid_namespace(self.proc.pid) if self.level == STRICT and self.confinement.namespaces else None
             if not isinstance(first, dict) or not first.get("loaded"):
@@ -275,6 +282,8 @@ class Worker:
         except wire.FrameError as exc:
             timed_out = time.monotonic() >= deadline or str(exc) == "timeout"
             result.status, result.detail = ("timeout", "") if timed_out else ("malformed", str(exc))
+            if not self.started:  # nothing of the learner's had run yet: whatever happened is the grader's
+                result.status = "failed_start"
         except (ValueError, TypeError, KeyError, RecursionError, OverflowError) as exc:
             result.status, result.detail = "malformed", f"{type(exc).__name__}: {str(exc)[:200]}"
         finally:

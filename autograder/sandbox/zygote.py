@@ -76,10 +76,10 @@ _NO_JAX = ("tensorstore", "safetensors", "safetensors.numpy")  # (of ON_DEMAND: 
 
 
 def imports_jax(source: str) -> bool:
-    """Whether ``source`` imports JAX, or a library of :data:`ON_DEMAND` that does (its import
+    """Whether ``source`` imports JAX, the course's ``ckptlab`` (whose functions do), or a library of :data:`ON_DEMAND` that does (its import
     statements, read, never run): a worker running it may return JAX arrays, so it takes JAX's
     types before that code loads."""
-    return any(name.split(".")[0] in ("jax", "jaxlib") for name in imported(source)) or \
+    return any(name.split(".")[0] in ("jax", "jaxlib", "ckptlab") for name in imported(source)) or \
         any(m in libraries.ON_DEMAND and m not in _NO_JAX for m in needs(source))
 
 
