@@ -96,7 +96,8 @@ def placement(global_shape, dtype, mesh_shape, spec, devices_per_host=None, repl
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec
-    from orbax.checkpoint._src.serialization import replica_slices
+
+    from ckptlab.adapters.orbax_internals import replica_slices
 
     global_shape = tuple(int(n) for n in global_shape)
     dtype = jnp.dtype(dtype)
@@ -115,7 +116,7 @@ def placement(global_shape, dtype, mesh_shape, spec, devices_per_host=None, repl
     array = jax.make_array_from_callback(global_shape, sharding,
                                          lambda index: np.zeros(shard_shape, dtype))
     writers, per_device = {}, {d: 0 for d in domains}
-    for rs in replica_slices.get_replica_slices(array, 0, replica_parallel).replica_slices:
+    for rs in replica_slices(array, replica_parallel).replica_slices:
         (device,) = rs.unsliced_data.devices()
         domain = tuple(sl.indices(n)[:2] for sl, n in zip(rs.index, global_shape))
         writers[device.id] = domain

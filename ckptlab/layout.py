@@ -81,16 +81,12 @@ def course_mesh(mesh_shape):
     from jax.sharding import Mesh
 
     ids = mesh_device_ids(mesh_shape)
+    # A fresh kernel that skipped the set-up cell: JAX has not started, so it can still make the
+    # course's devices (JAX refuses the setting once it has started: the check below then speaks).
     try:
-        from jax._src import xla_bridge
-
-        started = xla_bridge.backends_are_initialized()
-    except (ImportError, AttributeError):
-        started = True
-    if not started:  # a fresh kernel that skipped the set-up cell: JAX has not started, so it still can
-        from ckptlab.devices import setup_devices
-
-        setup_devices(max(16, int(ids.size)))
+        jax.config.update("jax_num_cpu_devices", max(16, int(ids.size)))
+    except RuntimeError:
+        pass
     devices = jax.devices()
     if len(devices) < ids.size:
         from ckptlab.devices import DeviceSetupError

@@ -171,12 +171,26 @@ FIGURES = {"00_start_here.ipynb": 2, "07_changed_machine_or_code.ipynb": 1} | {u
                                                                             for u in registry.UNITS.values()}
 
 
+def _left_in(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
 @pytest.mark.parametrize("name", LESSONS)
-def test_lessons_execute(root, name):
+def test_lessons_execute(root, name, tmp_path, monkeypatch):
     from autograder import progress
 
     drills = len([r for r in progress.load() if r.get("kind") == "drill"])
+    # The kernel, and every process a lesson starts, writes its scratch under a temp folder of the
+    # test's: a lesson removes what it writes (checkpoints, safetensors files, kept scratch), so it
+    # must leave that folder, and the course folder, as it found them.
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    course_before = _left_in(root / "course")
     nb = _execute(nbformat.read(root / "course" / name, as_version=4), root / "course")
+    left = _left_in(temp)
+    assert not left, f"{name} left {len(left)} files and folders in the temp folder: {left[:10]}"
+    assert _left_in(root / "course") == course_before, "the lesson left files in course/"
     # Running a lesson top to bottom records nothing: a drill counts once the learner answers it.
     assert len([r for r in progress.load() if r.get("kind") == "drill"]) == drills
     text = _text(nb)

@@ -230,12 +230,12 @@ def pin_jax_types(load: bool = False) -> None:
     if "jax" not in sys.modules:
         return
     import jax
-    from jax._src.array import ArrayImpl as array  # the class of every jax.Array (jaxlib's own type)
 
-    single, named = jax.sharding.SingleDeviceSharding, jax.sharding.NamedSharding
-    _PINNED.update(array=array, single=single, named=named, get=dict(
-        sharding=array.__dict__["_sharding"], arrays=array.__dict__["_arrays"], shape=array.__dict__["shape"],
-        device=single.__dict__["_device"], mesh=named.__dict__["mesh"], spec=named.__dict__["spec"]))
+    from ckptlab.adapters.jax_internals import array_type  # (JAX's private names live there only)
+
+    array, getters = array_type()  # the class of every jax.Array (jaxlib's own type), its slots' getters
+    _PINNED.update(array=array, single=jax.sharding.SingleDeviceSharding, named=jax.sharding.NamedSharding,
+                   get=getters)
 
 
 def _float_in(v):

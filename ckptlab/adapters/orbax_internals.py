@@ -1,0 +1,87 @@
+"""Orbax's private names, the only ones the course uses: see :mod:`ckptlab.adapters`.
+
+- :func:`replica_slices`: which device writes which slice of an array when Orbax saves it (its own
+  ``get_replica_slices``, replica-parallel or not): the lessons and the explorer ask Orbax itself.
+- :func:`read_box_bytes`: the bytes Orbax reserves against ``restore_concurrent_gb`` for one read (its
+  ``estimate_read_memory_footprint``: the chunk-aligned box around the target shard).
+- :func:`index_domain_to_byte_runs` and :func:`partition_runs`: Orbax v1's safetensors helpers
+  (the byte runs of an index domain; runs coalesced into reads).
+"""
+
+from __future__ import annotations
+
+ADAPTER = "ckptlab/adapters/orbax_internals.py"
+
+
+def _moved(name: str, exc: BaseException):
+    from ckptlab.adapters import moved
+
+    return moved("orbax-checkpoint", "orbax-checkpoint", name, ADAPTER, exc)
+
+
+def _replica_slices_module():
+    try:
+        from orbax.checkpoint._src.serialization import replica_slices as module
+
+        module.get_replica_slices  # noqa: B018 - looked up now: a move is named here, not mid-lesson
+    except (ImportError, AttributeError) as exc:
+        raise _moved("orbax.checkpoint._src.serialization.replica_slices.get_replica_slices", exc) from exc
+    return module
+
+
+def replica_slices(arr, replica_parallel: bool = True):
+    """Orbax's own replica slices of ``arr`` (``get_replica_slices(arr, replica_id=0, ...)``): its
+    ``.replica_slices`` each have ``unsliced_data`` (the device buffer), ``index`` (the global
+    slices it covers) and ``slice_args`` (None, or the part of that buffer this replica writes:
+    ``axis``, ``start_index``, ``limit_index``)."""
+    return _replica_slices_module().get_replica_slices(arr, 0, replica_parallel)
+
+
+def _serialization():
+    try:
+        from orbax.checkpoint._src.serialization import serialization as module
+
+        module.estimate_read_memory_footprint  # noqa: B018
+    except (ImportError, AttributeError) as exc:
+        raise _moved("orbax.checkpoint._src.serialization.serialization.estimate_read_memory_footprint", exc) from exc
+    return module
+
+
+def read_box_bytes(store, domain) -> int:
+    """Bytes Orbax reserves to read ``domain`` of the TensorStore ``store`` (in ``store``'s dtype)."""
+    return int(_serialization().estimate_read_memory_footprint(store, domain))
+
+
+def _safetensors_layout():
+    try:
+        from orbax.checkpoint.experimental.v1._src.layout import safetensors_layout as module
+
+        module.index_domain_to_byte_runs  # noqa: B018
+        module._partition_runs  # noqa: B018
+    except (ImportError, AttributeError) as exc:
+        raise _moved("orbax.checkpoint.experimental.v1._src.layout.safetensors_layout."
+                     "{index_domain_to_byte_runs, _partition_runs}", exc) from exc
+    return module
+
+
+def index_domain_to_byte_runs(bounds, global_shape, itemsize, tensor_base):
+    """Orbax's byte runs ``[(offset, length)]`` of the index domain ``bounds`` (per dimension
+    ``(start, stop)``) in a row-major tensor of ``global_shape`` starting at ``tensor_base``."""
+    return _safetensors_layout().index_domain_to_byte_runs(bounds, global_shape, itemsize, tensor_base)
+
+
+def partition_runs(runs, max_over_read_ratio: float, min_coalesce_gap: int = 4096):
+    """Orbax's coalescing of sorted byte ``runs`` into reads (its ``_partition_runs``): each read has
+    ``.start`` and ``.end``."""
+    return _safetensors_layout()._partition_runs(runs, max_over_read_ratio, min_coalesce_gap)
+
+
+def check() -> list[str]:
+    """The private names above that the installed Orbax lacks (each message names its version)."""
+    problems = []
+    for find in (_replica_slices_module, _serialization, _safetensors_layout):
+        try:
+            find()
+        except ImportError as exc:
+            problems.append(str(exc))
+    return problems
