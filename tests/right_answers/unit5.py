@@ -170,7 +170,7 @@ def latest_restorable_step(ckpt_root):
         if not ocp.step.is_checkpoint_finalized(folder, atomicity_options=commit_file):
             continue
         try:
-            ocp_v1.load_pytree(folder, checkpointable_name="state")  # the step folder holds two items
+            ocp_v1.load(folder, checkpointable_name="state")  # the step folder holds two items
         except Exception:
             continue
         return step

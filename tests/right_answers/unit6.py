@@ -6,18 +6,18 @@ from autograder.units.unit6 import UNIT
 IMPORTS = UNIT.imports + "\n"  # what these answers run with: the problem notebook's import cell
 
 SERVE = [
-    # Orbax's v1 API: load_pytree with an abstract target holding only the parameters, a context
-    # that allows a partial load, shapes from v1's pytree_metadata.
+    # Orbax's v1 API: load with an abstract target holding only the parameters, a context
+    # that allows a partial load, shapes from v1's metadata.
     ("orbax_v1_partial_load", """
 def restore_for_serving(ckpt_dir, mesh, specs):
-    saved = ocp_v1.pytree_metadata(ckpt_dir).metadata["params"]
+    saved = ocp_v1.metadata(ckpt_dir).metadata["params"]
     abstract = {"params": {name: jax.ShapeDtypeStruct(saved[name].shape, jnp.bfloat16,
                                                       sharding=NamedSharding(mesh, spec))
                            for name, spec in specs.items()}}
     context = ocp_v1.Context()
     context.pytree.loading.partial_load = True
     with context:
-        return ocp_v1.load_pytree(ckpt_dir, abstract)["params"]
+        return ocp_v1.load(ckpt_dir, abstract)["params"]
 """),
     # Orbax's v0 handler with restore arguments built by hand (ArrayRestoreArgs: the dtype to cast
     # to and the target sharding), shapes from the PyTree handler's own metadata.

@@ -6,18 +6,18 @@ from autograder.units.unit7 import UNIT
 IMPORTS = UNIT.imports + "\n"  # what these answers run with: the problem notebook's import cell
 
 RESTORE = [
-    # Orbax's v1 API: the saved specs from v1's pytree_metadata (each leaf's sharding_metadata), an
-    # abstract tree of ShapeDtypeStructs placed on the new mesh, and load_pytree with it.
+    # Orbax's v1 API: the saved specs from v1's metadata (each leaf's sharding_metadata), an
+    # abstract tree of ShapeDtypeStructs placed on the new mesh, and load with it.
     ("orbax_v1_abstract_tree", """
 def restore_on_new_mesh(ckpt_dir, mesh):
-    saved = ocp_v1.pytree_metadata(ckpt_dir).metadata
+    saved = ocp_v1.metadata(ckpt_dir).metadata
     abstract = {
         name: jax.ShapeDtypeStruct(
             m.shape, m.dtype,
             sharding=NamedSharding(mesh, PartitionSpec(*m.sharding_metadata.partition_spec)))
         for name, m in saved.items()
     }
-    return ocp_v1.load_pytree(ckpt_dir, abstract)
+    return ocp_v1.load(ckpt_dir, abstract)
 """),
     # Orbax's v0 PyTreeCheckpointer with restore arguments built by hand: ArrayRestoreArgs given the
     # mesh and mesh_axes (not a sharding), the item left to the handler; the tree walked with
@@ -118,7 +118,7 @@ def migrate_checkpoint(ckpt_dir, target, rename, new):
         raise ValueError("; ".join(problems))
     return traverse_util.unflatten_dict(out, sep="/")
 """),
-    # Orbax's v1 API: every check against v1's pytree_metadata first, then load_pytree with a target
+    # Orbax's v1 API: every check against v1's metadata first, then load with a target
     # tree of NumPy leaves naming only the kept ones (so they come back as NumPy, 64-bit integers
     # intact), under a Context that allows a partial load; renamed afterwards. Hand-written flatten/nest.
     ("orbax_v1_partial_load", """
@@ -143,7 +143,7 @@ def migrate_checkpoint(ckpt_dir, target, rename, new):
             node[last] = value
         return out
 
-    saved = flat(ocp_v1.pytree_metadata(ckpt_dir).metadata)
+    saved = flat(ocp_v1.metadata(ckpt_dir).metadata)
     wanted = flat(target)
     source, errors = {}, []
     for path, meta in saved.items():
@@ -171,7 +171,7 @@ def migrate_checkpoint(ckpt_dir, target, rename, new):
         context = ocp_v1.Context()
         context.pytree.loading.partial_load = True
         with context:
-            loaded = flat(ocp_v1.load_pytree(ckpt_dir, abstract))
+            loaded = flat(ocp_v1.load(ckpt_dir, abstract))
     return nest({path: loaded[source[path]] if path in source else np.asarray(new[path]) for path in wanted})
 """),
     # The checks as set algebra over paths (jax.tree_util.tree_flatten_with_path on the v0 metadata and
@@ -374,7 +374,7 @@ def compare_checkpoints(a_dir, b_dir, rtol):
             report["differing"].append(path)
     return report
 """),
-    # Orbax's v1 API: pytree_metadata of both checkpoints walked by hand, then one load_pytree per leaf
+    # Orbax's v1 API: metadata of both checkpoints walked by hand, then one load per leaf
     # and checkpoint with a partial-load Context (a tree naming that leaf alone, a NumPy leaf so as to get NumPy back), so that
     # only two leaves are ever in memory; integers compared with integer cross-multiplication
     # (rtol as an exact fraction), element by element.
@@ -397,7 +397,7 @@ def compare_checkpoints(a_dir, b_dir, rtol):
         context = ocp_v1.Context()
         context.pytree.loading.partial_load = True
         with context:
-            got = ocp_v1.load_pytree(ckpt_dir, abstract)
+            got = ocp_v1.load(ckpt_dir, abstract)
         for key in keys:
             got = got[key]
         del leaf
@@ -426,8 +426,8 @@ def compare_checkpoints(a_dir, b_dir, rtol):
             return x.reshape(-1).tolist()
         return x.astype(np.float64).reshape(-1).tolist()
 
-    a = dict(walk(ocp_v1.pytree_metadata(a_dir).metadata))
-    b = dict(walk(ocp_v1.pytree_metadata(b_dir).metadata))
+    a = dict(walk(ocp_v1.metadata(a_dir).metadata))
+    b = dict(walk(ocp_v1.metadata(b_dir).metadata))
     missing = sorted("/".join(k) for k in a.keys() - b.keys())
     extra = sorted("/".join(k) for k in b.keys() - a.keys())
     mismatched, differing = [], []
@@ -508,7 +508,7 @@ def compare_checkpoints(a_dir, b_dir, rtol):
 ]
 
 UNSTACK = [
-    # Orbax's v1 API for reading too: the metadata from ocp_v1.metadata, one load_pytree per leaf under a
+    # Orbax's v1 API for reading too: the metadata from ocp_v1.metadata, one load per leaf under a
     # partial-load Context (a NumPy leaf in the abstract tree: the stack comes back as one host copy),
     # np.take per layer, device_put with the stack's spec less its scan entry; one partial save per array.
     ("orbax_v1_partial_load_numpy_take", """
@@ -547,13 +547,13 @@ def unstack_layers(ckpt_dir, out_dir, mesh, groups, scan_axis):
             # Not stacked: loaded onto the mesh as saved, written as it is.
             abstract = jax.ShapeDtypeStruct(shape, meta.dtype, sharding=NamedSharding(mesh, _u74_spec(spec, rank)))
             with context:
-                leaf = ocp_v1.load_pytree(ckpt_dir, _u74_nest(keys, abstract))
+                leaf = ocp_v1.load(ckpt_dir, _u74_nest(keys, abstract))
             ocp_v1.partial.save(out_dir, leaf)
             del leaf
             continue
         # A NumPy leaf in the abstract tree asks for NumPy back: one host copy of the stack.
         with context:
-            stack = ocp_v1.load_pytree(ckpt_dir, _u74_nest(keys, np.empty(shape, meta.dtype)))
+            stack = ocp_v1.load(ckpt_dir, _u74_nest(keys, np.empty(shape, meta.dtype)))
         for key in keys:
             stack = stack[key]
         sharding = NamedSharding(mesh, _u74_spec(spec, rank, drop=scan_axis))
@@ -721,7 +721,7 @@ def unstack_layers(ckpt_dir, out_dir, mesh, groups, scan_axis):
     # v1 metadata walked with jax.tree_util.tree_map_with_path; written with partial.save_async, awaited.
     ("v1_sharded_load_jnp_unstack", """
 def unstack_layers(ckpt_dir, out_dir, mesh, groups, scan_axis):
-    metadata = ocp_v1.pytree_metadata(ckpt_dir).metadata
+    metadata = ocp_v1.metadata(ckpt_dir).metadata
     saved = {}
 
     def record(key_path, meta):
@@ -746,7 +746,7 @@ def unstack_layers(ckpt_dir, out_dir, mesh, groups, scan_axis):
         spec = [tuple(e) if isinstance(e, list) else e for e in spec] + [None] * (len(meta.shape) - len(spec))
         abstract = jax.ShapeDtypeStruct(meta.shape, meta.dtype, sharding=NamedSharding(mesh, PartitionSpec(*spec)))
         with partial_load:
-            loaded = ocp_v1.load_pytree(ckpt_dir, as_tree({keys: abstract}))
+            loaded = ocp_v1.load(ckpt_dir, as_tree({keys: abstract}))
         for key in keys:
             loaded = loaded[key]
         group = next((g for g in group_keys if keys[:len(g)] == g), None)
@@ -770,7 +770,7 @@ def unstack_layers(ckpt_dir, out_dir, mesh, groups, scan_axis):
     # forgets them between cases), each layer device_put to its sharding.
     ("v1_eager_jnp_unstack", """
 def unstack_layers(ckpt_dir, out_dir, mesh, groups, scan_axis):
-    metadata = ocp_v1.pytree_metadata(ckpt_dir).metadata
+    metadata = ocp_v1.metadata(ckpt_dir).metadata
     saved = {}
 
     def record(key_path, meta):
@@ -795,7 +795,7 @@ def unstack_layers(ckpt_dir, out_dir, mesh, groups, scan_axis):
         spec = [tuple(e) if isinstance(e, list) else e for e in spec] + [None] * (len(meta.shape) - len(spec))
         abstract = jax.ShapeDtypeStruct(meta.shape, meta.dtype, sharding=NamedSharding(mesh, PartitionSpec(*spec)))
         with partial_load:
-            loaded = ocp_v1.load_pytree(ckpt_dir, as_tree({keys: abstract}))
+            loaded = ocp_v1.load(ckpt_dir, as_tree({keys: abstract}))
         for key in keys:
             loaded = loaded[key]
         group = next((g for g in group_keys if keys[:len(g)] == g), None)
