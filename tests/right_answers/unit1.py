@@ -94,6 +94,28 @@ def orbax_save_count(seed, x, features, num_shards):
     total = sum(int(np.prod(m.shape)) for m in jax.tree.leaves(metadata))
     return np.array([total, total / int(num_shards)])
 '''),
+    # Orbax's v1 API: the whole model's state saved with ocp.v1.save (the Param filter applied to the
+    # metadata afterwards, by path), the element counts read back from ocp.v1.metadata.
+    ("orbax_v1_save_and_metadata", '''
+import math
+import pathlib
+import tempfile
+
+import orbax.checkpoint.experimental.v1 as ocp_v1
+
+
+def orbax_save_count(seed, x, features, num_shards):
+    layer = nnx.Linear(int(np.shape(x)[-1]), int(features), rngs=nnx.Rngs(int(seed)))
+    params = nnx.to_pure_dict(nnx.state(layer, nnx.Param))
+    with tempfile.TemporaryDirectory() as scratch:
+        where = pathlib.Path(scratch) / "linear"
+        ocp_v1.save(where, params)
+        saved = ocp_v1.metadata(where).metadata
+    count = 0
+    for _path, leaf in jax.tree_util.tree_leaves_with_path(saved):
+        count += math.prod(leaf.shape)
+    return np.asarray([count, count / int(num_shards)], dtype=np.float64)
+'''),
     # No Flax: nnx.Linear holds a kernel (in, out) and a bias (out), so the count is arithmetic.
     ("arithmetic_kernel_and_bias", '''
 def orbax_save_count(seed, x, features, num_shards):

@@ -170,12 +170,12 @@ def restore_resharded(ckpt_dir, mesh, specs):
     restore_args = ocp.checkpoint_utils.construct_restore_args(target)
     return checkpointer.restore(ckpt_dir, args=ocp.args.PyTreeRestore(item=target, restore_args=restore_args))
 '''),
-        # Orbax's v1 API: pytree_metadata for shapes and dtypes, load with the abstract target.
+        # Orbax's v1 API: metadata for shapes and dtypes, load with the abstract target.
         ("v1_load", '''
 def restore_resharded(ckpt_dir, mesh, specs):
     from orbax.checkpoint import v1 as ocp_v1
 
-    saved = ocp_v1.pytree_metadata(ckpt_dir).metadata
+    saved = ocp_v1.metadata(ckpt_dir).metadata
     abstract = {}
     for name, meta in saved.items():
         abstract[name] = jax.ShapeDtypeStruct(meta.shape, meta.dtype, sharding=NamedSharding(mesh, specs[name]))
@@ -260,6 +260,38 @@ def restore_error(saved_shape, target_shape, mesh_shape, spec):
                     return "shape_mismatch"
                 raise
     return "ok"
+'''),
+        # Orbax's v1 API: ocp.v1.save of a small array of the saved shape, then ocp.v1.load with the
+        # target, inside a v1 Context; the error is named by its class first, then by its message.
+        ("orbax_v1_save_then_load", '''
+import pathlib
+import tempfile
+
+import orbax.checkpoint.experimental.v1 as ocp_v1
+
+
+def restore_error(saved_shape, target_shape, mesh_shape, spec):
+    sizes = tuple(int(v) for v in mesh_shape.values())
+    devices = np.asarray(jax.devices()[:math.prod(sizes)]).reshape(sizes)
+    with tempfile.TemporaryDirectory() as scratch, ocp_v1.Context():
+        where = pathlib.Path(scratch, "saved")
+        ocp_v1.save(where, {"leaf": np.ones(tuple(saved_shape), np.uint8)})
+        try:
+            mesh = jax.sharding.Mesh(devices, tuple(mesh_shape.keys()))
+            sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*spec))
+            ocp_v1.load(where, {"leaf": jax.ShapeDtypeStruct(tuple(target_shape), np.uint8,
+                                                             sharding=sharding)})
+        except Exception as error:
+            kinds = {cls.__name__ for cls in type(error).__mro__}
+            if "IndivisibleError" in kinds:
+                return "indivisible"
+            words = str(error)
+            if "Resource axis" in words:
+                return "unknown_axis"
+            if "stored shape" in words:
+                return "shape_mismatch"
+            raise
+        return "ok"
 '''),
         # The rules in another order (each input has at most one problem) and written with sets and
         # a per-dimension divisor list.
