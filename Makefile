@@ -1,6 +1,8 @@
 # One command per job, on a fresh clone: each target builds .venv from pyproject.toml when it is
 # missing or older than pyproject.toml.
-PYTHON ?= python3
+# The Python .venv is built with: PYTHON=/path/to/python3.13, or the newest 3.13 or 3.12 found on PATH,
+# under pyenv or uv (tools/find_python.sh says what to install when there is none).
+PYTHON ?=
 VENV   := .venv
 BIN    := $(CURDIR)/$(VENV)/bin
 STAMP  := $(VENV)/.installed
@@ -26,9 +28,7 @@ help:
 	@echo "make platforms - (root) the hostile suite in a real Docker container, default seccomp, as root and a user"
 
 $(STAMP): pyproject.toml
-	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11+ or run 'make PYTHON=/path/to/python3.11'"; exit 1; }
-	@$(PYTHON) -c 'import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] < (3, 14) else "error: Python 3.11 to 3.13 is needed, found " + sys.version.split()[0])'
-	@$(PYTHON) tools/setup_env.py $(VENV) -e ".[test]"
+	@python="$$(PYTHON='$(PYTHON)' sh tools/find_python.sh)" && "$$python" tools/setup_env.py $(VENV) -e ".[test]"
 	@touch $(STAMP)
 
 venv: $(STAMP)

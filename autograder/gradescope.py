@@ -1,7 +1,7 @@
 """Gradescope: ``python -m autograder gradescope OUT.zip`` writes the autograder zip an instructor
 uploads; Gradescope runs it, at any class size, on its own machines.
 
-Inside the zip: ``setup.sh`` (installs Python 3.11 and the course, pinned, into
+Inside the zip: ``setup.sh`` (installs the newest Python the course runs on and the course, pinned, into
 ``/autograder/venv``), ``run_autograder`` (grades ``/autograder/submission`` and writes
 ``/autograder/results/results.json``), and the course's code with its references and hidden
 tests. Learners never see the zip; results show only the grader's own messages.
@@ -15,25 +15,32 @@ import time
 import zipfile
 from pathlib import Path
 
-from autograder import registry, text
+from autograder import registry, stack, text
 from autograder.outputs import atomic_write, replacing
 
-SETUP_SH = """\
+
+def setup_sh() -> str:
+    """Gradescope's ``setup.sh``: the newest Python the course runs on (from pyproject.toml), and the
+    course with its pinned packages into ``/autograder/venv``."""
+    python = f"python{stack.newest_python()}"
+    return f"""\
 #!/usr/bin/env bash
 # Gradescope runs this once, as root, when the autograder is built (Ubuntu images).
+# The course runs on {stack.describe()}.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
-if ! command -v python3.11 >/dev/null; then
+if ! command -v {python} >/dev/null; then
   apt-get update
   apt-get install -y software-properties-common
   add-apt-repository -y ppa:deadsnakes/ppa
   apt-get update
-  apt-get install -y python3.11 python3.11-venv
+  apt-get install -y {python} {python}-venv
 fi
-python3.11 -m venv /autograder/venv
+{python} -m venv /autograder/venv
 /autograder/venv/bin/python -m pip install --upgrade pip
 /autograder/venv/bin/python -m pip install /autograder/source
 """
+
 
 RUN_AUTOGRADER = """\
 #!/usr/bin/env bash
@@ -69,7 +76,7 @@ def build_zip(root: Path, out: Path, problems=None, visibility: str = "visible",
     chosen = [p.id for p in (problems or registry.PROBLEMS)]
     names = []
     with replacing(out) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
+        for name, text in (("setup.sh", setup_sh()), ("run_autograder", RUN_AUTOGRADER)):
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o755 << 16  # executable, as Gradescope requires
             z.writestr(info, text)

@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell
 
-from autograder import registry
+from autograder import registry, stack
 
 # Re-exported: the test cells written into instructors' courses run
 # `from autograder.nbgrader_course import grade_cell` (and grade_cell raises NotFullMarks).
@@ -61,7 +61,8 @@ COURSE_README = """\
 
 Written by `python -m autograder nbgrader`. Run nbgrader in this folder, with the course's
 environment first on PATH (nbgrader runs `alembic` and the `python3` kernel from there; in the
-course repository, `make venv` builds it and `source .venv/bin/activate` puts it first):
+course repository, `make venv` builds it and `source .venv/bin/activate` puts it first). The
+course runs on {stack}: grade in that environment, so that what learners ran is what is graded.
 
 ```bash
 nbgrader generate_assignment unit1          # release/unit1/: solutions become stubs
@@ -164,7 +165,7 @@ def write_course(course_dir: Path, problems=None, name: str | None = None) -> li
         config.write_text(CONFIG)
         written.append(config)
     readme = course_dir / "README.md"
-    readme.write_text(COURSE_README.format(last=max(registry.units())))
+    readme.write_text(COURSE_README.format(last=max(registry.units()), stack=stack.describe()))
     written.append(readme)
     for assignment, units in assignments(problems, name).items():
         for unit, chosen in units.items():

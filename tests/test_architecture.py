@@ -25,7 +25,7 @@ FLOORS = (
     ("content", ("autograder.registry", "autograder.declarations", "autograder.units", "autograder.hidden")),
     ("sandbox", ("autograder.sandbox",)),
     ("wall", ("autograder.wall",)),
-    ("ground", ("autograder.source", "autograder.limits", "autograder.text", "autograder.outputs",
+    ("ground", ("autograder.source", "autograder.limits", "autograder.text", "autograder.outputs", "autograder.stack",
                 "autograder.invoke", "autograder")),
 )
 MAX_LINES = 500

@@ -12,7 +12,6 @@ import sys
 import pytest
 
 from autograder import sandbox
-from autograder.engine.judge import start_failure
 from autograder.sandbox import environment
 from tests.conftest import best_isolation
 
@@ -91,5 +90,5 @@ def test_a_start_failures_cause_is_the_last_telling_line_of_the_log():
     run = sandbox.RunResult("failed_start", returncode=1, stderr_tail=(
         "WARNING: something harmless\nF1127 12:07:29.922111    3913 parse_flags_from_env.cc:234] "
         "Unknown flag in XLA_FLAGS: --xla_gone=1\n"))
-    assert start_failure(run) == "exit code 1: Unknown flag in XLA_FLAGS: --xla_gone=1"
-    assert start_failure(sandbox.RunResult("failed_start", returncode=-9)) == "killed by signal 9"
+    assert sandbox.start_failure(run) == "exit code 1: Unknown flag in XLA_FLAGS: --xla_gone=1"
+    assert sandbox.start_failure(sandbox.RunResult("failed_start", returncode=-9)) == "killed by signal 9"

@@ -17,7 +17,7 @@ import time
 import venv
 from pathlib import Path
 
-# "Collecting jax==0.10.2", "Processing /x/jax-0.10.2-py3-none-any.whl (from flax==0.12.8)"
+# "Collecting jax==0.12.0.1", "Processing /x/jax-0.12.0.1-py3-none-any.whl (from flax==0.12.12)"
 _PACKAGE = re.compile(r"^(?:Collecting (?P<spec>[A-Za-z0-9_.\-\[\]]+)(?:==(?P<pin>\S+))?"
                       r"|Processing \S*?/(?P<wheel>[A-Za-z0-9_.]+?)-(?P<version>\d[^-/\s]*)-\S*\.whl)")
 _DOWNLOAD = re.compile(r"^\s*Downloading \S+ \((?P<size>[\d.]+) (?P<unit>[kMG]B)\)")
@@ -82,6 +82,16 @@ def pip(python: Path, args: list[str], progress: Progress | None) -> tuple[int, 
     return proc.wait(), "".join(lines)
 
 
+def venv_python_version(python: Path) -> tuple[int, ...] | None:
+    """(major, minor) of an environment's Python, or None where there is none or it does not start."""
+    try:
+        out = subprocess.run([str(python), "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True,
+                             text=True, timeout=60)
+        return tuple(int(x) for x in out.stdout.split()) if out.returncode == 0 else None
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print(__doc__.strip(), file=sys.stderr)
@@ -89,7 +99,14 @@ def main(argv: list[str]) -> int:
     target, spec = Path(argv[0]), argv[1:]
     python = target / "bin" / "python"
     progress = Progress()
-    if python.exists():
+    had = venv_python_version(python)
+    if had is not None and had != sys.version_info[:2]:
+        # Built by another Python (the course moved to 3.12+, or PYTHON= names another): made anew.
+        print(f"The environment in {target}/ runs Python {'.'.join(map(str, had))}; "
+              f"rebuilding it with Python {sys.version.split()[0]} ({sys.executable}).", flush=True)
+        progress.show("creating the virtual environment anew")
+        venv.EnvBuilder(with_pip=True, clear=True).create(target)
+    elif python.exists():
         print(f"Updating the course's environment in {target}/ to pyproject.toml.", flush=True)
     else:
         print(f"Setting up the course's environment in {target}/ (first run only: JAX, Flax, Orbax, JupyterLab "

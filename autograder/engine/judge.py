@@ -71,23 +71,6 @@ def return_detail(detail) -> str:
            "dicts, NumPy or JAX arrays)"
 
 
-# The lines of a worker's log that say why it ended: XLA's and Python's own words.
-_CAUSE = re.compile(r"Unknown flag|Error|error:|FATAL|Fatal|Traceback|No module named|cannot|Abort", re.IGNORECASE)
-
-
-def start_failure(run: sandbox.RunResult) -> str:
-    """Why a worker ended before any learner code ran: the last telling line of its log (written
-    by the grader's own start, never by learner code), and how it ended."""
-    how = (f"killed by signal {-run.returncode}" if (run.returncode or 0) < 0
-           else f"exit code {run.returncode}" if run.returncode is not None else "no answer")
-    lines = [line.strip() for line in run.stderr_tail.splitlines() if line.strip()]
-    telling = [line for line in lines if _CAUSE.search(line)] or lines
-    cause = telling[-1] if telling else ""
-    # XLA's fatal lines start with a log prefix ("F0000 00:00:... file.cc:123] "): the words after it.
-    cause = re.sub(r"^[FEW]\d{4} [\d:. ]+\S+\] ", "", cause)[:300]
-    return f"{how}: {cause}" if cause else how
-
-
 def _diagnose(hidden: Hidden, case: Case, actual, expected) -> str | None:
     if hidden.diagnose is None or isinstance(expected, Raises):
         return None
@@ -104,7 +87,7 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
     ``category`` names why, for instructors' class summaries: a key of the hidden messages (the
     diagnosed mistake or the failing case family) or the kind of error; empty when correct."""
     if run.status == "failed_start":
-        return "error", "grader", (f"The grader's worker failed to start, before any of your code ran ({start_failure(run)}). "
+        return "error", "grader", (f"The grader's worker failed to start, before any of your code ran ({sandbox.start_failure(run)}). "
                                    "This is the grader's failure (or this machine's), not your code's: grade again, and "
                                    "report it if it happens again.")
     if run.status == "timeout":

@@ -99,9 +99,7 @@ def plant_state(folder: str, step: int, table: dict, *, workdir: str, level: str
                             timeout=PLANT_TIMEOUT, workdir=workdir, level=level, keep_scratch=True)
     back = worker.wait()
     if back.status == "failed_start":  # the grader's own worker: its failure, never the learner's
-        from autograder.engine.judge import start_failure
-
-        raise RuntimeError(f"the grader's plant worker failed to start ({start_failure(back)})")
+        raise RuntimeError(f"the grader's plant worker failed to start ({sandbox.start_failure(back)})")
     got = back.cases[0].get("value") if back.status == "ok" and not back.setup and back.cases else None
     if got == plant.NOT_A_STATE or (isinstance(got, dict) and not _same_state(got.get("saved"), table["saved"][step])):
         return "plant_not_state", None

@@ -27,7 +27,7 @@ package for its jail before the jail is on, and must load nothing else then.
 import importlib
 
 _PUBLIC = {
-    "autograder.sandbox.worker": ("Worker", "RunResult", "IsolationUnavailable", "strict_missing", "strict_namespaces",
+    "autograder.sandbox.worker": ("Worker", "RunResult", "IsolationUnavailable", "start_failure", "strict_missing", "strict_namespaces",
                                   "namespaces_refused"),
     "autograder.sandbox.levels": ("Isolation", "STRICT", "BASIC", "AUTO", "NO_CODE_RAN", "resolve", "guarantees",
                                   "concurrent_workers_fair"),

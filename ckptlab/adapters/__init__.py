@@ -6,6 +6,7 @@ reserves, the exact arrays class), the private name is taken here, and only here
 release that moves it breaks one module, whose :func:`check` says which name, in which version.
 
 - :mod:`~ckptlab.adapters.jax_internals`: JAX's arrays class and the slots its getters read.
+- :mod:`~ckptlab.adapters.errors`: the error that names what moved, and in which version.
 - :mod:`~ckptlab.adapters.orbax_internals`: Orbax's replica slices (who writes what), its read
   reservation, and its safetensors byte-run helpers.
 
@@ -14,21 +15,9 @@ release that moves it breaks one module, whose :func:`check` says which name, in
 
 from __future__ import annotations
 
-from importlib import metadata
+from ckptlab.adapters.errors import MovedError, moved
 
-
-class MovedError(ImportError):
-    """A private name the course relies on is not where this adapter looks: a new release moved it."""
-
-
-def moved(library: str, distribution: str, name: str, adapter: str, exc: BaseException) -> MovedError:
-    """The error that says which private name moved, in which installed version, and where to fix it."""
-    try:
-        version = metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        version = "(not installed)"
-    return MovedError(f"{library} {version} has no {name} ({type(exc).__name__}: {exc}); the course reaches it only "
-                      f"through {adapter}: update that module for this release, or install the version pyproject.toml pins")
+__all__ = ["MovedError", "check", "moved"]
 
 
 def check() -> list[str]:

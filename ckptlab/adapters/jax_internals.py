@@ -12,7 +12,7 @@ ADAPTER = "ckptlab/adapters/jax_internals.py"
 
 
 def _moved(name: str, exc: BaseException):
-    from ckptlab.adapters import moved
+    from ckptlab.adapters.errors import moved
 
     return moved("jax", "jax", name, ADAPTER, exc)
 

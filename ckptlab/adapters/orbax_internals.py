@@ -14,7 +14,7 @@ ADAPTER = "ckptlab/adapters/orbax_internals.py"
 
 
 def _moved(name: str, exc: BaseException):
-    from ckptlab.adapters import moved
+    from ckptlab.adapters.errors import moved
 
     return moved("orbax-checkpoint", "orbax-checkpoint", name, ADAPTER, exc)
 
