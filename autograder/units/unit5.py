@@ -132,7 +132,7 @@ PROBLEMS = (
             "Train `training.make_model(seed)` with `training.make_optimizer(model)` for `total_steps` steps: "
             "training step s (from 0) runs `step(model, optimizer, x, y)`, `step = training.train_step()`, on the "
             "next batch `x, y = next(batches)` of `batches = training.Batches(seed)`. The job checkpoints into "
-            "`ckpt_dir` with an Orbax `CheckpointManager` (or the v1 API's `training.Checkpointer`, which keeps one), "
+            "`ckpt_dir` with an Orbax `CheckpointManager` (or Orbax v1's `ocp.v1.training.Checkpointer`, which keeps one), "
             "one step per training step: step s holds the state "
             "after s training steps as two items, `state` (`training.train_state(model, optimizer)`) and `data` "
             "(the pipeline's position, `batches.get_state()`). It may be killed at any moment and started again "

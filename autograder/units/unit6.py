@@ -103,7 +103,7 @@ PROBLEMS = (
             "header, then the data; float32 tensors here). Write an Orbax checkpoint into `out_dir` (it does "
             "not exist yet) holding every tensor of the file, tensor `name` saved as `rename[name]`, with its "
             "dtype and values, placed as `NamedSharding(mesh, specs[rename[name]])`. The grader restores what "
-            "you wrote with `orbax.checkpoint.v1.load(out_dir)` in a worker of its own (the arrays come back in "
+            "you wrote with `ocp.v1.load(out_dir)` in a worker of its own (the arrays come back in "
             "the layout they were saved in) and measures your function's own memory from outside (its anonymous "
             "memory, sampled: the pages of the file a reader maps are not counted): it must stay under twice the "
             "bytes of the file's largest tensor, plus 16 MiB. So neither the whole file nor the whole model may be in your memory at "

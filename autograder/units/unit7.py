@@ -211,7 +211,7 @@ PROBLEMS = (
             "group `g` and layer `i`, the leaf `g/<rest>` becomes `g_i/<rest>`, its index `i` along `scan_axis`, saved "
             "as a `jax.Array` placed as `NamedSharding(mesh, spec)` where `spec` is the stacked leaf's saved spec "
             "without its scan-axis entry. Every leaf outside the groups is saved as it was (values, dtype, spec); no "
-            "stacked leaf remains. The grader restores what you wrote with `orbax.checkpoint.v1.load(out_dir)` in a "
+            "stacked leaf remains. The grader restores what you wrote with `ocp.v1.load(out_dir)` in a "
             "worker of its own, and measures your function's own memory from outside (its anonymous memory, "
             f"sampled): it must stay under {UNSTACK_FACTOR} times the bytes the devices hold of the checkpoint's largest "
             f"array placed as saved (replicas count), plus {UNSTACK_SLACK >> 20} MiB. What you return is not looked at."
