@@ -176,7 +176,7 @@ CONVERT = Hidden(
     messages={
         "memory": "The checkpoint is right, but your function's own memory (anonymous, sampled from outside: a mapped "
                   "file's pages are not counted) went over the budget (twice the file's largest tensor, plus 16 MiB). Read one tensor at a time (its byte range, from "
-                  "the header: not the whole file), and save it as you go (orbax.checkpoint.v1.partial.save, then "
+                  "the header: not the whole file), and save it as you go (ocp_v1.partial.save, then "
                   "finalize), so that neither the file nor the whole model is in memory at once.",
         "unmeasured": "The grader could not measure your function's memory on this machine (it samples the worker's "
                       "anonymous memory in /proc: Linux only). Grade on Linux.",
@@ -193,8 +193,8 @@ CONVERT = Hidden(
     diagnose=_diagnose_conversion,
     check_outcome=_check_conversion_memory,
     expected=_converted,
-    on_exception="out_dir does not exist yet: Orbax's save creates it. orbax.checkpoint.v1.partial.save(out_dir, "
-                 "{name: array}) adds arrays to a checkpoint in the making; orbax.checkpoint.v1.partial.finalize(out_dir) "
+    on_exception="out_dir does not exist yet: Orbax's save creates it. ocp_v1.partial.save(out_dir, "
+                 "{name: array}) adds arrays to a checkpoint in the making; ocp_v1.partial.finalize(out_dir) "
                  "makes it a checkpoint.",
 )
 

@@ -481,7 +481,7 @@ UNSTACK = Hidden(
                   f"the budget: {UNSTACK_FACTOR} times the bytes the devices hold of the checkpoint's largest array, plus "
                   f"{UNSTACK_SLACK >> 20} MiB. Restore "
                   "one array at a time (a partial restore of that leaf alone), write its layers "
-                  "(orbax.checkpoint.v1.partial.save) and let it go before the next: the whole model, or every layer "
+                  "(ocp_v1.partial.save) and let it go before the next: the whole model, or every layer "
                   "of it at once, is over.",
         "unmeasured": "The grader could not measure your function's memory on this machine (it samples the worker's "
                       "anonymous memory in /proc: Linux only). Grade on Linux.",
@@ -510,8 +510,8 @@ UNSTACK = Hidden(
     diagnose=_diagnose_unstack,
     check_outcome=_check_unstack_memory,
     expected=unstacked,
-    on_exception="out_dir does not exist yet: Orbax's save creates it. orbax.checkpoint.v1.partial.save(out_dir, "
-                 "tree) adds arrays to a checkpoint in the making; orbax.checkpoint.v1.partial.finalize(out_dir) makes it "
+    on_exception="out_dir does not exist yet: Orbax's save creates it. ocp_v1.partial.save(out_dir, "
+                 "tree) adds arrays to a checkpoint in the making; ocp_v1.partial.finalize(out_dir) makes it "
                  "a checkpoint. Read each saved array's shape and spec from "
                  "ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree.",
 )

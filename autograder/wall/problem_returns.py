@@ -226,7 +226,7 @@ class WrittenTree(ServedTree):
 
         if v == UNREADABLE:
             return ("wrote no checkpoint the grader could restore in out_dir: save with Orbax into out_dir itself (with "
-                    "orbax.checkpoint.v1's partial save, finalize it)")
+                    "ocp_v1.partial.save, then ocp_v1.partial.finalize)")
         return super().type_error(v, detail)
 
     def check_example(self, args, real_args, got) -> str | None:
@@ -338,7 +338,7 @@ class UnstackedTree(WrittenTree):
 
         if v == UNREADABLE:
             return ("wrote no checkpoint the grader could restore in out_dir: save with Orbax into out_dir itself (with "
-                    "orbax.checkpoint.v1's partial save, finalize it)")
+                    "ocp_v1.partial.save, then ocp_v1.partial.finalize)")
         if type(v) is not dict:
             return f"must write {self.describe}, but it restored as a {type_name(v, detail)}"
         for path, leaf in leaves_with_paths(v):
