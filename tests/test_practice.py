@@ -474,8 +474,9 @@ def test_ep_chunks_equal_chunk_overlaps_of_jax_domains(seed):
 
 @pytest.mark.parametrize("seed", range(12))
 def test_column_runs_and_offsets_equal_orbax_and_safetensors(seed, tmp_path):
-    from orbax.checkpoint.experimental.v1._src.layout.safetensors_layout import index_domain_to_byte_runs
     from safetensors.numpy import save_file
+
+    from ckptlab.adapters.orbax_internals import index_domain_to_byte_runs
 
     q = drills.drill("column_runs", seed=seed)
     f = q.facts

@@ -12,16 +12,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 from jax.sharding import NamedSharding, PartitionSpec as P
-from orbax.checkpoint.experimental.v1._src.layout.safetensors_layout import (
-    _partition_runs,
-    index_domain_to_byte_runs as orbax_byte_runs,
-)
 from safetensors import SafetensorError, safe_open
 
 from autograder import registry
 from autograder.engine.cases import hidden_cases
 from autograder.wall import files
 from autograder.wall.kinds import CORRUPT, TRUNCATED, SafetensorsArg
+from ckptlab.adapters.orbax_internals import index_domain_to_byte_runs as orbax_byte_runs, partition_runs
 from ckptlab.layout import course_mesh, real_index_domains
 from ckptlab.readcount import count_reads
 from solutions import unit4
@@ -35,7 +32,7 @@ def _cases(pid):
 
 
 def _orbax_coalesce(runs, max_gap):
-    return [(b.start, b.end - b.start) for b in _partition_runs(runs, 1.0, max_gap)]
+    return [(b.start, b.end - b.start) for b in partition_runs(runs, 1.0, max_gap)]
 
 
 def test_byte_runs_equal_orbax_on_every_hidden_case():
