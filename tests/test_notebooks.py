@@ -66,8 +66,10 @@ LESSONS = sorted(p.name for p in (Path(__file__).resolve().parents[1] / "course"
 # What a lesson must show when run: its real results, not just that it ran.
 SHOWS = {
     "00_start_here.ipynb": ("Replace ... with your answer",),
-    # JAX's uneven-sharding error printed whole (it was cut off mid-word), wrapped to fit
-    "01_parameter_accounting.ipynb": ("per-dimension tiling factors: [4, 1] should evenly divide the shape)",),
+    # JAX's uneven-sharding error printed whole (it was cut off mid-word), wrapped to fit: its stable start
+    # (JAX 0.12 writes the tiling factors as (4, 1) where 0.10 wrote [4, 1]; the cell asserts the rest)
+    "01_parameter_accounting.ipynb": ("IndivisibleError:\nOne of device_put args was given the sharding NamedSharding(",
+                                      "parameters on disk: 131328  counted: 131328", "removed: True"),
     "02_sharded_save_layouts.ipynb": (
         "the top-level node is a byte-for-byte copy of process 0's newest root: True",
         "of values outside it, all in ocdbt.process_0/d/: True", "bytes of data + 20 bytes of index",
@@ -75,7 +77,10 @@ SHOWS = {
         "mesh order: [7, 6, 5, 4, 3, 2, 1, 0]", "writers (Orbax): [1, 3, 5, 7]",
         "replica 0 of each shard (JAX): [1, 3, 5, 7]",
         # the O(P / N_shards) save-time claim, timed: one host's bytes set the time
-        "16 shards not even 4x faster than 1: True"),
+        "16 shards not even 4x faster than 1: True",
+        # Orbax v1 beside v0: the files each writes, the metadata read both ways; the lesson removes its files
+        "v1 = v0's files, the tree's under state/, plus an empty orbax.checkpoint: True",
+        "v1's metadata of the v0 checkpoint, the same shapes: True", "removed: True"),
     "03_restore_resharding.ipynb": (
         # the amplifications section 2's text states, as TensorStore measured them read alone (the
         # bound with no sharing), and as real Orbax restores read them in one and two processes
