@@ -6,7 +6,8 @@
 # No registry: the image is built from Debian's packages (debootstrap) and `docker import`ed. The
 # daemon is Docker from Debian's packages (docker.io); where none is running, one is started for
 # this run (vfs storage, no network) and stopped at the end. The course and its .venv are mounted
-# read-only; the container's own Python (Debian's 3.11) runs the course's installed packages.
+# read-only; the container's own Python (Debian 13's 3.13, the course's version) runs the course's installed
+# packages.
 #
 #   make platforms        (needs root: apt-get install docker.io debootstrap)
 #
@@ -16,15 +17,15 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 CACHE="${CKPT_PLATFORMS_CACHE:-/var/tmp/ckpt-platforms}"
-IMAGE="ckpt-platforms/debian:bookworm"
+IMAGE="ckpt-platforms/debian:trixie"
 SITE="$("$ROOT/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 
 die() { echo "make platforms: $*" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || die "needs root (to run Docker's daemon and debootstrap)"
 command -v docker >/dev/null && command -v debootstrap >/dev/null \
   || die "needs Docker and debootstrap from Debian's packages: apt-get install docker.io debootstrap"
-[ "$(/usr/bin/python3 -c 'import sys; print(sys.version_info[:2])' 2>/dev/null)" = "$("$ROOT/.venv/bin/python" -c 'import sys; print(sys.version_info[:2])')" ] \
-  || echo "note: the image's Python must be the course's minor version (Debian 12: 3.11)" >&2
+PYVER="$("$ROOT/.venv/bin/python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
+[ "$PYVER" = 3.13 ] || echo "note: the image's Python (Debian 13: 3.13) must be the course's minor version ($PYVER)" >&2
 
 mkdir -p "$CACHE"
 started=""
@@ -44,9 +45,9 @@ fi
 
 if ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
   if [ ! -x "$CACHE/rootfs/usr/bin/python3" ]; then
-    echo "building a Debian 12 root file system with debootstrap (a few minutes)..." >&2
+    echo "building a Debian 13 root file system with debootstrap (a few minutes)..." >&2
     rm -rf "$CACHE/rootfs"
-    debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates bookworm "$CACHE/rootfs" \
+    debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates trixie "$CACHE/rootfs" \
       http://deb.debian.org/debian >"$CACHE/debootstrap.log" 2>&1 || die "debootstrap failed: see $CACHE/debootstrap.log"
   fi
   tar -C "$CACHE/rootfs" -c . | docker import - "$IMAGE" >/dev/null
@@ -57,7 +58,7 @@ fi
 # container does not have).
 INNER='set -e
 python3 -m venv --without-pip /tmp/v
-echo "import site; site.addsitedir(\"'"$SITE"'\")" > /tmp/v/lib/python3.11/site-packages/course.pth
+echo "import site; site.addsitedir(\"'"$SITE"'\")" > /tmp/v/lib/python'"$PYVER"'/site-packages/course.pth
 cd "'"$ROOT"'"
 /tmp/v/bin/python -m autograder isolation > /tmp/isolation.txt 2>&1 || true
 level=$(sed -n "s/^Level available: //p" /tmp/isolation.txt)
