@@ -94,7 +94,9 @@ SHOWS = {
         "lost chunk: Exception - Encountered error while reading array index",
         "OCDBT, 8 KiB w without process 0's data files: restored, same values: True",
         "OCDBT, 4 MiB array without process 0's data files: Exception",
-        "explorer: 4x with one read per chunk per host of 4 devices, 16x with no sharing; TensorStore read alone 16x"),
+        "explorer: 4x with one read per chunk per host of 4 devices, 16x with no sharing; TensorStore read alone 16x",
+        # Orbax v1's load beside v0's restore; the lesson removes its files
+        "v1 load: P('x',) on 16 devices, same values: True", "removed: True"),
     "05_training_checkpoints.ipynb": (
         # a donation is shown by its effects: deleted and its buffers reused (on CPU, not right after save())
         "no save                      the donated array deleted: True   buffers reused: 16 of 16",
