@@ -53,7 +53,7 @@ def _save(path, tree, ocdbt=True):
 def _save_v1(path, tree):  # Orbax's v1 API: OCDBT with zarr 3 (v0's default is zarr 2)
     from orbax.checkpoint import v1 as ocp_v1
 
-    ocp_v1.save_pytree(path, tree)
+    ocp_v1.save(path, tree)
     return path
 
 

@@ -130,7 +130,7 @@ def convert_safetensors(st_path, out_dir, rename, mesh, specs):
         ocp_v1.partial.save(out_dir, {new: jax.device_put(tensors[name], NamedSharding(mesh, specs[new]))})
     ocp_v1.partial.finalize(out_dir)
 """, "incorrect", "over the budget"),
-    ("one_save_of_the_whole_tree", _convert(add="tree[new] = array", finish="ocp_v1.save_pytree(out_dir, tree)"),
+    ("one_save_of_the_whole_tree", _convert(add="tree[new] = array", finish="ocp_v1.save(out_dir, tree)"),
      "incorrect", "over the budget"),
     ("keeps_the_hubs_names", _convert(name="name"), "incorrect", "the file's own names"),
     ("calls_the_lessons_helper", """

@@ -288,7 +288,7 @@ UNSTACK = [
     ("whole_model_at_once", _unstack(
         before="whole = dict(_paths(ocp.StandardCheckpointer().restore(ckpt_dir)))\n    written = {}",
         read="whole.pop(path)", place="jax.device_put(host[(slice(None),) * scan_axis + (i,)], layer)",
-        save="written.update(out)", after="ocp_v1.save_pytree(out_dir, _tree(written))"),
+        save="written.update(out)", after="ocp_v1.save(out_dir, _tree(written))"),
      "incorrect", "over the budget"),
     # Each array written as it is sliced, but the whole model read first (as NumPy: one host copy of it).
     ("whole_model_read_first", _unstack(
