@@ -25,26 +25,25 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 
-def rchar(whole_process: bool = False) -> int | None:
-    """Bytes this thread (or process) has read so far, or None where the kernel does not say."""
+def _rchar(whole_process: bool = False) -> tuple[int | None, int]:
+    """(bytes this thread or process has read so far, or None; the bytes this reading itself read)."""
     try:
         fd = os.open("/proc/self/io" if whole_process else "/proc/thread-self/io", os.O_RDONLY)
     except OSError:
-        return None
+        return None, 0
     try:
         text = os.read(fd, 4096)
     finally:
         os.close(fd)
     for line in text.split(b"\n"):
         if line.startswith(b"rchar:"):
-            return int(line.split()[1])
-    return None
+            return int(line.split()[1]), len(text)
+    return None, len(text)
 
 
-def _own_cost(whole_process: bool) -> int:
-    """What one reading of the counter adds to the count itself."""
-    a, b = rchar(whole_process), rchar(whole_process)
-    return 0 if a is None or b is None else b - a
+def rchar(whole_process: bool = False) -> int | None:
+    """Bytes this thread (or process) has read so far, or None where the kernel does not say."""
+    return _rchar(whole_process)[0]
 
 
 @dataclass
@@ -56,11 +55,12 @@ class Reads:
 def count_reads(whole_process: bool = False):
     """Count the bytes read by the code in the ``with`` block (see the module's docstring)."""
     out = Reads()
-    cost = _own_cost(whole_process)
-    before = rchar(whole_process)
+    # The count read before includes neither that reading's own bytes nor the one after's: subtract the
+    # first's length as read (it grows by a byte when a counter gains a digit, so it is not a constant).
+    before, own = _rchar(whole_process)
     try:
         yield out
     finally:
-        after = rchar(whole_process)
+        after, _ = _rchar(whole_process)
         if before is not None and after is not None:
-            out.bytes = max(0, after - before - cost)
+            out.bytes = max(0, after - before - own)
