@@ -290,6 +290,8 @@ def convert_safetensors(path: str, out_dir: str, rename: dict, mesh, specs: dict
     tensor at a time but keeps them all and saves the whole tree once; ``"load_file"`` reads the
     whole file first (``safetensors.numpy.load_file``), then saves tensor by tensor. ``on_read()``
     is called once every tensor has been read. Returns the saved tree's shapes."""
+    import gc
+
     import jax
     import ml_dtypes  # noqa: F401 - bfloat16 for NumPy
     import numpy as np
@@ -304,6 +306,7 @@ def convert_safetensors(path: str, out_dir: str, rename: dict, mesh, specs: dict
         with safe_open(path, framework="np") as f:
             for old, new in rename.items():
                 array = jax.device_put(f.get_tensor(old), NamedSharding(mesh, specs[new]))
+                gc.collect()  # jaxlib 0.12's device_put leaves the host array to the cyclic collector
                 shapes[new] = array.shape
                 ocp_v1.partial.save(out_dir, {new: array})
                 del array
@@ -332,6 +335,7 @@ def convert_safetensors(path: str, out_dir: str, rename: dict, mesh, specs: dict
             host = np.frombuffer(f.read(end - begin), np.dtype(_ST_DTYPES[entry["dtype"]])).reshape(entry["shape"])
             array = jax.device_put(host, NamedSharding(mesh, specs[new]))
             del host  # one tensor's host copy at a time
+            gc.collect()  # jaxlib 0.12's device_put leaves the host array to the cyclic collector
             shapes[new] = array.shape
             if how == "one_save":
                 tree[new] = array
@@ -341,7 +345,7 @@ def convert_safetensors(path: str, out_dir: str, rename: dict, mesh, specs: dict
     if on_read is not None:
         on_read()
     if how == "one_save":
-        ocp_v1.save_pytree(out_dir, tree)
+        ocp_v1.save(out_dir, tree)
     else:
         ocp_v1.partial.finalize(out_dir)
     return shapes
@@ -405,6 +409,7 @@ elif plan["what"] == "unstack":
     at_once = 0
 elif plan["what"] == "whole":
     state = serving.restore_whole(job["path"], mesh, specs, plan.get("dtype", "float32"))
+    jax.block_until_ready(state)  # every output landed before the peak is read (JAX may return before)
     at_once = held(state)
     out = {k: v.astype(plan["cast_after"]) for k, v in state["params"].items()} if plan.get("cast_after") else state["params"]
     jax.block_until_ready(out)
@@ -416,6 +421,7 @@ else:
     except ValueError as exc:  # (a concurrency limit below what one read reserves)
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
         os._exit(0)
+    jax.block_until_ready(out)  # every output landed before the peak is read (JAX may return before)
     at_once = held(out)
     if plan.get("cast_after"):
         cast = {k: v.astype(plan["cast_after"]) for k, v in out.items()}

@@ -23,8 +23,9 @@ each leaf's type, dtype, device count and a digest of its values, the bytes the 
 replica counted, as host memory counts them on CPU devices), and ``peak_bytes``: the kernel's
 high-water mark of the process's resident set (``VmHWM``) minus its resident set just before the
 restore, after a warm-up restore has loaded what a first restore loads once, and once every
-device's copy has landed (``restore`` returns before they all have: ``returned_bytes`` is the
-growth of the resident set the moment it returned). Linux only.
+device's copy has landed (after ``jax.block_until_ready``: whether ``restore`` returns before they
+all have is JAX's to decide, and changed with its version; ``returned_bytes`` is the growth of the
+resident set the moment it returned). Linux only.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ try:
     else:
         restored = checkpointer.restore(src, target)
     returned = status("VmRSS") - before
-    # Orbax returns before every device's copy has landed: the memory is measured once they all have
+    # restore() may return before every device's copy has landed: the memory is measured once they all have
     jax.block_until_ready(restored)
 except Exception as exc:  # the error a practitioner sees, reported as it is
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

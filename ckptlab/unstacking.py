@@ -119,7 +119,7 @@ def unstack(ckpt_dir, out_dir, mesh, groups, scan_axis: int, how: str = "array_a
             out.update(_layers(path, state[path], groups, scan_axis, spec_of(m), placer(spec_of(m))))
         jax.block_until_ready(out)  # every layer made while its stack is alive, as force_unroll does
         del state
-        ocp_v1.save_pytree(out_dir, _nest(out))
+        ocp_v1.save(out_dir, _nest(out))
         return
     for path, m in saved.items():
         alone = _nest({path: m})  # a tree of this one array: restored alone, to the host
