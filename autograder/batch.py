@@ -195,7 +195,8 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
         from autograder import similarity as similar_code
 
         similar = similar_code.report(learners, selected, results, Path(__file__).resolve().parents[1], similarity)
-    write_outputs(reports, results, selected, {lr.key: progress_of(lr.path) for lr in learners if lr.path.is_dir()},
+    write_outputs(reports, results, selected,
+                  lambda: {lr.key: progress_of(lr.path) for lr in learners if lr.path.is_dir() and not lr.path.is_symlink()},
                   similar)
     return {"learners": len(learners), "graded": len(todo), "skipped": len(learners) - len(todo),
             "interrupted": interrupted, "results": len(reports), "isolation": level.level,
@@ -329,15 +330,25 @@ def summary_chart(rows: list[dict], path: Path) -> None:
 
 
 def write_outputs(reports: list[dict], results: Path, selected: tuple = registry.PROBLEMS,
-                  progress: dict | None = None, similar=None) -> None:
-    """The gradebook, each learner's feedback, and the class summary (``progress``: each learner's
-    key to the records of the progress file their submission held, where it held one)."""
+                  progress=None, similar=None) -> None:
+    """The gradebook and each learner's feedback first, then the class summary. ``progress``: each
+    learner's key to what the progress file their submission held says (:func:`autograder.
+    item_analysis.progress_of`), or a function giving that map: called only once the gradebook and
+    feedback are written, so that no optional file a learner hands in stands between the class and
+    its grades."""
     atomic_write(results / "gradebook.csv", gradebook_csv(reports, selected))
     for r in reports:
         key = r.get("key") or text.file_key(r["learner"])
         atomic_write(results / "feedback" / f"{key}.md", feedback_markdown(r))
         atomic_write(results / "feedback" / f"{key}.html", feedback_html(r))
+    progress = progress() if callable(progress) else progress
     rows = class_summary(reports, selected, progress)
-    atomic_write(results / "summary.md", summary_markdown(rows, reports, similar))
+    lines = summary_markdown(rows, reports, similar)
+    refused = sorted((key, c.note) for key, c in (progress or {}).items() if getattr(c, "note", ""))
+    if refused:
+        lines += "\n" + "\n".join(["Progress files read in part or not at all (those learners' attempts and hints "
+                                    "are left out where unread):", "",
+                                    *(f"- `{key}`: {text.printable(note)[:300]}" for key, note in refused)]) + "\n"
+    atomic_write(results / "summary.md", lines)
     atomic_write(results / "summary.json", json.dumps(rows, indent=1))
     summary_chart(rows, results / "summary.png")

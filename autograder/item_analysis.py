@@ -17,11 +17,14 @@ Per problem:
 - the most common failure categories (the judge's own, for the instructor only);
 - the median seconds spent inside the learner's function, over those who attempted it;
 - from collected progress files: the median number of grading runs that attempted it before the
-  submission, and the hints asked for in practice.
+  submission, and the hints asked for (each learner's counted up to the number of hints the problem
+  has). A handed-in progress file is the learner's: read with the care every learner file gets
+  (:func:`progress_of`), and a bad one costs that learner's counts only, with a note.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -72,30 +75,103 @@ def discrimination(item: list[float], rest: list[float], fraction: float = GROUP
     return _group_mean(item, rest, size, top=True) - _group_mean(item, rest, size, top=False)
 
 
-def progress_of(submission: Path) -> list[dict]:
-    """The records of a learner's progress file, where their submission folder holds one."""
-    from autograder.progress import read
+# What a handed-in progress file may be: more is not a learner's own record (a heavy learner's year of
+# grading runs is a few MiB), and is not read at all.
+MAX_PROGRESS_BYTES = 8 * 2**20
+MAX_PROBLEMS_PER_RECORD = 256
+MAX_HINTS_PER_RECORD = 100  # hints one grading run or practice session can count for one problem
+_MAX_DIGITS = 12  # a number with more digits is no count of attempts or hints: the line is skipped
 
-    return read(Path(submission) / PROGRESS_FILE)
+
+def _bounded_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > _MAX_DIGITS:
+        raise ValueError("a number too long to be a count")
+    return int(digits)
 
 
-def _attempts_and_hints(records: list[dict], problem_id: str) -> tuple[int, int]:
-    attempts = hints = 0
+def _refuse(constant: str):
+    raise ValueError(f"{constant} is not a count")
+
+
+@dataclass
+class Collected:
+    """A learner's handed-in progress file, reduced to what the class summary uses: per problem,
+    (grading runs that attempted it, hints counted); and why any of it was not read."""
+    counts: dict = field(default_factory=dict)
+    note: str = ""  # for the summary: the file refused, or how many of its lines were skipped
+
+    @property
+    def read(self) -> bool:
+        return bool(self.counts) or not self.note
+
+
+def tally(records) -> Collected:
+    """Count attempts and hints per problem from parsed progress records, each checked for its
+    shape: a ``grading`` record's ``problems`` a list of dicts with a string ``id``; hints an integer
+    from 0 to :data:`MAX_HINTS_PER_RECORD` (else none); a record of another shape is skipped."""
+    counts: dict[str, list[int]] = {}
+    skipped = 0
     for record in records:
-        if record.get("kind") != "grading":
+        if not isinstance(record, dict) or record.get("kind") != "grading":
             continue
-        for p in record.get("problems", []):
-            if isinstance(p, dict) and p.get("id") == problem_id:
-                attempts += p.get("status") != "not_attempted"
-                hints += p["hints"] if type(p.get("hints")) is int and p["hints"] > 0 else 0
-    return attempts, hints
+        problems = record.get("problems")
+        if not isinstance(problems, list) or len(problems) > MAX_PROBLEMS_PER_RECORD or \
+                not all(isinstance(p, dict) and isinstance(p.get("id"), str) and len(p["id"]) <= 16 for p in problems):
+            skipped += 1
+            continue
+        for p in problems:
+            hints = p.get("hints", 0)
+            hints = hints if type(hints) is int and 0 <= hints <= MAX_HINTS_PER_RECORD else 0
+            row = counts.setdefault(p["id"], [0, 0])
+            row[0] += p.get("status") != "not_attempted"
+            row[1] += hints
+    note = f"{skipped} record{'s' * (skipped != 1)} of another shape skipped" if skipped else ""
+    return Collected({k: (a, h) for k, (a, h) in counts.items()}, note)
 
 
-def analyse(reports: list[dict], selected, progress: dict[str, list[dict]] | None = None) -> list[Item]:
+def progress_of(submission: Path) -> Collected | None:
+    """The counts of a learner's progress file, where their submission folder holds one (None where
+    it holds none). Read as every learner file is (:func:`autograder.engine.extract.read_regular`: a
+    regular file only, no link followed, never blocking, at most :data:`MAX_PROGRESS_BYTES`), each
+    line parsed with bounded numbers and depth, each record checked (:func:`tally`). A file that
+    cannot be read costs that learner's attempts and hints only, with a note saying why."""
+    import json
+
+    from autograder.engine.extract import read_regular
+
+    path = Path(submission) / PROGRESS_FILE
+    if not os.path.lexists(path):
+        return None
+    try:
+        data = read_regular(path, MAX_PROGRESS_BYTES)
+    except OSError as exc:
+        return Collected({}, str(exc))
+    damaged = 0
+
+    def records():  # one at a time: the file's records are never all held
+        nonlocal damaged
+        start = 0
+        while start < len(data):
+            end = data.find(b"\n", start)
+            end = len(data) if end < 0 else end
+            line, start = data[start:end], end + 1
+            try:
+                yield json.loads(line, parse_int=_bounded_int, parse_constant=_refuse)
+            except (ValueError, RecursionError, UnicodeDecodeError):
+                damaged += bool(line.strip())
+
+    collected = tally(records())
+    if damaged:
+        collected.note = "; ".join(x for x in (f"{damaged} unreadable line{'s' * (damaged != 1)} skipped",
+                                               collected.note) if x)
+    return collected
+
+
+def analyse(reports: list[dict], selected, progress: dict | None = None) -> list[Item]:
     """One :class:`Item` per problem of ``selected`` (the registry's problems) over ``reports``
     (learners' saved results); ``progress`` maps a report's ``key`` to its learner's progress
     records, where collected."""
-    progress = progress or {}
+    progress = {k: v if isinstance(v, Collected) else tally(v) for k, v in (progress or {}).items() if v is not None}
     ids = [p.id for p in selected]
     by_learner = [{p["id"]: p for p in r["problems"]} for r in reports]
     fraction = [{i: (row[i]["score"] / row[i]["max_score"] if i in row and row[i]["max_score"] else 0.0) for i in ids}
@@ -111,8 +187,11 @@ def analyse(reports: list[dict], selected, progress: dict[str, list[dict]] | Non
         rest = [sum(f[i] * points[i] for i in ids if i != pid) / others if others else 0.0 for f in fraction]
         failures = Counter(p.get("category") or p["status"] for p in results if p["status"] != "correct")
         seconds = [p["code_seconds"] for p in results if p["status"] != "not_attempted" and p.get("code_seconds") is not None]
-        collected = [progress[r["key"]] for r in reports if progress.get(r.get("key", ""))]
-        counts = [_attempts_and_hints(records, pid) for records in collected]
+        collected = [progress[r["key"]] for r in reports if r.get("key", "") in progress]
+        # A learner's hints count up to the hints the problem has: no one file moves the class's
+        # figure past that learner's share.
+        cap = len(problem.hints)
+        counts = [(a, min(h, cap)) for a, h in (c.counts.get(pid, (0, 0)) for c in collected if c.read)]
         items.append(Item(
             id=pid, function=problem.function, learners=len(results),
             attempted=sum(p["status"] != "not_attempted" for p in results),
@@ -142,7 +221,7 @@ def reading(item: Item) -> str:
     return ""
 
 
-def summary_rows(reports: list[dict], selected, progress: dict[str, list[dict]] | None = None) -> list[dict]:
+def summary_rows(reports: list[dict], selected, progress: dict | None = None) -> list[dict]:
     """The class summary's rows (``summary.json``): per problem, the pass rate and the most common
     failure among those who tried, and the item analysis (:func:`analyse`) with its reading."""
     rows = []

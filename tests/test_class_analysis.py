@@ -4,7 +4,9 @@ discrimination, failures, time, attempts and hints) and similar code (``--simila
 from __future__ import annotations
 
 import ast
+import csv
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -197,3 +199,87 @@ def g(global_shape, devices):
 '''
     assert similarity.normalise(a) == similarity.normalise(b)
     assert similarity.normalise(a) != similarity.normalise(c)
+
+
+def _honest_progress(pid: str, hints: int = 2) -> str:
+    return json.dumps({"kind": "grading", "problems": [{"id": pid, "status": "incorrect", "hints": hints}]}) + "\n"
+
+
+def _hostile_progress(folder: Path, pid: str) -> dict[str, str]:
+    """Progress files a hostile class hands in, each in a learner folder of its own under ``folder``;
+    what each must cost (the words of its note)."""
+    made = {}
+
+    def learner(name: str) -> Path:
+        (folder / name).mkdir(parents=True)
+        return folder / name / "progress.jsonl"
+
+    learner("linked").symlink_to("/proc/self/pagemap")
+    made["linked"] = "symbolic link"
+    os.mkfifo(learner("fifo"))
+    made["fifo"] = "not a regular file"
+    with learner("huge").open("wb") as f:  # 30 MB: over the limit, never read
+        f.truncate(30 * 2**20)
+    made["huge"] = "over the"
+    learner("malformed").write_text(json.dumps({"kind": "grading", "problems": 5}) + "\n" + _honest_progress(pid))
+    made["malformed"] = "1 record of another shape skipped"
+    long_count = '{"kind": "grading", "problems": [{"id": "' + pid + '", "hints": ' + "9" * 4300 + "}]}\n"
+    learner("digits").write_text(long_count + "[" * 100_000 + "\n" + _honest_progress(pid))
+    made["digits"] = "2 unreadable lines skipped"
+    learner("billion").write_text(json.dumps({"kind": "grading", "problems": [{"id": pid, "hints": 10**9}]}) + "\n"
+                                  + _honest_progress(pid, hints=100) * 50)
+    made["billion"] = ""
+    return made
+
+
+def test_a_hostile_progress_file_costs_its_learner_only_and_moves_no_class_figure(tmp_path):
+    """Each progress file a learner hands in is read as every learner file is: a link is not followed,
+    a FIFO not waited on, a file over the limit not read, a malformed record or line skipped, a count
+    bounded; a learner's hints count up to the problem's number of hints. The control: an honest
+    file's counts, read whole."""
+    pid = "2.1"
+    made = _hostile_progress(tmp_path, pid)
+    got = {name: item_analysis.progress_of(tmp_path / name) for name in made}
+    for name, note in made.items():
+        assert note in got[name].note, (name, got[name])
+    for name in ("linked", "fifo", "huge"):
+        assert got[name].counts == {} and not got[name].read
+    assert got["malformed"].counts == {pid: (1, 2)} and got["digits"].counts == {pid: (1, 2)}
+    assert got["billion"].counts[pid] == (51, 5000)  # 10**9 is no count: that record's hints are not counted
+    (tmp_path / "honest").mkdir()
+    (tmp_path / "honest" / "progress.jsonl").write_text(_honest_progress(pid) * 3)
+    honest = item_analysis.progress_of(tmp_path / "honest")
+    assert honest.counts == {pid: (3, 6)} and honest.note == ""
+    assert item_analysis.progress_of(tmp_path / "nobody") is None
+    # In the class's figures, the billion-hint learner counts up to 2.1's hints, as any learner can.
+    reports = [_report(name, {pid: 0}) for name in [*made, "honest"]]
+    progress = {**got, "honest": honest}
+    row = item_analysis.summary_rows(reports, (registry.get(pid),), progress)[0]
+    cap = len(registry.get(pid).hints)
+    assert row["hints"] == min(2, cap) * 2 + cap + min(6, cap) and row["with_progress"] == 4
+
+
+def test_grade_batch_writes_every_class_file_beside_a_hostile_classs_progress_files(tmp_path):
+    """grade-batch of honest classmates beside learners whose folders hold hostile progress files:
+    every learner's grade and feedback, the summary with a note per refused file, every honest score
+    kept (before: a linked file stopped the whole batch, a malformed record the summary)."""
+    from autograder.batch import grade_batch
+
+    subs = tmp_path / "submissions"
+    made = _hostile_progress(subs, "1.1")
+    for name in [*made, "honest"]:
+        (subs / name).mkdir(exist_ok=True)
+        shutil.copy(ROOT / "solutions" / "unit1.py", subs / name / "answer.py")
+    (subs / "honest" / "progress.jsonl").write_text(_honest_progress("1.1"))
+    summary = grade_batch(subs, tmp_path / "out", jobs=2, progress=False, problems=(registry.get("1.1"),))
+    assert summary["results"] == len(made) + 1 and not summary["interrupted"]
+    out = tmp_path / "out"
+    rows = {r["learner"]: r for r in csv.DictReader((out / "gradebook.csv").open())}
+    assert set(rows) == {*made, "honest"} and all(float(r["1.1"]) == 10 for r in rows.values()), rows
+    assert all((out / "feedback" / f"{name}.html").exists() for name in rows)
+    text = (out / "summary.md").read_text()
+    for name, note in made.items():
+        if note:
+            assert f"- `{name}`:" in text and note in text.split(f"- `{name}`:")[1].splitlines()[0], name
+    row = json.loads((out / "summary.json").read_text())[0]
+    assert row["with_progress"] == 4 and row["hints"] <= 4 * len(registry.get("1.1").hints)
