@@ -61,3 +61,21 @@ def test_a_fresh_check_explains_its_isolation_and_learner_lines():
     shown = table(report)
     assert shown.splitlines()[0] == "Learner: ada (this id chooses your hidden cases)"
     assert "Isolation: none needed: no function of yours ran" in shown and "(no learner code ran)" not in shown
+
+
+def test_the_isolation_text_and_security_md_name_the_same_memory_measured_problems():
+    """`python -m autograder isolation` and SECURITY.md say what a memory-measured problem is charged
+    (anonymous memory, sampled from outside), and both name every such problem of the registry."""
+    import re
+    from pathlib import Path
+
+    from autograder import registry
+    from autograder.sandbox import levels
+
+    measured = {p.id for p in registry.PROBLEMS if p.measure_memory}
+    row = next(r for r in levels.guarantees() if "memory-measured" in r[0])
+    said = set(re.findall(r"\d\.\d", row[0]))
+    security = (Path(__file__).resolve().parents[1] / "SECURITY.md").read_text()
+    line = next(x for x in security.splitlines() if x.startswith("| Peak memory"))
+    assert said == measured == set(re.findall(r"\d\.\d", line.split("|")[1])), (said, measured, line[:80])
+    assert "anonymous memory" in row[1] and "anonymous memory" in line and "VmHWM" not in row[1]

@@ -98,10 +98,10 @@ def guarantees() -> list[tuple[str, str, str]]:
          "the kernel's count of the worker's reads (/proc/<pid>/io), read by the grader; its code runs in one "
          "thread and starts no process; seccomp refuses file memory maps and the calls that move bytes uncounted",
          ""),
-        ("a memory-measured problem (6.1, 6.2) is charged its whole peak",
-         "the kernel's peak resident set of the worker (/proc/<pid>/status VmHWM), reset and read by the grader "
-         "before its code loads (6.2: its anonymous memory, sampled from then on); seccomp refuses processes, exec "
-         "and paging out; Landlock, resetting the peak", ""),
+        ("a memory-measured problem (6.1, 6.2, 7.1, 7.4) is charged its whole peak",
+         "its anonymous memory (RssAnon + RssShmem of /proc/<pid>/status), sampled by the grader from outside every millisecond "
+         "above where it stood before its code loaded; seccomp refuses processes, exec, giving pages back "
+         "(madvise) and paging out", ""),
         ("never changes a machine-wide setting", "nothing under /proc/sys is written", ""),
     ]
     return rows
