@@ -223,6 +223,15 @@ def results_json(report: dict, seconds: float, visibility: str = "visible", atte
               "Your submission was graded: each problem ran hidden cases chosen for you." + when)
     if attempt is not None:
         output += f" Graded attempt {attempt[0]} of {attempt[1]}."
+    if visibility == "hidden":
+        # Gradescope hides a learner's total while any test is not yet shown to them, but a test marked
+        # "hidden" does not count for that (its documentation: hidden tests should carry no points):
+        # with only hidden tests the total would be shown, and from it each hidden verdict, one
+        # submission at a time. A test of no points shown once the grades are published keeps the
+        # total hidden until then.
+        tests.append({"name": "Your total score", "number": "0", "score": 0.0, "max_score": 0.0, "status": "passed",
+                      "output": "Your total is shown once your instructor publishes the grades; each problem's "
+                                "result stays hidden.", "visibility": "after_published", "tags": []})
     return {"score": report["score"], "execution_time": round(seconds), "output": output,
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests, "extra_data": {COUNTED: True}}
 
