@@ -402,7 +402,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "statistics compare like with like, and the references run once per problem, not per learner")
     b.add_argument("--similarity", type=_share, nargs="?", const=0.8, metavar="THRESHOLD",
                    help="also compare the learners' code problem by problem (names, constants, comments and "
-                        "statement order set aside) and list the pairs alike beyond THRESHOLD (default 0.8) in "
+                        "statement order set aside) and list the pairs alike beyond THRESHOLD (default 0.8; "
+                        "containment halfway from it to 1) in "
                         "RESULTS_DIR/similarity.html: evidence to read, not a verdict")
     assignment_args(b, "grade")
     isolation_arg(b, "strict")

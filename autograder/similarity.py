@@ -7,8 +7,13 @@ normalised: comments and docstrings go (the syntax tree has none), the names the
 (arguments, variables, helpers) become their order of first appearance, constants their type, and
 within a block, statements that do not depend on each other are put in one order. Library names
 (``jnp.take``, ``ocp.StandardCheckpointer``) stay: they are how the code says what it does. Two
-learners' codes are then compared by the share of their fingerprints (hashed runs of
-:data:`K` tokens) they have in common (Jaccard). What the released stub holds is taken out first
+learners' codes are then compared by their fingerprints (hashed runs of :data:`K` tokens), two
+ways: the share of all their fingerprints they have in common (Jaccard), and the share of the
+smaller code's fingerprints found in the other (containment), which dead code, extra helpers or
+a copy padded out do not dilute. A pair is listed when either reaches its threshold (containment's
+halfway from the Jaccard threshold to 1: it is higher for code written independently), and both
+are shown. How often each flags code written independently is measured on the course's curated
+right answers, where present, and printed in the report. What the released stub holds is taken out first
 (the signature every learner starts from); a learner whose code is close to the reference solution
 is never paired for it (the reference is not a learner), but counted, since it may have leaked;
 code too short to say anything (:data:`MIN_TOKENS`) is not compared, as short answers have few
@@ -22,12 +27,13 @@ import builtins
 import hashlib
 import html
 import json
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 K = 6  # tokens per fingerprint
 MIN_TOKENS = 40  # normalised tokens below which a problem's code is not compared
-THRESHOLD = 0.8  # share of fingerprints in common from which a pair is listed
+THRESHOLD = 0.8  # share of fingerprints in common (Jaccard) from which a pair is listed
 _KEPT = set(dir(builtins))
 
 
@@ -152,8 +158,18 @@ def normalise(source: str) -> list[str]:
     return text.split()
 
 
+_BOUND = re.compile(r"'v\d+'")
+
+
+def _local(window: list[str]) -> str:
+    """A window of tokens with the names the code binds numbered afresh within it: code that binds
+    names of its own earlier (dead code put first) shifts the global numbers, not these."""
+    seen: dict[str, str] = {}
+    return " ".join(seen.setdefault(t, f"'n{len(seen)}'") if _BOUND.fullmatch(t) else t for t in window)
+
+
 def fingerprints(tokens: list[str]) -> set[str]:
-    return {hashlib.blake2b(" ".join(tokens[i:i + K]).encode(), digest_size=8).hexdigest()
+    return {hashlib.blake2b(_local(tokens[i:i + K]).encode(), digest_size=8).hexdigest()
             for i in range(max(0, len(tokens) - K + 1))}
 
 
@@ -161,12 +177,29 @@ def jaccard(a: set, b: set) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
 
+def containment(a: set, b: set) -> float:
+    """The share of the smaller set found in the other: a copy padded with code of its own keeps it."""
+    return len(a & b) / min(len(a), len(b)) if a and b else 0.0
+
+
+def containment_threshold(threshold: float) -> float:
+    """Containment's threshold for a Jaccard ``threshold``: halfway to 1 (0.8 -> 0.9)."""
+    return threshold + (1 - threshold) / 2
+
+
+def alike(a: set, b: set, threshold: float) -> tuple[bool, float, float]:
+    """(listed, Jaccard, containment) of two fingerprint sets."""
+    j, c = jaccard(a, b), containment(a, b)
+    return j >= threshold or c >= containment_threshold(threshold), j, c
+
+
 @dataclass
 class Pair:
     problem: str
     a: str
     b: str
-    similarity: float
+    similarity: float  # Jaccard
+    containment: float = 0.0
 
 
 @dataclass
@@ -175,6 +208,7 @@ class Found:
     near_reference: dict  # problem id -> [learner, ...]
     compared: dict  # problem id -> learners compared
     too_short: dict  # problem id -> learners whose code was too short to compare
+    independent: dict | None = None  # on the curated right answers: {"pairs", "jaccard", "containment", "either"}
 
 
 def compare(codes: dict[str, dict[str, str]], stubs: dict[str, str], references: dict[str, str],
@@ -191,22 +225,22 @@ def compare(codes: dict[str, dict[str, str]], stubs: dict[str, str], references:
             mine = fingerprints(tokens) - given
             if len(tokens) < MIN_TOKENS or not mine:
                 short.append(learner)
-            elif reference and jaccard(mine, reference) >= threshold:
+            elif reference and alike(mine, reference, threshold)[0]:
                 near.append(learner)
             else:
                 prints[learner] = mine
         names = sorted(prints)
         for i, a in enumerate(names):
             for b in names[i + 1:]:
-                s = jaccard(prints[a], prints[b])
-                if s >= threshold:
-                    found.pairs.append(Pair(pid, a, b, round(s, 3)))
+                listed, j, c = alike(prints[a], prints[b], threshold)
+                if listed:
+                    found.pairs.append(Pair(pid, a, b, round(j, 3), round(c, 3)))
         found.compared[pid] = len(names)
         if near:
             found.near_reference[pid] = near
         if short:
             found.too_short[pid] = short
-    found.pairs.sort(key=lambda p: (-p.similarity, p.problem, p.a, p.b))
+    found.pairs.sort(key=lambda p: (-max(p.similarity, p.containment), p.problem, p.a, p.b))
     return found
 
 
@@ -237,14 +271,58 @@ def course_code(folder: Path, selected) -> dict[str, str]:
     return {p.id: sub.module_source(p.function) for p in selected if sub.function(p.function) is not None}
 
 
+def independent_rates(root: Path, threshold: float) -> dict | None:
+    """How often each measure lists a pair of answers written independently: every pair of the
+    course's curated right answers (``tests/right_answers``, written apart from one another and from
+    the references) of each problem, compared as a class's code is. None where the course's tests
+    are not there (an installed copy)."""
+    import importlib
+    import itertools
+    import sys
+    import tempfile
+
+    from autograder import registry
+    from autograder.engine.extract import load_submissions
+
+    if not (root / "tests" / "right_answers" / "__init__.py").is_file():
+        return None
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    try:
+        curated = importlib.import_module("tests.right_answers")
+    except Exception:  # noqa: BLE001 - another package named tests: not measured
+        return None
+    stubs = course_code(root / "problems", registry.PROBLEMS)
+    counts = {"pairs": 0, "jaccard": 0, "containment": 0, "either": 0}
+    with tempfile.TemporaryDirectory(prefix="ckpt-similarity-") as folder:
+        for pid, answers in curated.RIGHT.items():
+            given = fingerprints(normalise(stubs.get(pid, "")))
+            prints = []
+            for n, (_, source, *_) in enumerate(answers):
+                path = Path(folder) / f"{pid}-{n}.py"
+                path.write_text(curated.HEADERS[pid] + source)
+                tokens = normalise(load_submissions([path]).module_source(registry.get(pid).function))
+                if len(tokens) >= MIN_TOKENS:
+                    prints.append(fingerprints(tokens) - given)
+            for a, b in itertools.combinations(prints, 2):
+                listed, j, c = alike(a, b, threshold)
+                counts["pairs"] += 1
+                counts["jaccard"] += j >= threshold
+                counts["containment"] += c >= containment_threshold(threshold)
+                counts["either"] += listed
+    return counts
+
+
 def write(found: Found, codes: dict, results: Path, threshold: float) -> None:
     """``similarity.json`` and ``similarity.html`` (each pair's two codes side by side) in ``results``."""
     from autograder.outputs import atomic_write
 
     atomic_write(results / "similarity.json", json.dumps({
-        "threshold": threshold, "fingerprint_tokens": K, "min_tokens": MIN_TOKENS,
+        "threshold": threshold, "containment_threshold": containment_threshold(threshold),
+        "fingerprint_tokens": K, "min_tokens": MIN_TOKENS,
         "pairs": [asdict(p) for p in found.pairs], "near_reference": found.near_reference,
-        "compared": found.compared, "too_short": found.too_short}, indent=1))
+        "compared": found.compared, "too_short": found.too_short,
+        "independent_answers_listed": found.independent}, indent=1))
     e = html.escape
     parts = ["<!doctype html><meta charset='utf-8'><title>Similar code</title>",
              "<style>body{font-family:sans-serif;margin:2em}pre{background:#f6f8fa;padding:.6em;overflow:auto;"
@@ -252,15 +330,24 @@ def write(found: Found, codes: dict, results: Path, threshold: float) -> None:
              "h2{margin-top:2em}</style>",
              "<h1>Similar code: evidence to look at, not a verdict</h1>",
              f"<p>{len(found.pairs)} pair{'s' * (len(found.pairs) != 1)} of learners whose code for a problem shares at "
-             f"least {threshold:.0%} of its fingerprints once names, constants, comments and the order of "
-             "independent statements are set aside (the released stub's code taken out, code close to the "
-             "reference solution not paired). Alike code has innocent causes: a short problem, a hint followed "
-             "closely, a lesson's cell reused, a study group. Read both before drawing anything from it.</p>"]
+             f"least {threshold:.0%} of all its fingerprints (Jaccard), or of which one holds at least "
+             f"{containment_threshold(threshold):.0%} of the other's (containment: code added to a copy does not hide it), "
+             "once names, constants, comments and the order of independent statements are set aside (the released "
+             "stub's code taken out, code close to the reference solution not paired). Alike code has innocent "
+             "causes: a short problem, a hint followed closely, a lesson's cell reused, a study group. Read both "
+             "before drawing anything from it.</p>"]
+    rates = found.independent
+    if rates and rates["pairs"]:
+        share = lambda k: f"{rates[k]} ({rates[k] / rates['pairs']:.1%})"  # noqa: E731
+        parts.append(f"<p>How often this lists code written independently: of {rates['pairs']} pairs of the course's "
+                     f"curated right answers (each written apart), Jaccard listed {share('jaccard')}, containment "
+                     f"{share('containment')}, either {share('either')}.</p>")
     for pid, learners in sorted(found.near_reference.items()):
         parts.append(f"<p>Problem {e(pid)}: {len(learners)} learner(s) wrote code close to the reference "
                      f"solution: {e(', '.join(learners))}.</p>")
     for p in found.pairs:
-        parts.append(f"<h2>Problem {e(p.problem)}: {e(p.a)} and {e(p.b)} ({p.similarity:.0%} alike)</h2>")
+        parts.append(f"<h2>Problem {e(p.problem)}: {e(p.a)} and {e(p.b)} ({p.similarity:.0%} alike; containment "
+                     f"{p.containment:.0%})</h2>")
         parts.append(f"<table><tr><th>{e(p.a)}</th><th>{e(p.b)}</th></tr><tr><td><pre>{e(codes[p.problem][p.a])}"
                      f"</pre></td><td><pre>{e(codes[p.problem][p.b])}</pre></td></tr></table>")
     atomic_write(results / "similarity.html", "\n".join(parts) + "\n")
@@ -270,5 +357,6 @@ def report(learners, selected, results: Path, root: Path, threshold: float = THR
     """Compare the class's code problem by problem; write the report; return what was found."""
     codes = collect(learners, selected)
     found = compare(codes, course_code(root / "problems", selected), course_code(root / "solutions", selected), threshold)
+    found.independent = independent_rates(root, threshold)
     write(found, codes, results, threshold)
     return found

@@ -107,6 +107,33 @@ def _renamed(source: str, comment: str) -> str:
     return f"# {comment}\n" + ast.unparse(tree) + "\n"
 
 
+_DEAD = """\
+if len(()) > 1:
+    unused_a = [0] * 3
+    unused_b = sorted(unused_a)
+    unused_c = {k: k + 1 for k in unused_b}
+    print(unused_c, flush=True)
+    for i in range(len(unused_a)):
+        unused_a[i] += i * 2
+        if unused_a[i] % 3 == 0:
+            unused_b.append(unused_a[i] // 2)
+    while unused_b and unused_b[-1] > 10:
+        unused_b.pop()
+    unused_d = tuple(reversed(unused_b))
+    unused_e = max(unused_d, default=None)
+    assert unused_e is None or unused_e >= 0, unused_e
+    unused_f = "".join(str(x) for x in unused_d)
+"""
+
+
+def _padded(source: str) -> str:
+    """``source`` with fifteen lines of dead code in each function: a copy padded to dilute its overlap."""
+    tree = ast.parse(source)
+    for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
+        fn.body[:0] = ast.parse(_DEAD).body
+    return ast.unparse(tree) + "\n"
+
+
 def test_similarity_finds_planted_near_copies_and_never_pairs_the_reference_or_the_stub():
     """Per problem: learners who handed in the reference (verbatim), the stub, the curated wrong
     answers, and curated right answers with a near-copy of one of them (names renamed, comments and
@@ -125,12 +152,19 @@ def test_similarity_finds_planted_near_copies_and_never_pairs_the_reference_or_t
         first, source = RIGHT[pid][0][0], RIGHT[pid][0][1]
         by[f"copy_of_{first}"] = _renamed(RIGHT_HEADERS[pid] + source, "my own work")
         planted.add((pid, f"copy_of_{first}", f"right_{first}"))
+        second, source = RIGHT[pid][1][0], RIGHT[pid][1][1]
+        by[f"padded_{second}"] = _padded(RIGHT_HEADERS[pid] + source)
+        planted.add((pid, f"padded_{second}", f"right_{second}"))
     found = similarity.compare(codes, stubs, references)
     pairs = {(p.problem, *sorted((p.a, p.b))) for p in found.pairs}
     assert {(pid, *sorted(ab)) for pid, *ab in planted} <= pairs, found.pairs
     assert not [p for p in found.pairs if {"ref_a", "ref_b", "stub"} & {p.a, p.b}], found.pairs
     assert all(set(found.near_reference[pid]) >= {"ref_a", "ref_b"} for pid in problems), found.near_reference
     assert all("stub" in found.too_short[pid] for pid in problems), found.too_short
+    # the padded copies are found by containment, which Jaccard alone misses (the control)
+    padded = [p for p in found.pairs if p.a.startswith("padded_") or p.b.startswith("padded_")]
+    assert padded and all(p.containment >= similarity.containment_threshold(similarity.THRESHOLD) for p in padded)
+    assert len(padded) == len(problems) and all(p.similarity < similarity.THRESHOLD for p in padded), padded
     # the control: the same near-copy against an unrelated right answer is not alike
     other = RIGHT["2.1"][1]
     assert similarity.jaccard(similarity.fingerprints(similarity.normalise(codes["2.1"][f"copy_of_{RIGHT['2.1'][0][0]}"])),
@@ -167,7 +201,10 @@ def test_grade_batch_writes_the_item_analysis_and_the_similarity_report(tmp_path
     assert (pid, ["copy", "original"]) in pairs  # (two curated wrong answers written from one template may pair too)
     assert not [p for p in found["pairs"] if {p["a"], p["b"]} & {"ref_one", "ref_two", "untouched"}], pairs
     assert sorted(found["near_reference"][pid]) == ["ref_one", "ref_two"]
+    rates = found["independent_answers_listed"]  # measured on the curated right answers, written apart
+    assert rates["pairs"] > 100 and rates["either"] / rates["pairs"] < 0.05, rates
     page = (out / "similarity.html").read_text()
+    assert "curated right answers" in page and "containment" in page
     assert "not a verdict" in page and "my_" in page and "Written by me" in page
     row = json.loads((out / "summary.json").read_text())[0]
     assert row["pass_rate"] == pytest.approx(4 / 7) and row["with_progress"] == 1 and row["hints"] == 2
