@@ -8,7 +8,7 @@ import numpy as np
 
 from autograder.hidden import Case, Hidden
 from autograder.wall.kinds import MeshArg, SpecArg, TrainingCheckpointArg
-from autograder.wall.memory import SERVING_FACTOR, SERVING_SLACK, serving_budget
+from autograder.wall.memory import CONVERSION_FACTOR, CONVERSION_SLACK, SERVING_FACTOR, SERVING_SLACK, serving_budget
 
 # ---------------------------------------------------------------------------------------------
 # 6.1 restore_for_serving: a fresh training checkpoint (24-42 MiB of float32 parameters, three
@@ -175,7 +175,7 @@ CONVERT = Hidden(
     generate=_convert_cases,
     messages={
         "memory": "The checkpoint is right, but your function's own memory (anonymous, sampled from outside: a mapped "
-                  "file's pages are not counted) went over the budget (twice the file's largest tensor, plus 16 MiB). Read one tensor at a time (its byte range, from "
+                  f"file's pages are not counted) went over the budget ({CONVERSION_FACTOR} times the file's largest tensor, plus {CONVERSION_SLACK >> 20} MiB). Read one tensor at a time (its byte range, from "
                   "the header: not the whole file), and save it as you go (ocp_v1.partial.save, then "
                   "finalize), so that neither the file nor the whole model is in memory at once.",
         "unmeasured": "The grader could not measure your function's memory on this machine (it samples the worker's "

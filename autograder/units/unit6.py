@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from autograder.declarations import Example, Problem, Unit
 from autograder.wall.kinds import MeshArg, OutputFolder, SafetensorsArg, SpecArg, TrainingCheckpointArg
-from autograder.wall.memory import SERVING_FACTOR, SERVING_SLACK
+from autograder.wall.memory import CONVERSION_FACTOR, CONVERSION_SLACK, SERVING_FACTOR, SERVING_SLACK
 from autograder.wall.problem_returns import ServedTree, WrittenTree
 
 UNIT = Unit(
@@ -105,8 +105,10 @@ PROBLEMS = (
             "dtype and values, placed as `NamedSharding(mesh, specs[rename[name]])`. The grader restores what "
             "you wrote with `ocp.v1.load(out_dir)` in a worker of its own (the arrays come back in "
             "the layout they were saved in) and measures your function's own memory from outside (its anonymous "
-            "memory, sampled: the pages of the file a reader maps are not counted): it must stay under twice the "
-            "bytes of the file's largest tensor, plus 16 MiB. So neither the whole file nor the whole model may be in your memory at "
+            "memory, sampled: the pages of the file a reader maps are not counted): it must stay under "
+            f"{CONVERSION_FACTOR} times the bytes of the file's largest tensor, plus {CONVERSION_SLACK >> 20} MiB (a tensor's "
+            "host copy, its copy on the devices, and the tensor before it, which JAX may keep until Python's garbage "
+            "collector runs). So neither the whole file nor the whole model may be in your memory at "
             "once. What you return is not looked at."
         ),
         returns=WrittenTree(),

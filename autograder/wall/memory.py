@@ -14,14 +14,15 @@ from __future__ import annotations
 import importlib
 
 MiB = 2**20
-# Problem 6.1's budget: 1.7 times the bytes of the saved float32 parameters, plus this (what any
+# Problem 6.1's budget: 1.85 times the bytes of the saved float32 parameters, plus this (what any
 # restore allocates beside its arrays: a frame, Orbax's metadata, a thread's buffers). Restored
 # straight into bfloat16, the parameters pass through float32 read buffers on their way; restored in
 # float32 and cast after, the float32 arrays and their bfloat16 copy are alive together beside the
 # same buffers, as is the whole training state restored in bfloat16; the whole state in float32 is
 # three times the parameters, and its buffers more. The budget lies between the two kinds, where the
-# curated right and wrong answers fall apart (bench/bench_budgets.py prints where each peaks).
-SERVING_FACTOR = 1.7
+# curated right and wrong answers fall apart (bench/bench_budgets.py prints where each peaks: on JAX
+# 0.12 the right answers rose from 0.81 to 0.88 of a 1.7-times budget, the wrong stayed above 1.48).
+SERVING_FACTOR = 1.85
 SERVING_SLACK = 8 * MiB
 
 
@@ -30,16 +31,20 @@ def serving_budget(param_bytes: int) -> int:
     return int(SERVING_FACTOR * param_bytes) + SERVING_SLACK
 
 
-# Problem 6.2's budget: twice the bytes of the file's largest tensor (its host copy and its copy on
-# the devices, while it is saved), plus this. Reading the whole file first holds it all beside the
-# arrays it becomes; saving the whole tree at once holds every array and the save's copies of them:
-# each at least the file (bench/bench_budgets.py prints where each answer peaks).
+# Problem 6.2's budget: three times the bytes of the file's largest tensor (its host copy and its copy
+# on the devices while it is saved, and the previous tensor's host copy: JAX 0.12's device_put leaves
+# a NumPy array to Python's cycle collector, so an honest loop that drops each tensor still holds
+# the last one until a collection; on JAX 0.10 right answers peaked at 0.60 of a twice-the-tensor
+# budget, on 0.12 at 0.91), plus this. Reading the whole file first holds it all beside the arrays
+# it becomes; saving the whole tree at once holds every array and the save's copies of them: each
+# at least the file (bench/bench_budgets.py prints where each answer peaks).
+CONVERSION_FACTOR = 3
 CONVERSION_SLACK = 16 * MiB
 
 
 def conversion_budget(largest_tensor_bytes: int) -> int:
     """Bytes a conversion of a safetensors file whose largest tensor is ``largest_tensor_bytes`` may peak at."""
-    return 2 * largest_tensor_bytes + CONVERSION_SLACK
+    return CONVERSION_FACTOR * largest_tensor_bytes + CONVERSION_SLACK
 
 
 def preload(source: str) -> list[str]:
