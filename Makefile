@@ -24,7 +24,7 @@ help:
 	@echo "make practice - a timed set of problems you have not mastered, or due for review (MINUTES=30 UNIT= DIFFICULTY=easy CATEGORY=orbax)"
 	@echo "make drill  - quick-fire numeric questions with worked answers"
 	@echo "make test   - run the project's test-suite"
-	@echo "make bench  - speed and memory benchmarks: grading, isolation, shard reads, nbgrader, class memory, lessons"
+	@echo "make bench  - speed and memory benchmarks: grading, isolation, shard reads, nbgrader, class memory, budgets, Gradescope's container, lessons"
 	@echo "make platforms - (root) the hostile suite in a real Docker container, default seccomp, as root and a user"
 
 $(STAMP): pyproject.toml
@@ -69,6 +69,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_nbgrader.py --learners 16
 	$(BIN)/python bench/bench_batch_memory.py
 	$(BIN)/python bench/bench_budgets.py
+	$(BIN)/python bench/bench_container.py
 	$(BIN)/python bench/bench_lessons.py
 
 platforms: $(STAMP)

@@ -172,6 +172,10 @@ def cmd_gradescope(args) -> int:
              "after_published": "each problem's result shown once grades are published"}[args.visibility]
     limit = "no attempt limit" if args.max_attempts is None else f"at most {args.max_attempts} graded attempts"
     print(f"Settings: {shown}; {limit}.")
+    from autograder import registry
+    from autograder.gradescope import container_needs
+
+    print(container_needs(chosen or registry.PROBLEMS))
     print(f"wrote {args.out} ({len(names)} files), grading {_covers(chosen)}: upload it as the assignment's "
           "autograder on Gradescope (setup.sh installs the course; run_autograder grades each submission). "
           f"Try it here first: python -m autograder gradescope-try {args.out} YOUR_NOTEBOOK.ipynb")
@@ -187,11 +191,21 @@ def cmd_gradescope_try(args) -> int:
     tree = Path(args.tree) if args.tree else Path(tempfile.mkdtemp(prefix="gradescope-tree-"))
     try:
         previous = [json.loads(Path(p).read_text()) for p in args.previous]
-        results = try_locally(Path(args.zip), [Path(p) for p in args.submissions], tree, args.learner, previous=previous)
+        from autograder.sandbox.cgroups import parse_bytes
+
+        results = try_locally(Path(args.zip), [Path(p) for p in args.submissions], tree, args.learner, previous=previous,
+                              memory=parse_bytes(args.memory) if args.memory else None, cpus=args.cpus)
     except (OSError, RuntimeError, ValueError, zipfile.BadZipFile) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"Gradescope tree: {tree} (results/results.json is what Gradescope would show)")
+    measured = tree / "results" / "container.json"
+    if measured.exists():
+        limits = json.loads(measured.read_text())
+        own, total = limits.get("own_peak"), limits.get("memory")
+        print(f"Inside {total / 2**20 if total else 0:,.0f} MiB and {limits['cpus'] or 'all the'} CPUs: graded in "
+              f"{limits['seconds']:.0f} s; the processes' own memory (not the page cache, which the kernel reclaims) peaked at "
+              + (f"{own / 2**20:,.0f} MiB ({own / total:.0%} of the container's)" if own and total else "(not measured here)"))
     for t in results.get("tests", []):
         print(f"  {t['name']}: {t['status']}, {t['score']:g}/{t['max_score']:g} (shown to the learner: {t['visibility']})")
     print(results.get("output", ""))
@@ -427,6 +441,9 @@ def build_parser() -> argparse.ArgumentParser:
     gt.add_argument("--previous", action="append", default=[], metavar="RESULTS.json",
                     help="an earlier submission's results.json, listed in the metadata as a previous submission "
                          "(repeat it: to try an attempt limit)")
+    gt.add_argument("--memory", metavar="SIZE", help="run it within this much memory, as Gradescope's container does "
+                                                     "(its default: 768M); emulated with cgroups, as root")
+    gt.add_argument("--cpus", type=float, metavar="N", help="and this many CPUs (Gradescope's default: 0.5)")
     gt.set_defaults(func=cmd_gradescope_try)
     gr = sub.add_parser("gradescope-run", help="(inside Gradescope) grade /autograder/submission")
     gr.add_argument("--root", default="/autograder", help="the Gradescope tree (default: /autograder)")

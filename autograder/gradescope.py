@@ -60,6 +60,48 @@ VISIBILITY = ("hidden", "after_due_date", "after_published", "visible")
 
 
 ASSIGNMENT = "assignment.json"  # in the zip: the problems this assignment grades
+GUIDE = "GRADESCOPE.md"  # in the zip: what the assignment needs of Gradescope's container
+# What bench/bench_container.py measured, the references graded inside Gradescope's default container.
+PROFILE = Path(__file__).with_name("gradescope_profile.json")
+DEFAULT_MEMORY_MIB, DEFAULT_CPUS, DEFAULT_TIMEOUT_S = 768, 0.5, 600
+
+
+def container_needs(problems) -> str:
+    """What grading ``problems`` needs of Gradescope's container, from the profile measured here:
+    the references' time at half a CPU and the grader's own memory at its peak (each unit, or the
+    whole course), whether Gradescope's defaults fit, and the longest a submission can take."""
+    from autograder.limits import WALL_FACTOR
+
+    units = sorted({p.unit for p in problems})
+    try:
+        profile = json.loads(PROFILE.read_text())
+        if set(units) == set(registry.units()):
+            seconds, peak = profile["whole"]["seconds"], profile["whole"]["own_peak_mib"]
+        else:
+            seconds = sum(profile["units"][str(u)]["seconds"] for u in units)
+            peak = max(profile["units"][str(u)]["own_peak_mib"] for u in units)
+    except (OSError, ValueError, KeyError):
+        return "No measured profile for these problems (run python bench/bench_container.py --write)."
+    worst = sum(p.timeout for p in problems)
+    fits = peak <= 0.85 * DEFAULT_MEMORY_MIB and seconds <= DEFAULT_TIMEOUT_S / 2
+    memory = max(DEFAULT_MEMORY_MIB, -(-int(peak / 0.85) // 256) * 256)
+    lines = [
+        f"Measured on {profile['measured']} ({profile['machine']}), inside Gradescope's default container "
+        f"({DEFAULT_MEMORY_MIB} MB of memory, {DEFAULT_CPUS} CPU): the reference solutions of unit"
+        f"{'s' * (len(units) > 1)} {', '.join(map(str, units))} graded in {seconds:.0f} s, the grader's own memory "
+        f"peaking at {peak} MiB ({peak / DEFAULT_MEMORY_MIB:.0%} of the container's).",
+        ("Gradescope's defaults fit: nothing to change." if fits else
+         f"Raise the autograder's memory to at least {memory} MB in the assignment's settings."),
+        f"A submission whose every problem runs to its time limit takes up to {worst / 60:.0f} minutes of CPU time "
+        f"({WALL_FACTOR * worst / 60:.0f} on the clock at most); Gradescope stops a run at its timeout "
+        f"({DEFAULT_TIMEOUT_S // 60} minutes by default) with no results, which is no attempt: raise the timeout "
+        "where such submissions must still be graded.",
+        "A worker the container's memory kills is tried again alone, then reported to the learner as the "
+        "grader's failure (never their code's), and that run is no attempt. Try the zip under these limits: "
+        "python -m autograder gradescope-try ZIP NOTEBOOK --memory 768M --cpus 0.5 (as root).",
+    ]
+    return "\n".join(lines)
+
 
 
 def build_zip(root: Path, out: Path, problems=None, visibility: str = "visible", max_attempts: int | None = None) -> list[str]:
@@ -91,6 +133,10 @@ def build_zip(root: Path, out: Path, problems=None, visibility: str = "visible",
             settings["max_attempts"] = int(max_attempts)
         z.writestr(ASSIGNMENT, json.dumps(settings, indent=1) + "\n")
         names.append(ASSIGNMENT)
+        chosen_problems = [registry.get(pid) for pid in chosen]
+        z.writestr(GUIDE, "# What this autograder needs of Gradescope\n\n"
+                   + container_needs(chosen_problems).replace("\n", "\n\n") + "\n")
+        names.append(GUIDE)
         for package in _PACKAGES:
             for path in sorted((root / package).rglob("*.py")):
                 if "__pycache__" in path.parts:
@@ -167,11 +213,14 @@ def _over_the_limit(attempts: list[dict], limit: int, seconds: float) -> dict:
 
 
 def try_locally(zip_path: Path, submissions: list[Path], tree: Path, learner: str = "local-test",
-                isolation: str | None = None, previous: list[dict] | None = None) -> dict:
+                isolation: str | None = None, previous: list[dict] | None = None,
+                memory: int | None = None, cpus: float | None = None) -> dict:
     """Run the zip as Gradescope would, on this machine: build the ``/autograder`` tree Gradescope
     makes in ``tree`` (``source/`` the unzipped autograder, ``submission/`` the files,
     ``submission_metadata.json``, listing ``previous`` results as earlier submissions), run its
-    ``run_autograder`` with this Python, and return ``results/results.json``."""
+    ``run_autograder`` with this Python, and return ``results/results.json``. ``memory`` (bytes) and
+    ``cpus``: run it inside those limits, as Gradescope's container sets them (768 MB and half a
+    CPU by default), emulated with cgroups (root only; :func:`autograder.sandbox.cgroups.make_container`)."""
     import shutil
     import subprocess
     import sys
@@ -194,16 +243,41 @@ def try_locally(zip_path: Path, submissions: list[Path], tree: Path, learner: st
     env = {**os.environ, "AUTOGRADER_ROOT": str(tree), "PYTHON": sys.executable}
     if isolation:
         env["CKPT_ISOLATION"] = isolation
-    run = subprocess.run(["bash", str(tree / "source" / "run_autograder")], env=env, capture_output=True, text=True)
+    folders: list[str] = []
+    if memory or cpus:
+        from autograder.sandbox import cgroups
+
+        folders, why = cgroups.make_container(memory, cpus)
+        if not folders:
+            raise RuntimeError(f"cannot set the container's limits here: {why}")
+    try:
+        command = ["bash", str(tree / "source" / "run_autograder")]
+        sampled = cgroups.OwnMemoryPeak(folders) if folders else None
+        start = time.monotonic()
+        run = subprocess.run(cgroups.command_inside(folders, command) if folders else command, env=env,
+                             capture_output=True, text=True)
+        seconds = time.monotonic() - start
+        own = sampled.stop() if sampled else None
+        peak = cgroups.container_peak(folders) if folders else None
+    finally:
+        if folders:
+            cgroups.remove_container(folders)
     out = tree / "results" / "results.json"
     if not out.exists():
         raise RuntimeError(f"run_autograder wrote no results.json (exit status {run.returncode}):\n{run.stderr[-3000:]}")
-    return json.loads(out.read_text())
+    results = json.loads(out.read_text())
+    if folders:  # (this machine's measurement, for the instructor: not part of what Gradescope shows)
+        (tree / "results" / "container.json").write_text(json.dumps({"memory": memory, "cpus": cpus, "peak": peak,
+                                                                     "own_peak": own, "seconds": round(seconds, 1)}))
+    return results
 
 
-def results_json(report: dict, seconds: float, visibility: str = "visible", attempt: tuple | None = None) -> dict:
+def results_json(report: dict, seconds: float, visibility: str = "visible", attempt: tuple | None = None,
+                 grader_failed: list | tuple = ()) -> dict:
     """Gradescope's results.json for a graded submission: one test per problem, each shown to the
-    learner as ``visibility`` says; ``attempt``: (this attempt's number, the limit)."""
+    learner as ``visibility`` says; ``attempt``: (this attempt's number, the limit). Where the grader
+    itself failed on a problem (``grader_failed``: its worker did not start, or the machine's memory
+    killed it), the run is no attempt: it is not counted against the limit, and says so."""
     tests = []
     for p in report["problems"]:
         problem = registry.get(p["id"])
@@ -221,7 +295,10 @@ def results_json(report: dict, seconds: float, visibility: str = "visible", atte
               "for you; messages say what to look at, never the hidden inputs. "
               f"Isolation: {report.get('isolation', '')}." if visibility == "visible" else
               "Your submission was graded: each problem ran hidden cases chosen for you." + when)
-    if attempt is not None:
+    if grader_failed:
+        output += (f" The autograder itself failed on {', '.join(grader_failed)} (not your code: the message there "
+                   "says why), so this run does not count as an attempt: please submit again.")
+    elif attempt is not None:
         output += f" Graded attempt {attempt[0]} of {attempt[1]}."
     if visibility == "hidden":
         # Gradescope hides a learner's total while any test is not yet shown to them, but a test marked
@@ -233,7 +310,8 @@ def results_json(report: dict, seconds: float, visibility: str = "visible", atte
                       "output": "Your total is shown once your instructor publishes the grades; each problem's "
                                 "result stays hidden.", "visibility": "after_published", "tags": []})
     return {"score": report["score"], "execution_time": round(seconds), "output": output,
-            "visibility": "visible", "stdout_visibility": "hidden", "tests": tests, "extra_data": {COUNTED: True}}
+            "visibility": "visible", "stdout_visibility": "hidden", "tests": tests,
+            "extra_data": {COUNTED: not grader_failed}}
 
 
 def run(root: Path, isolation: str = "strict") -> dict:
@@ -251,9 +329,12 @@ def run(root: Path, isolation: str = "strict") -> dict:
             if limit is not None and len(attempts) >= limit:
                 results = _over_the_limit(attempts, limit, time.monotonic() - start)
             else:
-                report = grade([submission], _learner_id(root), problems=chosen["problems"], isolation=isolation).to_json()
-                results = results_json(report, time.monotonic() - start, chosen["visibility"],
-                                       None if limit is None else (len(attempts) + 1, limit))
+                graded = grade([submission], _learner_id(root), problems=chosen["problems"], isolation=isolation)
+                failed = [p.id for p in graded.problems if p.category == "grader"]
+                if failed:  # the instructor's debugging output (stdout is hidden from learners)
+                    print(f"the grader itself failed on {', '.join(failed)}: this run is not counted as an attempt")
+                results = results_json(graded.to_json(), time.monotonic() - start, chosen["visibility"],
+                                       None if limit is None else (len(attempts) + 1, limit), failed)
         except IsolationUnavailable as exc:
             print(f"error: {exc}")  # the instructor's debugging output (stdout is hidden from learners)
             results = {"score": 0.0, "execution_time": round(time.monotonic() - start), "visibility": "visible",

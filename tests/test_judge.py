@@ -97,6 +97,7 @@ def test_an_exception_shows_its_line_on_a_public_example_only(setup):
      "killed by signal 6: ModuleNotFoundError: No module named 'jaxlib'"),
     (RunResult("ok", setup={"kind": "devices", "type": "RuntimeError", "detail": "no CPU backend"}), "error", "grader",
      "grader's failure, not your code's"),
+    (RunResult("machine_killed", returncode=137), "error", "grader", "killed by this machine's memory limit"),
     (RunResult("malformed"), "error", "malformed", "not a result"),
     (RunResult("scratch_full"), "error", "scratch_full", "scratch folder"),
     (RunResult("crowded"), "error", "crowded", "run folder"),

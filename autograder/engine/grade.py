@@ -8,7 +8,6 @@ learner's code never runs here; the reference solutions do, to compute expected 
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +26,59 @@ from autograder.wall import codec, files, kinds
 from ckptlab.serving import give_back_freed_memory
 
 _DEVICES = threading.Lock()
+
+
+class _Room:
+    """Where this process's workers run: any number together, or one alone (a worker tried again
+    after the machine's memory killed it: no other worker of any grading in this process, a
+    class's included, runs beside it; those waiting to start wait for it)."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.inside = 0
+        self.alone_wanted = 0
+
+    @contextlib.contextmanager
+    def together(self):
+        with self.cond:
+            self.cond.wait_for(lambda: not self.alone_wanted)
+            self.inside += 1
+        try:
+            yield
+        finally:
+            with self.cond:
+                self.inside -= 1
+                self.cond.notify_all()
+
+    @contextlib.contextmanager
+    def alone(self):
+        with self.cond:
+            self.alone_wanted += 1
+            self.cond.wait_for(lambda: self.inside == 0)
+            self.inside += 1
+        try:
+            yield
+        finally:
+            with self.cond:
+                self.inside -= 1
+                self.alone_wanted -= 1
+                self.cond.notify_all()
+
+
+_ROOM = _Room()
+
+
+def fitted_jobs(jobs: int | None = None) -> int:
+    """Workers run at once for one grading: ``jobs`` (default 2), no more than the CPUs the grader's
+    container allows (its cgroup's quota: Gradescope's default is half a CPU), and one where its
+    memory is short (under :data:`MEMORY_PER_JOB` a worker: a worker of Units 5-7 and the grading
+    process's own references use hundreds of MiB each)."""
+    memory, cpus = sandbox.container_limits()
+    fit = max(1, min(int(cpus) if cpus >= 1 else 1, memory // MEMORY_PER_JOB))
+    return max(1, min(jobs or 2, fit))
+
+
+MEMORY_PER_JOB = 1536 * 2**20
 
 
 def course_devices() -> None:
@@ -192,12 +244,16 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
                 return problem_result(plan.problem, "error", f"The grader itself failed on this problem ({type(exc).__name__}); "
                                                       "your other problems are graded. Please report this.", category="grader")
 
-        def grade_plan(plan: Plan) -> ProblemResult:
+        killed: set[str] = set()  # problems whose worker the machine's memory killed (retried alone)
+
+        def grade_plan(plan: Plan, alone: bool = False) -> ProblemResult:
             if plan.result is not None:
                 return plan.result
             plan.files.result()  # (written, or the trusted side's failure: before a slot is taken)
-            with slots or contextlib.nullcontext():
+            with slots or contextlib.nullcontext(), (_ROOM.alone() if alone else _ROOM.together()):
                 out = runners.run(plan, level.level)
+            if out.status == "machine_killed" and not alone:
+                killed.add(plan.problem.id)
             expected = plan.expected_outcomes()
             try:
                 status, category, message = judge(plan.problem, plan.hidden, plan.cases, expected, out,
@@ -211,9 +267,26 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
             result.killed_seconds = out.killed_seconds
             return result
 
-        jobs = jobs or min(2, os.cpu_count() or 1)
+        jobs = fitted_jobs(jobs)
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             results = list(pool.map(run, plans))
+        # A worker the machine's memory killed (not its own limit) is tried once more, with no other
+        # worker of this grader beside it; killed again, it is the grader's failure (the judge says so).
+        for i, plan in enumerate(plans):
+            if plan.problem.id in killed:
+                again = _plan(plan.problem, sub, shared.learner if shared else learner, salt, timeout)
+                try:
+                    if _needs_jax(again):
+                        course_devices()
+                    if shared is not None:
+                        _References._prepare_shared(again, shared, salt)
+                    else:
+                        _References._prepare(again)
+                    results[i] = grade_plan(again, alone=True)
+                except Exception as exc:  # noqa: BLE001 - as in run(): this problem only
+                    results[i] = problem_result(plan.problem, "error", f"The grader itself failed on this problem "
+                                                f"({type(exc).__name__}); your other problems are graded. Please report this.",
+                                                category="grader")
     finally:
         SHORT_GIL_SLICES.release()
         if references is not None:

@@ -90,6 +90,12 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
         return "error", "grader", (f"The grader's worker failed to start, before any of your code ran ({sandbox.start_failure(run)}). "
                                    "This is the grader's failure (or this machine's), not your code's: grade again, and "
                                    "report it if it happens again.")
+    if run.status == "machine_killed":
+        return "error", "grader", ("The grader's worker was killed by this machine's memory limit (the kernel's out-of-memory "
+                                   "killer, for the container's or the machine's memory: not your code's own "
+                                   f"{sandbox.DEFAULT_MEMORY // 2**30} GiB limit), in a second try too, with nothing else "
+                                   "graded beside it. This is the grader's failure, not your code's, and it does not count "
+                                   "as an attempt: your instructor's report names it (the container needs more memory).")
     if run.status == "timeout":
         return "timeout", "timeout", (f"Did not finish all hidden cases within {timeout:.0f} s of CPU time (or "
                                       f"{sandbox.WALL_FACTOR * timeout:.0f} s on the clock, whichever came first). Look for an endless loop, "

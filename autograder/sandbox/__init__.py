@@ -36,6 +36,7 @@ _PUBLIC = {
     "autograder.sandbox.proctree": ("tree_rchar", "namespace_pids"),
     "autograder.sandbox.landlock": ("landlock_status", "STRICT_LANDLOCK_ABI"),
     "autograder.sandbox.jail": ("limit",),
+    "autograder.sandbox.cgroups": ("container_limits", "oom_kills"),
     "autograder.limits": ("DEFAULT_TIMEOUT", "DEFAULT_MEMORY", "DEFAULT_FILE_BYTES", "WALL_FACTOR", "SCRATCH_BYTES",
                           "SCRATCH_INODES"),
 }

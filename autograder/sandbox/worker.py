@@ -48,7 +48,10 @@ class IsolationUnavailable(RuntimeError):
 
 @dataclass
 class RunResult:
-    status: str  # "ok", "timeout", "crashed", "malformed", "failed_start" (before any learner code ran)
+    # "ok", "timeout", "crashed", "malformed", "failed_start" (before any learner code ran),
+    # "machine_killed" (the kernel's OOM killer ended it for the machine's or the container's memory,
+    # not for its own limit)
+    status: str
     setup: dict | None = None
     # per case: {"value": decoded, "read_bytes": int | None, "peak_bytes": int | None} or {"error": {...}}
     cases: list = field(default_factory=list)
@@ -209,6 +212,7 @@ class Worker:
                     if compile_cache and keep_scratch else None}
         self.namespace: str | None = None
         self.started = False  # whether the worker said its own start was over (learner code runs after)
+        self.oom_kills = cgroups.oom_kills()  # the machine's OOM kills so far: one more, and a SIGKILL is the machine's
         asked = time.monotonic()
         try:
             # At the strict level, forked from the zygote once it has imported the libraries this
@@ -411,14 +415,26 @@ class Worker:
                 pass
         if self.anonymous is not None:
             self.anonymous.stop()
+        # (before its cgroups go: they say whether a kill was for its own limit)
+        machine_killed = self.result.status == "crashed" and self.proc.returncode in (-9, 128 + 9) \
+            and self._machine_killed()
         for cgroup in self.cgroups:
             cgroups.remove_cgroup(cgroup)
         if self.scratch_full:
             self.result.status = "scratch_full"
+        elif machine_killed:
+            self.result.status = "machine_killed"
         self.result.seconds = time.monotonic() - self.start
         # The time inside the learner's function is the worker's own word: never more than it lived.
         self.result.code_seconds = min(self.result.code_seconds, self.result.seconds)
         self.result.returncode = self.proc.returncode
+
+    def _machine_killed(self) -> bool:
+        """Whether the kernel's OOM killer, not the worker's own limit, ended it: a kill counted on the
+        machine since it started, and its own memory cgroup never at its limit. A worker that kills
+        itself adds no OOM kill: it stays the learner's."""
+        before = self.oom_kills
+        return before >= 0 and cgroups.oom_kills() > before and not cgroups.own_limit_reached(self.cgroups)
 
     def wait(self) -> RunResult:
         # The drive ends by its own deadline (the clock cap, twice the limit): a worker that is slow

@@ -1,0 +1,131 @@
+"""Grading inside the container instructors grade in: Gradescope's default is 768 MB of memory and
+half a CPU. Emulated with cgroups below this process's own (as root: cgroup v1 here, v2 where the
+machine has it; elsewhere each test says why it skips), with every process of the grader inside,
+its workers' own cgroups nested in it. The grader reads those limits and plans to fit; a worker
+the container's memory kills is tried again alone, then reported as the grader's failure (never
+as the learner's), and such a run is no attempt."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.sandbox import cgroups
+
+ROOT = Path(__file__).resolve().parents[1]
+GRADESCOPE_MEMORY, GRADESCOPE_CPUS = 768 * 2**20, 0.5
+
+
+def _skip_without_containers() -> None:
+    folders, why = cgroups.make_container(64 * 2**20, 0.5)
+    cgroups.remove_container(folders)
+    if not folders:
+        pytest.skip(f"no container can be emulated here: {why}")
+
+
+def _inside(memory: int | None, cpus: float | None, code: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh Python inside a container of those limits (every process it starts too)."""
+    folders, why = cgroups.make_container(memory, cpus)
+    assert folders, why
+    try:
+        return subprocess.run(cgroups.command_inside(folders, [sys.executable, "-c", code]), cwd=ROOT,
+                              capture_output=True, text=True, timeout=timeout)
+    finally:
+        cgroups.remove_container(folders)
+
+
+def test_the_grader_reads_its_containers_limits_and_runs_one_worker_at_a_time_there():
+    _skip_without_containers()
+    code = ("import json\nfrom autograder.sandbox import container_limits\nfrom autograder.engine.grade import fitted_jobs\n"
+            "print(json.dumps([*container_limits(), fitted_jobs(), fitted_jobs(4)]))")
+    memory, cpus, jobs, asked = json.loads(_inside(GRADESCOPE_MEMORY, GRADESCOPE_CPUS, code).stdout)
+    assert (memory, cpus, jobs, asked) == (GRADESCOPE_MEMORY, GRADESCOPE_CPUS, 1, 1)
+    # The control: outside, the machine's memory and CPUs.
+    memory, cpus = cgroups.container_limits()
+    assert memory > GRADESCOPE_MEMORY and cpus >= 1
+
+
+_HOG = """
+import numpy as np
+def dense_checkpoint_accounting(seed, x, num_shards, features):
+    held = np.ones(KIB * 1024 // 8)  # real pages: under its own 4 GiB limit, over the container's memory
+    return np.array([held.sum(), 0.0])
+"""
+# Ends as a killed worker looks (exit status 137; SIGKILL to itself does nothing to pid 1 of its
+# own pid namespace, which a strict worker is), with no OOM kill.
+_SELF_KILLED = """
+import os
+def dense_checkpoint_accounting(seed, x, num_shards, features):
+    os._exit(128 + 9)
+"""
+
+
+def _grade_inside(tmp_path, source: str, memory: int | None) -> dict:
+    path = tmp_path / "answer.py"
+    path.write_text(source)
+    code = ("import json\nfrom autograder.engine.grade import grade\n"
+            f"r = grade([{str(path)!r}], 'ada', problems=['1.1'])\n"
+            "print(json.dumps({**r.problems[0].__dict__}))")
+    out = _inside(memory, None, code)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_a_worker_the_containers_memory_kills_is_the_graders_failure_and_no_attempt(tmp_path):
+    """A learner's 1.5 GiB (under its own 4 GiB limit) in a 1 GiB container: the kernel's OOM killer
+    ends the worker, it is tried again alone, and ends the same way: the learner is told it is the
+    grader's failure (category ``grader``, which the instructor's summary counts), Gradescope's
+    results say the run is no attempt. Controls: with room, the same code is graded on its value;
+    a worker that ends itself as a killed one looks, in the same container, is the learner's own crash,
+    and so is one over its own limit."""
+    _skip_without_containers()
+    hog = _HOG.replace("KIB", str(1536 * 1024))
+    killed = _grade_inside(tmp_path, hog, 2**30)
+    assert (killed["status"], killed["category"]) == ("error", "grader"), killed
+    assert "killed by this machine's memory limit" in killed["message"] and "not your code's" in killed["message"]
+    roomy = _grade_inside(tmp_path, hog, 4 * 2**30)
+    assert roomy["category"] not in ("grader", "crashed"), roomy
+    itself = _grade_inside(tmp_path, _SELF_KILLED, 2**30)
+    assert (itself["status"], itself["category"]) == ("error", "crashed"), itself
+    # and one over its own limit (4 GiB), with room around it, is the learner's: its own cgroup was full
+    over = _grade_inside(tmp_path, _HOG.replace("KIB", str(5 * 2**20)), 8 * 2**30)
+    assert over["category"] in ("crashed", "memory"), over
+    from autograder.gradescope import COUNTED, results_json
+
+    report = {"score": 0.0, "max_score": 10.0, "problems": [{**killed, "function": "dense_checkpoint_accounting"}]}
+    results = results_json(report, 1.0, grader_failed=["1.1"])
+    assert results["extra_data"][COUNTED] is False and "does not count as an attempt" in results["output"]
+    assert results_json(report, 1.0)["extra_data"][COUNTED] is True  # (the control: a failure of the learner's own counts)
+
+
+def test_the_references_whole_submission_at_full_marks_inside_gradescopes_default_container(tmp_path):
+    """`gradescope-try ZIP ... --memory 768M --cpus 0.5`, as an instructor would try it: the whole
+    course's references, graded at full marks, within Gradescope's 10 minutes, the grader's own
+    memory under the container's; the zip says what it needs (GRADESCOPE.md, from the profile
+    bench/bench_container.py measured), for every unit."""
+    _skip_without_containers()
+    from autograder import registry
+    from autograder.cli import main
+    from autograder.gradescope import GUIDE, PROFILE
+
+    zip_path = tmp_path / "course.zip"
+    assert main(["gradescope", str(zip_path)]) == 0
+    tree = tmp_path / "tree"
+    out = subprocess.run([sys.executable, "-m", "autograder", "gradescope-try", str(zip_path),
+                          *[str(ROOT / "solutions" / f"unit{u}.py") for u in registry.units()], "--tree", str(tree),
+                          "--memory", "768M", "--cpus", "0.5"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    results = json.loads((tree / "results" / "results.json").read_text())
+    measured = json.loads((tree / "results" / "container.json").read_text())
+    assert results["score"] == sum(p.points for p in registry.PROBLEMS), [t for t in results["tests"] if t["score"] < t["max_score"]]
+    assert measured["seconds"] < 600 and 0 < measured["own_peak"] < GRADESCOPE_MEMORY, measured
+    assert "Inside 768 MiB and 0.5 CPUs" in out.stdout
+    import zipfile
+
+    guide = zipfile.ZipFile(zip_path).read(GUIDE).decode()
+    assert "Gradescope's defaults fit" in guide and "units 1, 2, 3, 4, 5, 6, 7" in guide
+    assert set(json.loads(PROFILE.read_text())["units"]) == {str(u) for u in registry.units()}
