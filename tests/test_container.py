@@ -64,11 +64,19 @@ def dense_checkpoint_accounting(seed, x, num_shards, features):
 """
 
 
-def _grade_inside(tmp_path, source: str, memory: int | None) -> dict:
+def _grade_inside(tmp_path, source: str, memory: int | None, crowded_mib: int = 0) -> dict:
+    """Grade ``source`` for 1.1 in a fresh grader inside a container of ``memory`` bytes, beside a
+    process of the container's holding ``crowded_mib`` MiB that the OOM killer spares (the machine
+    busy with something else)."""
     path = tmp_path / "answer.py"
     path.write_text(source)
-    code = ("import json\nfrom autograder.engine.grade import grade\n"
+    code = ("import json, subprocess, sys\nfrom autograder.engine.grade import grade\n"
+            "hog = subprocess.Popen([sys.executable, '-c', 'import numpy as np, sys, time; "
+            "open(\\'/proc/self/oom_score_adj\\', \\'w\\').write(\\'-1000\\'); "
+            f"held = np.ones({crowded_mib} * 2**20 // 8); print(1, flush=True); time.sleep(600)'], stdout=subprocess.PIPE)\n"
+            "hog.stdout.readline()\n"
             f"r = grade([{str(path)!r}], 'ada', problems=['1.1'])\n"
+            "hog.kill()\n"
             "print(json.dumps({**r.problems[0].__dict__}))")
     out = _inside(memory, None, code)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -76,22 +84,24 @@ def _grade_inside(tmp_path, source: str, memory: int | None) -> dict:
 
 
 def test_a_worker_the_containers_memory_kills_is_the_graders_failure_and_no_attempt(tmp_path):
-    """A learner's 1.5 GiB (under its own 4 GiB limit) in a 1 GiB container: the kernel's OOM killer
-    ends the worker, it is tried again alone, and ends the same way: the learner is told it is the
-    grader's failure (category ``grader``, which the instructor's summary counts), Gradescope's
-    results say the run is no attempt. Controls: with room, the same code is graded on its value;
-    a worker that ends itself as a killed one looks, in the same container, is the learner's own crash,
-    and so is one over its own limit."""
+    """A learner holding 300 MiB (under its own 4 GiB limit) in a 1 GiB container that something
+    else fills (700 MiB, spared by the OOM killer): the kernel's OOM killer ends the worker, it is
+    tried again alone, and ends the same way: the learner is told it is the grader's failure
+    (category ``grader``, which the instructor's summary counts), and Gradescope's results say the
+    run is no attempt. Controls: with room, the same code is graded on its value; a worker that
+    ends itself as a killed one looks is the learner's own crash; a worker that held over half the
+    container itself (1.5 GiB) is the learner's, and so is one over its own limit."""
     _skip_without_containers()
-    hog = _HOG.replace("KIB", str(1536 * 1024))
-    killed = _grade_inside(tmp_path, hog, 2**30)
+    modest = _HOG.replace("KIB", str(300 * 1024))
+    killed = _grade_inside(tmp_path, modest, 2**30, crowded_mib=700)
     assert (killed["status"], killed["category"]) == ("error", "grader"), killed
     assert "killed by this machine's memory limit" in killed["message"] and "not your code's" in killed["message"]
-    roomy = _grade_inside(tmp_path, hog, 4 * 2**30)
-    assert roomy["category"] not in ("grader", "crashed"), roomy
+    roomy = _grade_inside(tmp_path, modest, 4 * 2**30, crowded_mib=700)
+    assert roomy["category"] not in ("grader", "crashed", "memory"), roomy
     itself = _grade_inside(tmp_path, _SELF_KILLED, 2**30)
     assert (itself["status"], itself["category"]) == ("error", "crashed"), itself
-    # and one over its own limit (4 GiB), with room around it, is the learner's: its own cgroup was full
+    hog = _grade_inside(tmp_path, _HOG.replace("KIB", str(1536 * 1024)), 2**30)
+    assert (hog["status"], hog["category"]) == ("error", "memory") and "over half of what" in hog["message"], hog
     over = _grade_inside(tmp_path, _HOG.replace("KIB", str(5 * 2**20)), 8 * 2**30)
     assert over["category"] in ("crashed", "memory"), over
     from autograder.gradescope import COUNTED, results_json

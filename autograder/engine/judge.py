@@ -96,6 +96,11 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
                                    f"{sandbox.DEFAULT_MEMORY // 2**30} GiB limit), in a second try too, with nothing else "
                                    "graded beside it. This is the grader's failure, not your code's, and it does not count "
                                    "as an attempt: your instructor's report names it (the container needs more memory).")
+    if run.status == "container_memory":
+        return "error", "memory", (f"Your code held {run.peak_bytes / 2**20:,.0f} MiB, over half of what the machine grading "
+                                   f"it can give in all ({sandbox.container_limits()[0] / 2**20:,.0f} MiB), and was "
+                                   "stopped. No problem here needs that much: look for an allocation that grows with a "
+                                   "value instead of a shape.")
     if run.status == "timeout":
         return "timeout", "timeout", (f"Did not finish all hidden cases within {timeout:.0f} s of CPU time (or "
                                       f"{sandbox.WALL_FACTOR * timeout:.0f} s on the clock, whichever came first). Look for an endless loop, "

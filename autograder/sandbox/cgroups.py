@@ -307,8 +307,9 @@ def command_inside(folders: list[str], command: list[str]) -> list[str]:
 
 
 def container_peak(folders: list[str]) -> int | None:
-    """The most memory the container's processes held at once, in bytes (v1: ``memory.max_usage_in_bytes``;
-    v2: ``memory.peak``, kernel 5.19 and later); None where the kernel does not say."""
+    """The most memory the processes of a container (or of a worker's own cgroups) held at once, in
+    bytes (v1: ``memory.max_usage_in_bytes``; v2: ``memory.peak``, kernel 5.19 and later); None where
+    the kernel does not say."""
     for folder in folders:
         for name in ("memory.max_usage_in_bytes", "memory.peak"):
             value = _read(os.path.join(folder, name))

@@ -50,7 +50,7 @@ class IsolationUnavailable(RuntimeError):
 class RunResult:
     # "ok", "timeout", "crashed", "malformed", "failed_start" (before any learner code ran),
     # "machine_killed" (the kernel's OOM killer ended it for the machine's or the container's memory,
-    # not for its own limit)
+    # not for its own limit), "container_memory" (so, but it held half the container's memory itself)
     status: str
     setup: dict | None = None
     # per case: {"value": decoded, "read_bytes": int | None, "peak_bytes": int | None} or {"error": {...}}
@@ -167,6 +167,7 @@ class Worker:
         self.measure_memory = measure_memory
         self.memory_base: tuple[int, int] | None = None  # (pid, resident bytes) before the learner's code
         self.anonymous = None  # its anonymous memory's peak, sampled from then on (ckptlab.serving.AnonymousPeak)
+        self.held = None  # what any other worker's process holds, sampled less often from its start (_watch_memory)
         self.keep_scratch = keep_scratch  # the scratch folder (and workdir) outlive it: the caller removes them
         self.workdir = workdir or folders.new_workdir()
         self.cases = list(cases)
@@ -265,6 +266,7 @@ class Worker:
             first = wire.recv(self.from_r, deadline)
             if first == {"started": True}:  # its own start is over: from here on, learner code runs
                 self.started = True
+                self._watch_memory()
                 self._wait_for_answer(deadline)
                 first = wire.recv(self.from_r, deadline)
             if self.measure_memory and first == {"ready": True}:  # no learner code has run yet
@@ -413,8 +415,7 @@ class Worker:
                 os.close(fd)
             except OSError:
                 pass
-        if self.anonymous is not None:
-            self.anonymous.stop()
+        held = self._held_peak()
         # (before its cgroups go: they say whether a kill was for its own limit)
         machine_killed = self.result.status == "crashed" and self.proc.returncode in (-9, 128 + 9) \
             and self._machine_killed()
@@ -422,12 +423,33 @@ class Worker:
             cgroups.remove_cgroup(cgroup)
         if self.scratch_full:
             self.result.status = "scratch_full"
+        elif machine_killed and held is not None and held >= cgroups.container_limits()[0] // 2:
+            # It held half the container's memory itself: its own doing, whoever's limit was reached.
+            self.result.status, self.result.peak_bytes = "container_memory", held
         elif machine_killed:
             self.result.status = "machine_killed"
         self.result.seconds = time.monotonic() - self.start
         # The time inside the learner's function is the worker's own word: never more than it lived.
         self.result.code_seconds = min(self.result.code_seconds, self.result.seconds)
         self.result.returncode = self.proc.returncode
+
+    def _watch_memory(self) -> None:
+        """Sample what the learner's process holds itself (anonymous and shared memory, every 20 ms),
+        from its start: should the kernel's OOM killer end it, this says whether it was the one
+        holding the memory (:meth:`_stop`)."""
+        from ckptlab.serving import AnonymousPeak
+
+        pid = self._learner_pid()
+        if pid is not None and not self.measure_memory:
+            self.held = AnonymousPeak(pid, interval=0.02)
+
+    def _held_peak(self) -> int | None:
+        """The most the learner's process held at once, as sampled (None where not sampled)."""
+        sampler = self.anonymous or self.held
+        if sampler is None:
+            return None
+        sampler.stop()
+        return sampler.peak
 
     def _machine_killed(self) -> bool:
         """Whether the kernel's OOM killer, not the worker's own limit, ended it: a kill counted on the
