@@ -155,6 +155,62 @@ def _readme_rows(readme: str) -> dict[int, tuple[int, int]]:
     return rows
 
 
+# Learner ids whose hidden draws are counted: a requirement is exercised by the cases each of them gets.
+LEARNERS = ("ada", "grace", "linus", "margaret", "alan", "learner-17")
+MIN_CASES_PER_REQUIREMENT = 2
+# A word that makes a sentence a requirement; "read-only" is a description, not one.
+REQUIREMENT_WORDS = re.compile(r"(?<![\w-])(never|must|only|exactly|keeps?|kept|refuse[sd]?|raises?)(?![\w-])", re.I)
+# Problems whose statements have not been read into a requirements map yet (issue 48): each is a
+# gap to close, listed here so that the check holds every other problem to its map. A problem
+# given a map must leave this list.
+NOT_YET_MAPPED: frozenset[str] = frozenset({
+    "1.1", "1.2", "1.3", "1.4", "2.1", "2.2", "2.3", "2.4", "2.5", "2.6", "3.1", "3.2", "3.3", "3.4",
+    "4.1", "4.2", "4.3", "4.4", "4.5", "5.1", "5.3", "6.1", "6.2",
+})
+
+
+def requirement_gaps(p: registry.Problem, hidden, learners=LEARNERS) -> list[str]:
+    """What the problem's requirements map lacks: a requirement not quoted word for word from the
+    statement, a category that no case has, fewer than two cases exercising a requirement in some
+    learner's draw, a requirement word of the statement outside every quoted requirement."""
+    import numpy as np
+
+    from autograder.engine.cases import case_seed
+
+    where = f"{p.id} {p.function}"
+    requirements = getattr(hidden, "requirements", {}) or {}
+    if not requirements:
+        return [] if p.id in NOT_YET_MAPPED else [
+            f"{where} requirements: no map from its statement's requirements to hidden cases (Hidden.requirements)"]
+    gaps = []
+    if p.id in NOT_YET_MAPPED:
+        gaps.append(f"{where} requirements: mapped, so it leaves tests/completeness.py's NOT_YET_MAPPED")
+    draws = {learner: [c.category for c in hidden.cases(np.random.default_rng(case_seed(learner, p.id)))]
+             for learner in learners}
+    categories = set().union(*map(set, draws.values())) if draws else set()
+    spans = []
+    for requirement, cats in requirements.items():
+        at = p.statement.find(requirement)
+        if at < 0:
+            gaps.append(f"{where} requirement {requirement!r}: not quoted word for word from the statement")
+        else:
+            spans.append((at, at + len(requirement)))
+        unknown = sorted(set(cats) - categories)
+        if unknown:
+            gaps.append(f"{where} requirement {requirement!r}: no case of category {', '.join(unknown)}")
+        fewest, learner = min((sum(c in cats for c in draw), learner) for learner, draw in draws.items())
+        if fewest < MIN_CASES_PER_REQUIREMENT:
+            gaps.append(f"{where} requirement {requirement!r}: {fewest} hidden case(s) exercise it for learner "
+                        f"{learner!r}, {MIN_CASES_PER_REQUIREMENT} needed")
+    for m in REQUIREMENT_WORDS.finditer(p.statement):
+        if not any(a <= m.start() < b for a, b in spans):
+            start = p.statement.rfind(". ", 0, m.start()) + 2 if ". " in p.statement[:m.start()] else 0
+            end = p.statement.find(". ", m.end())
+            sentence = p.statement[start:end if end >= 0 else None]
+            gaps.append(f"{where} requirement word {m.group(0)!r} outside every mapped requirement: {sentence!r}")
+    return gaps
+
+
 def missing(parts: Parts | None = None) -> list[str]:
     parts = parts or Parts()
     gaps = []
@@ -163,8 +219,11 @@ def missing(parts: Parts | None = None) -> list[str]:
         where = f"{p.id} {p.function}"
         if not p.statement or len(p.hints) < MIN_HINTS or not p.examples:
             gaps.append(f"{where} declaration: needs a statement, {MIN_HINTS}+ hints and a public example")
-        if parts.hidden(p) is None:
+        hidden = parts.hidden(p)
+        if hidden is None:
             gaps.append(f"{where} hidden cases: no HIDDEN[{p.function!r}] in autograder/hidden/unit{p.unit}.py")
+        else:
+            gaps += requirement_gaps(p, hidden)
         reference = parts.reference(p)
         if reference is None:
             gaps.append(f"{where} reference: no {p.function} in solutions/unit{p.unit}.py")

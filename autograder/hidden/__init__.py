@@ -50,6 +50,12 @@ class Hidden:
     # 5.3: ``plant_table(total_steps, seed, plant)``, what the grader plants before a run's last
     # restart and what a run restoring it ends with (sandbox/trusted.planted_runs), cached.
     plant_table: Callable[[int, int, int], dict] | None = None
+    # What the statement requires, each requirement quoted from it word for word, mapped to the case
+    # categories built to break an answer that ignores it: ``{"never cast or reshape it":
+    # ("dtype_change", "same_size_reshape"), ...}``. tests/completeness.py holds each requirement to
+    # two or more cases in every learner's draw, and every requirement word of the statement
+    # ("never", "must", "only", "exactly", "keep", "refuse", "raise") to a quoted requirement.
+    requirements: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def cases(self, rng: np.random.Generator) -> list[Case]:
         cases = list(self.fixed) + list(self.generate(rng))

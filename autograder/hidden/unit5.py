@@ -141,9 +141,9 @@ STATE = Hidden(
 # ---------------------------------------------------------------------------------------------
 # 5.2 latest_restorable_step: each root is a real saver killed at a point of a save.
 
-def _root(rng, **spec):
+def _root(rng, damage=(), **spec):
     spec.setdefault("seed", int(rng.integers(0, 1000)))
-    return (PreemptedRootArg(tuple(sorted(spec.items()))),)
+    return (PreemptedRootArg(tuple(sorted(spec.items())), damage=tuple(damage)),)
 
 
 def _preempted_cases(rng):
@@ -165,6 +165,20 @@ def _preempted_cases(rng):
                                max_to_keep=2)),
         Case("any_point", _root(rng, kill="delay", delay=float(rng.uniform(0.3, 0.7)), steps=100000,
                                 commit_file=bool(rng.integers(0, 2)), max_to_keep=_pick(rng, (2, 3, None)))),
+        # Committed steps whose `state` item does not restore: taken away (the step still looks
+        # committed), or its arrays' data gone while its records read (its metadata says all is
+        # well). The step before the newest one also lacks its `data` item: the answer all the same.
+        Case("state_missing", _root(rng, kill="none", steps=int(rng.integers(4, 6)), max_to_keep=None,
+                                    commit_file=bool(rng.integers(0, 2)), damage=(("state_removed", 1), ("data_removed", 2)))),
+        Case("state_unreadable", _root(rng, kill="none", steps=int(rng.integers(4, 6)), max_to_keep=None,
+                                       commit_file=bool(rng.integers(0, 2)),
+                                       damage=(("state_unreadable", int(rng.integers(1, 3))),))),
+        # Every committed step unrestorable, though each looks committed: nothing to resume from.
+        Case("none_restorable", _root(rng, kill="none", steps=int(rng.integers(2, 4)), max_to_keep=None,
+                                      commit_file=bool(rng.integers(0, 2)), damage=(("state_unreadable", 0),))),
+        # The newest step's `data` item gone, its `state` whole: it is still the step whose state restores.
+        Case("data_missing", _root(rng, kill="none", steps=int(rng.integers(3, 6)), max_to_keep=_pick(rng, (3, None)),
+                                   commit_file=bool(rng.integers(0, 2)), damage=(("data_removed", 1),))),
     ]
 
 
@@ -191,11 +205,16 @@ def restorable_step(ckpt_root):
 
 
 def _diagnose_preempted(args, actual, expected):
+    damaged = {kind for kind, _ in getattr(args[0], "damage", ())}
     if expected is None:
+        if actual is not None and damaged & {"state_removed", "state_unreadable"}:
+            return "unrestorable"
         return "none_committed" if actual is not None else None
     if actual is None:
         return "missed"
-    return "uncommitted" if actual > expected else "older"
+    if actual > expected:
+        return "unrestorable" if damaged & {"state_removed", "state_unreadable"} else "uncommitted"
+    return "whole_step" if "data_removed" in damaged else "older"
 
 
 PREEMPTED = Hidden(
@@ -208,6 +227,13 @@ PREEMPTED = Hidden(
         "missed": "A committed step that restores is there: return it rather than None.",
         "older": "You returned an older step than the latest committed one that restores: resuming there "
                  "throws away training that was safely saved.",
+        "unrestorable": "You returned a step that looks committed (its folder and commit_success.txt are there) "
+                        "but whose `state` item does not restore: a commit marker, a folder listing or readable "
+                        "metadata is not a restore. Restore the step's `state` item, and take a failure as 'not "
+                        "this step'.",
+        "whole_step": "You returned an older step than the latest one whose `state` item restores: the question is "
+                      "the state; a step whose other item is damaged or gone still holds a state to resume from "
+                      "(restore the `state` item alone).",
         "rename_mid_save": "Wrong on a folder killed while a save was in its temporary folder (POSIX protocol).",
         "in_place_mid_save": "Wrong on a folder killed while a save was being written in place.",
         "in_place_written": "Wrong on a folder killed after a step's items were written in place but before its "
@@ -215,8 +241,19 @@ PREEMPTED = Hidden(
         "first_save": "Wrong on a folder killed during its first save.",
         "finished": "Wrong on a folder whose saver finished.",
         "any_point": "Wrong on a folder killed at an arbitrary moment.",
+        "state_missing": "Wrong on a folder whose saver finished, where a committed step's items are not all there.",
+        "state_unreadable": "Wrong on a folder whose saver finished, where a committed step's arrays do not read back.",
+        "none_restorable": "Wrong on a folder where no committed step restores.",
+        "data_missing": "Wrong on a folder whose saver finished, where a committed step's `data` item is gone.",
     },
     diagnose=_diagnose_preempted,
+    requirements={
+        "a step's save committed when its folder is named by the step alone and holds `commit_success.txt`": (
+            "rename_mid_save", "in_place_mid_save", "in_place_written"),
+        "Return the latest step (an int) whose save committed": ("finished", "data_missing", "in_place_written"),
+        "whose `state` item Orbax restores": ("state_missing", "state_unreadable", "none_restorable", "data_missing"),
+        "or None when there is none": ("first_save", "none_restorable"),
+    },
     on_exception="The folder is read-only, and a step folder may be empty or half-written: list it with "
                  "os.listdir, and treat any failure to restore a step as 'not this step'.",
     expected=restorable_step,

@@ -99,6 +99,13 @@ PLACED = Hidden(
     },
     diagnose=_diagnose_placed,
     check_outcome=_check_placed_memory,
+    requirements={
+        "Return every saved array as a `jax.Array` with its saved dtype and values": (
+            "more_devices", "two_axes", "reshaped_mesh"),
+        "each sharded as `NamedSharding(mesh, spec)` where `spec` is the partition spec it was saved with": (
+            "more_devices", "two_axes", "reshaped_mesh"),
+        "it must stay under": ("more_devices", "two_axes", "reshaped_mesh"),
+    },
     on_exception="Read each array's shape, dtype and saved sharding from ocp.StandardCheckpointer().metadata(ckpt_dir)"
                  ".item_metadata.tree (its .sharding.partition_spec), and restore into jax.ShapeDtypeStruct targets "
                  "that carry a sharding on `mesh`.",
@@ -171,6 +178,29 @@ def _migrate_cases(rng):
     out.append(Case("unplaced_leaf", (ckpt(), _target(arrays, {f"params/layer{last}/kernel": None}), {}, {})))
     out.append(Case("dtype_change", (ckpt(), _target(arrays, {}, change=(("opt_state/count", (), "float32"),)), {}, {})))
     out.append(Case("shape_change", (ckpt(), _target(arrays, {}, change=(("params/embed", (256, d), "float32"),)), {}, {})))
+    # `new` also gives values for leaves the checkpoint provides (an initialiser's whole tree passed
+    # in): the saved values are kept, under a kept path and under a renamed one.
+    kept_too = {"params/embed": values(128, d), "opt_state/count": np.asarray(7, np.int32)}
+    out.append(Case("provided_and_new", (ckpt(), _target(arrays, {}), {}, kept_too)))
+    moved = {f"params/layer0/{w}": f"params/block0/{w}" for w in ("kernel", "bias")}
+    out.append(Case("renamed_and_new", (ckpt(), _target(arrays, moved), moved,
+                                        {"params/block0/kernel": values(d, d), "params/block0/bias": values(d)})))
+    # A name that rename moved or dropped, used again by the new model: it is not the old leaf.
+    swap = {f"params/layer{i}/{w}": f"params/layer{1 - i}/{w}" for i in (0, 1) for w in ("kernel", "bias")}
+    out.append(Case("swapped_layers", (ckpt(), _target(arrays, swap), swap, {})))
+    dropped = {f"params/layer{last}/kernel": None, f"params/layer{last}/bias": None}
+    out.append(Case("dropped_name_reused", (ckpt(), _target(arrays, {}), dropped,
+                                            {f"params/layer{last}/kernel": values(d, d), f"params/layer{last}/bias": values(d)})))
+    out.append(Case("moved_name_missing", (ckpt(), _target(arrays, {}, (("params/block0/kernel", (d, d), "float32"),)),
+                                           {"params/layer0/kernel": "params/block0/kernel"}, {})))
+    # Raise: a saved leaf renamed to a path the new model lacks; shapes of the same size (a
+    # transpose, an added axis), which a reshape would take silently; a narrowing cast.
+    out.append(Case("unplaced_renamed", (ckpt(), _target(arrays, {"params/layer0/bias": None}),
+                                         {"params/layer0/bias": "params/layer0/b"}, {})))
+    out.append(Case("same_size_reshape", (ckpt(), _target(arrays, {}, change=(("params/embed", (d, 128), "float32"),)), {}, {})))
+    out.append(Case("added_axis", (ckpt(), _target(arrays, {}, change=(("params/layer0/bias", (1, d), "float32"),)), {}, {})))
+    out.append(Case("narrowing_cast", (ckpt(), _target(arrays, {}, change=(("params/layer0/kernel", (d, d), "bfloat16"),)),
+                                       {}, {})))
     return out
 
 
@@ -224,8 +254,15 @@ def _diagnose_migration(args, actual, expected):
         return "tree"
     if any(a[k].dtype != e[k].dtype or a[k].shape != e[k].shape for k in e):
         return "dtype"
-    new = args[3]
-    if any(k in new and a[k].tobytes() != e[k].tobytes() for k in e):
+    ckpt, _, rename, new = args
+    differ = {k for k in e if a[k].tobytes() != e[k].tobytes()}
+    saved = {path for path, *_ in ckpt.arrays}
+    provided = {rename.get(old, old) for old in saved} - {None}
+    if any(k in new and k in provided for k in differ):
+        return "new_over_saved"
+    if any(k in saved and rename.get(k, k) != k for k in differ):
+        return "old_name"
+    if any(k in new for k in differ):
         return "new_values"
     return "values"
 
@@ -251,6 +288,24 @@ MIGRATE = Hidden(
                  "devices narrows an int64 to int32 without a word where JAX runs without x64: restore as NumPy "
                  "(ocp.RestoreArgs(restore_type=np.ndarray)).",
         "new_values": "A leaf of the new model that the checkpoint does not have takes its value from `new`.",
+        "new_over_saved": "Silent: a leaf the checkpoint provides took its value from `new`. Where the checkpoint "
+                          "provides a leaf (under its own path or renamed), its saved value is the one to keep; "
+                          "`new` only fills what the checkpoint lacks.",
+        "old_name": "Silent: a leaf of the new model got the value of the saved leaf that had its name, although "
+                    "rename moved that leaf elsewhere or dropped it. Once renamed, a saved leaf lives at its new "
+                    "path only: look each target leaf up through rename, never by the old name.",
+        "should_raise/moved_name_missing": "Silent: a leaf of the new model that rename left empty (the saved leaf "
+                                           "of that name was moved) got a value anyway, the moved leaf's own. Raise "
+                                           "ValueError naming it.",
+        "should_raise/unplaced_renamed": "Silent: a saved leaf renamed to a path the new model does not have was "
+                                         "left behind. Raise ValueError naming it.",
+        "should_raise/same_size_reshape": "Silent: a saved leaf was reshaped into a target shape of the same size "
+                                          "(the same number of elements, another layout: its values land in the "
+                                          "wrong places). Never reshape: raise ValueError naming it.",
+        "should_raise/added_axis": "Silent: a saved leaf was reshaped into a target shape of the same size. Never "
+                                   "reshape: raise ValueError naming it.",
+        "should_raise/narrowing_cast": "Silent: a saved leaf was cast to a narrower dtype (its low bits lost). Never "
+                                       "cast: raise ValueError naming it.",
         "values": "Some values differ from the checkpoint's: a renamed leaf keeps its saved values.",
         "renamed": "Wrong when every layer is renamed (Linen's names to NNX-style ones).",
         "added_and_dropped": "Wrong when leaves are added (values in `new`), dropped (renamed to None) and renamed.",
@@ -259,8 +314,36 @@ MIGRATE = Hidden(
         "unplaced_leaf": "Wrong when a saved leaf has no place in the new model.",
         "dtype_change": "Wrong when a leaf's dtype changed.",
         "shape_change": "Wrong when a leaf's shape changed.",
+        "provided_and_new": "Wrong when `new` holds values for leaves the checkpoint provides.",
+        "renamed_and_new": "Wrong when `new` holds values for renamed leaves the checkpoint provides.",
+        "swapped_layers": "Wrong when rename swaps two layers' names.",
+        "dropped_name_reused": "Wrong when the new model reuses the name of a leaf dropped on purpose (its value in "
+                               "`new`).",
+        "moved_name_missing": "Wrong when the new model keeps the name of a leaf that rename moved.",
+        "unplaced_renamed": "Wrong when a saved leaf is renamed to a path the new model lacks.",
+        "same_size_reshape": "Wrong when a leaf's shape changed but not its size.",
+        "added_axis": "Wrong when a leaf gained an axis of length 1.",
+        "narrowing_cast": "Wrong when a leaf's dtype narrowed.",
     },
     diagnose=_diagnose_migration,
+    requirements={
+        "a saved leaf not in `rename` keeps its path": ("kept", "provided_and_new", "same_size_reshape"),
+        "to its path in the new model, or to None to drop it": (
+            "renamed", "added_and_dropped", "swapped_layers", "dropped_name_reused", "moved_name_missing"),
+        "`new` maps the path of each new-model leaf the checkpoint does not provide to its initial value": (
+            "added_and_dropped", "dropped_name_reused"),
+        "where the checkpoint provides a leaf, its saved value is the one to keep": ("provided_and_new", "renamed_and_new"),
+        "each with the target's dtype (int64 included: JAX runs without x64 here)": ("renamed", "kept", "added_and_dropped"),
+        "Raise `ValueError` naming the leaf's path when a change cannot be made without a silent loss": (
+            "missing_leaf", "unplaced_leaf", "dtype_change", "shape_change", "moved_name_missing", "unplaced_renamed",
+            "same_size_reshape", "added_axis", "narrowing_cast"),
+        "a target leaf that neither the checkpoint nor `new` provides (never zero-fill it)": (
+            "missing_leaf", "moved_name_missing"),
+        "a saved leaf with no place in the new model (not dropped on purpose)": ("unplaced_leaf", "unplaced_renamed"),
+        "a saved leaf whose shape or dtype is not the target's": (
+            "dtype_change", "shape_change", "same_size_reshape", "added_axis", "narrowing_cast"),
+        "never cast or reshape it": ("dtype_change", "narrowing_cast", "same_size_reshape", "added_axis"),
+    },
     check_raise=_names_faulty_leaf,
     on_exception="Read the saved tree from ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree; name each "
                  "leaf by its path ('params/layer0/kernel'). Raise ValueError only for a leaf the migration cannot "
@@ -309,8 +392,30 @@ def _compare_cases(rng):
                        ("scale", f"{layer[0]}/kernel", 0.905), ("scale", f"{layer[2]}/kernel", 1.105),
                        ("scale", f"{layer[1]}/kernel", 1.5), ("set", f"{layer[2]}/bias", 0, 3e-12))
     tiny = both + (("set", f"{layer[2]}/bias", 0, 1e-12),)
-    out.append(Case("with_tolerance", (TreeCheckpointArg(arrays, (("x", 1),), seed, tiny),
-                                  TreeCheckpointArg(arrays, (("x", 1),), seed, tolerant), 0.1)))
+    # The int64 counters one apart above 2^53 again, now within the tolerance too: integers compare
+    # exactly whatever rtol.
+    count = 2**53 + 4 * int(rng.integers(1, 1000))
+    out.append(Case("with_tolerance", (TreeCheckpointArg(arrays, (("x", 1),), seed, tiny + (("set", "tokens_seen", 2, count),)),
+                                       TreeCheckpointArg(arrays, (("x", 1),), seed,
+                                                         tolerant + (("set", "tokens_seen", 2, count + 1),)), 0.1)))
+    # The same traps at bfloat16's rounding (rtol 2^-8), each side of the boundary by far more than
+    # float32's rounding: within it relative to the larger value only (either way round), just
+    # beyond 1 - rtol; a cast to float16 (within: mismatched, not differing); an infinity in both,
+    # and one against a number; 1e-12 against 3e-12; an int32 step one apart (within rtol: differing);
+    # a counter dropped and a leaf added deep in the tree.
+    seed, rtol = int(rng.integers(0, 2**31)), 2.0**-8
+    step = 2**24 + int(rng.integers(1, 1000))
+    layer = [f"params/layer{i}" for i in rng.permutation(3)]
+    both = nan + (("set", f"{layer[0]}/kernel", 1, float("inf")),)
+    low = both + (("set", f"{layer[1]}/bias", 1, 1e-12), ("set", "step", 0, step))
+    high = both + (("cast", "params/embed", "float16"), ("set", f"{layer[2]}/bias", 0, float("inf")),
+                   ("scale", f"{layer[0]}/kernel", (1 + rtol + 1 / (1 - rtol)) / 2),
+                   ("scale", f"{layer[1]}/kernel", (1 - rtol + 1 / (1 + rtol)) / 2),
+                   ("scale", f"{layer[2]}/kernel", (1 - rtol) * (1 - 1e-3)),
+                   ("set", f"{layer[1]}/bias", 1, 3e-12), ("set", "step", 0, step + 1),
+                   ("drop", "tokens_seen"), ("add", "params/head/out/kernel", (d, 8), "float32"))
+    out.append(Case("tight_tolerance", (TreeCheckpointArg(arrays, (("x", 1),), seed, low),
+                                        TreeCheckpointArg(arrays, (("x", 1),), seed, high), rtol)))
     return out
 
 
@@ -326,7 +431,7 @@ def _diagnose_compare(args, actual, expected):
         got, want = set(actual["differing"]), set(expected["differing"])
         if sorted(got) == sorted(want):
             return "unsorted"
-        if "tokens_seen" in want - got:
+        if {"tokens_seen", "step"} & (want - got):  # the integer leaves
             return "int_as_float"
         if args[2] > 0 and all(path.startswith("params/") for path in got ^ want):
             return "tolerance"
@@ -342,8 +447,9 @@ COMPARE = Hidden(
                          "('params/layer0/kernel'), at every depth of the tree.",
         "mismatched": "'mismatched' lists every leaf in both whose shape or dtype differs (a cast is a mismatch, even "
                       "when its values are within the tolerance).",
-        "int_as_float": "Integers must be compared exactly: a float64 holds every integer only up to 2^53, so two "
-                        "int64 counters that differ by one can compare equal once converted.",
+        "int_as_float": "Integers must be compared exactly, whatever rtol (a counter one step off is not 'close'): "
+                        "and a float64 holds every integer only up to 2^53, so two int64 counters that differ by one "
+                        "can compare equal once converted.",
         "tolerance": "Two numbers differ when |x - y| > rtol * max(|x|, |y|): the tolerance is relative to the larger "
                      "of the two (whichever checkpoint comes first), with no absolute term; NaN equals NaN, and an "
                      "infinity equals only itself (inf - 1 is not within any tolerance of inf).",
@@ -354,8 +460,23 @@ COMPARE = Hidden(
                  "changed by very little.",
         "with_tolerance": "Wrong with a tolerance (rtol 0.1): a cast within it, values scaled within it and beyond "
                           "it, infinities.",
+        "tight_tolerance": "Wrong with a tolerance as tight as bfloat16's rounding (rtol 2^-8): a cast within it, "
+                           "values scaled within it and just beyond it, infinities, counters, leaves missing and extra.",
     },
     diagnose=_diagnose_compare,
+    requirements={
+        "leaves of a that b lacks; leaves of b that a lacks": ("exact", "tight_tolerance"),
+        "leaves in both whose shape or dtype differs": ("exact", "with_tolerance", "tight_tolerance"),
+        "each a sorted list of leaf paths": ("exact", "tight_tolerance"),
+        "holding a value that differs": ("exact", "with_tolerance", "tight_tolerance"),
+        "Two numbers x and y differ when |x - y| > rtol * max(|x|, |y|)": ("with_tolerance", "tight_tolerance"),
+        "(no absolute term)": ("with_tolerance", "tight_tolerance"),
+        "except that NaN equals NaN": ("same", "exact", "with_tolerance", "tight_tolerance"),
+        "an infinity equals only itself": ("with_tolerance", "tight_tolerance"),
+        "Two leaves of integers are compared exactly, whatever `rtol` (a float64 holds every integer only up to 2^53)": (
+            "exact", "with_tolerance", "tight_tolerance"),
+        "A cast leaf is mismatched whether or not its values are within the tolerance": ("with_tolerance", "tight_tolerance"),
+    },
     on_exception="Read both trees' metadata (ocp.StandardCheckpointer().metadata(path).item_metadata.tree) and "
                  "restore one leaf at a time (a partial restore of that leaf alone, as NumPy).",
 )
@@ -382,12 +503,21 @@ def _unstack_cases(rng):
 
     # Smaller first: a case is charged with the largest peak of its worker so far.
     out = []
+    # A small model stacked along axis 1 (a Linen scan over another axis), beside a leaf whose name
+    # merely begins with the group's ('layers_norm' beside 'layers'): not in the group.
+    layers = int(rng.choice((2, 3)))
+    mesh = (("data", 2), ("model", 8))
+    arrays = _scanned_model(rng, {"params/decoder/layers": layers}, 1, 64, 128, mesh)
+    arrays += (("params/decoder/layers_norm/scale", (64, layers + 1), "float32", ((("data", "model")),)),)
+    out.append(Case("prefix_neighbour", (TreeCheckpointArg(arrays, mesh, int(rng.integers(0, 2**31))), OutputFolder(),
+                                         MeshArg(mesh), ["params/decoder/layers"], 1)))
     # DeepSeek's two groups (dense layers first, then MoE ones), stacked along axis 0 as Linen's nn.scan
     # stacks, on a 2 x 8 mesh.
     dense = int(rng.choice((1, 2)))
     mesh = (("data", 2), ("model", 8))
     groups = {"params/decoder/dense_layers": dense, "params/decoder/moe_layers": 6 - dense}
     arrays = _scanned_model(rng, groups, 0, 256, 512, mesh)
+    arrays += (("params/decoder/moe_layers_shared/scale", (6, 256), "float32", (None, ("data", "model"))),)
     out.append(Case("two_groups_axis_0", (TreeCheckpointArg(arrays, mesh, int(rng.integers(0, 2**31))), OutputFolder(),
                                           MeshArg(mesh), sorted(groups), 0)))
     # MaxText's default: one group, stacked along axis 1 (param_scan_axis), on one axis of 16 devices;
@@ -395,6 +525,7 @@ def _unstack_cases(rng):
     layers = int(rng.choice((4, 8)))
     mesh = (("model", 16),)
     arrays = _scanned_model(rng, {"params/decoder/layers": layers}, 1, 512, 4096 // layers, mesh)
+    arrays += (("params/decoder/layers_norm/scale", (512, layers), "float32", ("model",)),)
     out.append(Case("scan_axis_1", (TreeCheckpointArg(arrays, mesh, int(rng.integers(0, 2**31))), OutputFolder(),
                                     MeshArg(mesh), ["params/decoder/layers"], 1)))
     return out
@@ -460,6 +591,8 @@ def _diagnose_unstack(args, actual, expected):
     a, e = dict(leaves_with_paths(actual)), dict(leaves_with_paths(expected))
     groups = args[3]
     if set(a) != set(e):
+        if any(p.startswith(g) and not p.startswith(g + "/") for p in set(e) - set(a) for g in groups):
+            return "prefix_neighbour_unstacked"
         if any(p.startswith(g + "/") for p in a for g in groups):
             return "stacked_kept" if any(p.startswith(g + "_") for p in a for g in groups) else "nested_names"
         if set(e) - set(a) and all(any(p.startswith(g + "_") for g in groups) for p in a):
@@ -503,12 +636,30 @@ UNSTACK = Hidden(
         "wrong_sharding": "The values are right, but some arrays were not saved placed as the stack was: on `mesh`, with "
                           "the stacked array's saved spec less its scan-axis entry (a leaf outside the groups keeps "
                           "its spec).",
+        "prefix_neighbour_unstacked": "Silent: a leaf outside the groups whose path merely begins with a group's "
+                                      "name (a 'g_norm' or 'g_shared' beside the group 'g') was unstacked as if it "
+                                      "were in the group. A leaf is under group g when its path begins with g "
+                                      "followed by '/': match the separator too.",
+        "prefix_neighbour": "Wrong for a small model stacked along axis 1, beside leaves named like its group.",
         "scan_axis_1": "Wrong for MaxText's layout: one group of layers stacked along axis 1, on one axis of 16 devices.",
         "two_groups_axis_0": "Wrong for two groups (DeepSeek's dense and MoE layers) stacked along axis 0, on a 2 x 8 "
                              "mesh.",
     },
     diagnose=_diagnose_unstack,
     check_outcome=_check_unstack_memory,
+    requirements={
+        "every leaf under a group holds all the group's layers, stacked along axis `scan_axis` (never sharded)": (
+            "prefix_neighbour", "two_groups_axis_0", "scan_axis_1"),
+        "for group `g` and layer `i`, the leaf `g/<rest>` becomes `g_i/<rest>`": (
+            "prefix_neighbour", "two_groups_axis_0", "scan_axis_1"),
+        "its index `i` along `scan_axis`": ("prefix_neighbour", "scan_axis_1"),
+        "where `spec` is the stacked leaf's saved spec without its scan-axis entry": (
+            "prefix_neighbour", "two_groups_axis_0", "scan_axis_1"),
+        "Every leaf outside the groups is saved as it was (values, dtype, spec)": (
+            "prefix_neighbour", "two_groups_axis_0", "scan_axis_1"),
+        "no stacked leaf remains": ("prefix_neighbour", "two_groups_axis_0", "scan_axis_1"),
+        "it must stay under": ("prefix_neighbour", "two_groups_axis_0", "scan_axis_1"),
+    },
     expected=unstacked,
     on_exception="out_dir does not exist yet: Orbax's save creates it. ocp_v1.partial.save(out_dir, "
                  "tree) adds arrays to a checkpoint in the making; ocp_v1.partial.finalize(out_dir) makes it "

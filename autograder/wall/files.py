@@ -29,7 +29,33 @@ def _preempted_roots(value, workdir: str) -> dict:
         return {}
     roots = [os.path.join(workdir, f"ckpt-{uuid.uuid4().hex[:12]}") for _ in args]
     kill_savers([arg.saver(root) for arg, root in zip(args, roots)])
+    for arg, root in zip(args, roots):
+        damage_root(root, arg.damage)
     return {id(arg): root for arg, root in zip(args, roots)}
+
+
+def damage_root(root: str, damage: tuple) -> None:
+    """Apply a :class:`~autograder.wall.kinds.PreemptedRootArg`'s ``damage`` to its root (see there)."""
+    import shutil
+
+    from ckptlab.preempt import committed_folders
+
+    for kind, n in damage:
+        folders = [committed_folders(root)[s] for s in sorted(committed_folders(root), reverse=True)]
+        for name in folders[:n] if n else folders:
+            step = os.path.join(root, name)
+            if kind == "state_removed":
+                shutil.rmtree(os.path.join(step, "state"))
+            elif kind == "data_removed":
+                shutil.rmtree(os.path.join(step, "data"))
+            elif kind == "state_unreadable":
+                state = os.path.join(step, "state")
+                for entry in os.listdir(state):  # the arrays' data (OCDBT's files, zarr's chunks), not the records
+                    if entry.startswith(("ocdbt.process_", "d")) or entry == "manifest.ocdbt":
+                        target = os.path.join(state, entry)
+                        shutil.rmtree(target) if os.path.isdir(target) else os.remove(target)
+            else:
+                raise ValueError(f"unknown damage {kind!r}")
 
 
 class RunPath(str):

@@ -337,6 +337,14 @@ class PreemptedRootArg:
     Every such argument of a :func:`~autograder.wall.files.realize` call is made by one helper process."""
 
     spec: tuple
+    # What the grader does to the root once the saver is dead, in order: ``(kind, n)`` applies to
+    # the newest ``n`` committed steps (0: all of them). ``"state_removed"``: the step's `state`
+    # item taken away (the step still holds `data` and commit_success.txt); ``"state_unreadable"``:
+    # its arrays' data files deleted, its records (`_METADATA`, the step's metadata) kept, so its
+    # metadata reads and a restore fails; ``"data_removed"``: the `data` item taken away, `state`
+    # left whole. A committed step that does not restore, and one that does although its other
+    # item is gone.
+    damage: tuple = ()
 
     def saver(self, root: str):
         from ckptlab.preempt import SaverSpec

@@ -72,6 +72,32 @@ PREEMPTED = [
      "incorrect", "older step"),
     ("zero_when_nothing", _latest(keep=_COMMITTED, pick="steps[0] if steps else 0"), "incorrect", "return None"),
     ("step_as_text", _latest(keep=_COMMITTED, step="name"), "incorrect", "must be an int"),
+    # Committed is taken for restorable: commit_success.txt checked, the state never restored.
+    ("commit_marker_only", _latest(keep=_COMMITTED), "incorrect", "does not restore"),
+    # The state's records read (its metadata), its arrays never: a step whose data files are gone passes.
+    ("state_metadata_only", _latest(keep=_COMMITTED + " and _meta_reads(os.path.join(ckpt_root, name, 'state'))")
+     .replace("def latest_restorable_step", """def _meta_reads(path):
+    try:
+        ocp.StandardCheckpointer().metadata(path)
+    except Exception:
+        return False
+    return True
+
+
+def latest_restorable_step"""), "incorrect", "does not restore"),
+    # The whole step restored, both items: a step whose `data` item is gone is skipped, though its
+    # state restores.
+    ("restores_every_item", _latest(keep=_COMMITTED + " and _restores(os.path.join(ckpt_root, name))")
+     .replace("def latest_restorable_step", """def _restores(folder):
+    try:
+        ocp.StandardCheckpointer().restore(os.path.join(folder, "state"))
+        ocp.Checkpointer(ocp.JsonCheckpointHandler()).restore(os.path.join(folder, "data"))
+    except Exception:
+        return False
+    return True
+
+
+def latest_restorable_step"""), "incorrect", "restore the `state` item alone"),
     ("asks_a_default_manager", """
 def latest_restorable_step(ckpt_root):
     return ocp.CheckpointManager(ckpt_root).latest_step()

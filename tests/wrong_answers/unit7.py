@@ -147,6 +147,37 @@ def migrate_checkpoint(ckpt_dir, target, rename, new):
         item=item, restore_args=ocp.checkpoint_utils.construct_restore_args(item), partial_restore=True)), sep="/")
     return tu.unflatten_dict({p: restored[source[p]] if p in source else np.asarray(new[p]) for p in wanted}, sep="/")
 """, "incorrect", "narrows an int64 to int32"),
+    # `new` first: an initialiser's value replaces the leaf the checkpoint provides.
+    ("new_overrides_saved", _migrate().replace("        if path in moved:\n", "        if path in new:\n"
+                                               "            out[path] = np.asarray(new[path])\n"
+                                               "        elif path in moved:\n"),
+     "incorrect", "its saved value is the one to keep"),
+    # A same-size shape taken by a reshape: the element count checked, not the shape.
+    ("reshapes_same_size", _migrate(check="""if value.size != math.prod(leaf.shape) or value.dtype != leaf.dtype:
+                raise ValueError(f"{path}: saved {value.dtype}{value.shape}, wanted {leaf.dtype}{leaf.shape}")
+            value = value.reshape(leaf.shape)"""),
+     "incorrect", "reshaped into a target shape of the same size"),
+    # Each saved leaf also kept under its old name wherever the new model has that name: an old leaf
+    # that rename moved or dropped comes back under its old name.
+    ("old_name_first", _migrate(place="""if path not in wanted:
+            raise ValueError(f"{old} has no place in the new model")
+        moved[path] = np.asarray(value)
+    for old, value in saved.items():
+        if old in wanted:
+            moved[old] = np.asarray(value)"""),
+     "incorrect", "although rename moved that leaf elsewhere or dropped it"),
+    # Shapes compared, dtypes let through when a cast keeps the kind (float32 to bfloat16: "both floats").
+    ("casts_within_a_kind", _migrate(check="""if value.shape != leaf.shape or jnp.issubdtype(value.dtype, jnp.floating) != jnp.issubdtype(leaf.dtype, jnp.floating):
+                raise ValueError(f"{path}: saved {value.dtype}{value.shape}, wanted {leaf.dtype}{leaf.shape}")
+            value = value.astype(leaf.dtype)"""),
+     "incorrect", "Never cast"),
+    # A renamed leaf checked against the target by its old path only: renamed to a path the target
+    # lacks, it is left behind.
+    ("unplaced_rename_ignored", _migrate(place="""if old in wanted or path in wanted:
+            moved[path] = np.asarray(value)
+        elif old == path:
+            raise ValueError(f"{old} has no place in the new model")"""),
+     "incorrect", "renamed to a path the new model does not have"),
     # `new` ignored: the new leaves zero-filled although their values were given.
     ("ignores_new_values", _migrate().replace("out[path] = np.asarray(new[path])", "out[path] = np.zeros(leaf.shape, leaf.dtype)"),
      "incorrect", "takes its value from `new`"),
@@ -202,6 +233,16 @@ COMPARE = [
         "| (np.isnan(x.astype(np.float64)) & np.isnan(y.astype(np.float64)))",
         "| (np.isnan(x.astype(np.float64)) & np.isnan(y.astype(np.float64))) | (x.astype(np.float64) == y.astype(np.float64))")),
      "incorrect", "an infinity equals only itself"),
+    # The tolerance applied to integers too (as floats, exactly converted where they fit): a counter
+    # one step off is "close".
+    ("rtol_on_integers", _compare(_EXACT.replace("np.array_equal(x, y) if x.dtype.kind in 'iu' and y.dtype.kind in 'iu' else ",
+                                                 "").replace("x.astype(np.float64)", "x.astype(np.longdouble)")
+                                  .replace("y.astype(np.float64)", "y.astype(np.longdouble)")),
+     "incorrect", "whatever rtol"),
+    # Relative to the smaller value (np.isclose's tolerance from b, or min(|x|, |y|)).
+    ("relative_to_smaller", _compare(_EXACT.replace("np.maximum(", "np.minimum(")), "incorrect", "relative to the larger"),
+    # An absolute term of its own, "to be safe with zeros": 1e-12 against 3e-12 equal.
+    ("own_absolute_term", _compare(_EXACT.replace("<= rtol *", "<= 1e-9 + rtol *")), "incorrect", "no absolute term"),
     # A cast within the tolerance not reported as a mismatch.
     ("cast_not_mismatched", _compare().replace("if x.shape != y.shape or x.dtype != y.dtype:", "if x.shape != y.shape:"),
      "incorrect", "'mismatched' lists every leaf"),
@@ -311,6 +352,10 @@ UNSTACK = [
     ("groups_only", _unstack().replace("            out = {path: jax.device_put(host, NamedSharding(mesh, PartitionSpec(*spec)))}",
                                        "            continue"),
      "incorrect", "Every leaf outside the stacked groups"),
+    # A group matched by its name alone, without the separator: a neighbour named like the group
+    # ('layers_norm' beside 'layers') unstacked too.
+    ("prefix_without_separator", _unstack().replace('path.startswith(g + "/")', "path.startswith(g)"),
+     "incorrect", "merely begins with a group's name"),
     # Cast to bfloat16, as MaxText's decode checkpoint is.
     ("cast_to_bfloat16", _unstack(place="jax.device_put(np.take(host, i, axis=scan_axis).astype(jnp.bfloat16), layer)"),
      "incorrect", "saved dtype"),
