@@ -19,7 +19,7 @@ do:
   devices at all.
 
 The report says whether it restored (else the error's type and first line, as Orbax raised it),
-each leaf's type, dtype, device count and a digest of its values, the bytes the devices hold (every
+each leaf's type, dtype, device count and ids and a digest of its values, the bytes the devices hold (every
 replica counted, as host memory counts them on CPU devices), and ``peak_bytes``: the kernel's
 high-water mark of the process's resident set (``VmHWM``) minus its resident set just before the
 restore, after a warm-up restore has loaded what a first restore loads once, and once every
@@ -96,6 +96,7 @@ for name, value in restored.items():
     held += nbytes
     leaves[name] = {"type": type(value).__name__, "dtype": str(value.dtype), "shape": list(value.shape),
                     "devices": len(value.sharding.device_set) if shards is not None else 0, "held_bytes": nbytes,
+                    "device_ids": sorted(d.id for d in value.sharding.device_set) if shards is not None else [],
                     "sha256": digest(value)}
 print(json.dumps({"ok": True, "error": None, "leaves": leaves, "held_bytes": held, "peak_bytes": peak,
                   "returned_bytes": returned if how != "numpy" else None}), flush=True)

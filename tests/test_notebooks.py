@@ -104,6 +104,7 @@ SHOWS = {
         "right after save()           the donated array deleted: False  buffers reused:  0 of 16",
         "after wait_until_finished()  the donated array deleted: True   buffers reused: 16 of 16",
         "the checkpoint holds the values as they were at save(): True", "warnings from JAX about donations: 0",
+        "JAX said nothing of the declined donation, and the same listener hears its donation warning (the control): True",
         # InitialSavePolicy beside the interval
         "save_interval_steps=2; save() saved at steps [1, 2, 4, 6, 8, 10]",
         # the bound from a plain synced write, the bytes counted by the kernel; the rest is the save's own work
@@ -137,6 +138,9 @@ SHOWS = {
         "its folders: ['array_metadatas', 'd', 'ocdbt.process_0', 'ocdbt.process_1']",
         "the devices its metadata names: [0, 1, 2, 3, 2048, 2049, 2050, 2051]",
         "8 device(s)  no_target      ValueError: Topology mismatch detected",
+        # the topology check is a lookup of device ids: saved ids found restore silently, a missing one refuses
+        "a process of 8 devices restores it, silently, onto ids 0 to 3 of its 8: True",
+        "a process of 2 devices refuses it (ids 2 and 3 missing): True",
         "every peak at or above what the devices hold: True",
         "v1, ocp_v1.load onto 4 devices: {'b': (4, True), 'w': (4, True)}",
         # when restore() returns is measured, not assumed (JAX 0.12: all 16 copies in place; 0.10.2: a few)
@@ -146,6 +150,11 @@ SHOWS = {
         # one found from the metadata
         "two layers             raised ValueError: User-provided restore item and on-disk value metadata tree",
         "six layers, partial    no error, 0 warnings, 0 log lines", "'layer4': 'ShapeDtypeStruct'",
+        # the listeners' control; Orbax's strict skip; strict=False's zero rows; check_target counts replicas
+        "the listeners hear a warning and a log line when there is one (the control): True  (heard: (1, 1))",
+        "a misspelt or omitted leaf beside placeholders is refused too: True",
+        "strict=False fills the grown rows with zeros, the saved rows as saved: True",
+        "section 1's w replicated on 16: ['16 copies on 16 devices, 512 MiB held for 32 MiB: w']",
         "step 16777216.0 (float32), epoch 16777215.0",
         "the model as saved: nothing to report", "cast int32 -> float32 can lose values: step",
         "bfloat16 for serving, cast not allowed: 4 problems; allowed: nothing to report",
@@ -165,6 +174,11 @@ SHOWS = {
         "a copy: the same model", "one layer scaled by 1.001: {'values': ['params/layer2']}",
         "values differ: params/layer2 (16,384 element(s)",
         "one layer scaled by 1.001, rtol 1e-4: {'values': ['params/layer2']}",
+        # a comparison that knows the dtype: a tolerance misses what is below it; cast then exact; bfloat16's rounding
+        "a tolerance above the change does not find it: 'the same model' at rtol 1e-2 and 2^-8: True",
+        "cast then exact: the conversion equals the hand cast bit for bit, the changed one is found: True",
+        "rtol 2^-8 (bfloat16's rounding): the cast is only a dtype difference, the 0.1% change is found: True",
+        "the bfloat16 model's outputs stay within 1/20 of the control's difference: True",
         # a scanned Linen model into per-layer NNX: refused straight; migrated, the same function (its
         # control, two layers swapped, matches the tree and not the outputs: checked below)
         "restored straight into the NNX model: Structure mismatch",
