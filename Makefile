@@ -28,7 +28,7 @@ help:
 	@echo "make platforms - (root) the hostile suite in a real Docker container, default seccomp, as root and a user"
 
 $(STAMP): pyproject.toml
-	@python="$$(PYTHON='$(PYTHON)' sh tools/find_python.sh)" && "$$python" tools/setup_env.py $(VENV) -e ".[test]"
+	@python="$$(PYTHON='$(PYTHON)' VENV_PYTHON='$(VENV)/bin/python' sh tools/find_python.sh)" && "$$python" tools/setup_env.py $(VENV) -e ".[test]"
 	@touch $(STAMP)
 
 venv: $(STAMP)

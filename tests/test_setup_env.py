@@ -121,6 +121,11 @@ def test_make_finds_a_suitable_python_by_what_it_answers(tmp_path):
     pyenv313 = _fake(tmp_path / "pyenv" / "versions" / "3.13.0" / "bin" / "python3.13", (3, 13))
     assert _find(tmp_path, {}).stdout.strip() == str(pyenv313)
     assert _find(tmp_path, {"PYTHON": str(tmp_path / "bin" / "python3.12")}).stdout.strip().endswith("python3.12")
+    # an environment already built with a suitable Python keeps it; one built with 3.11 does not
+    venv312 = _fake(tmp_path / "venv" / "bin" / "python", (3, 12))
+    assert _find(tmp_path, {"VENV_PYTHON": str(venv312)}).stdout.strip() == str(venv312)
+    venv311 = _fake(tmp_path / "venv311" / "bin" / "python", (3, 11))
+    assert _find(tmp_path, {"VENV_PYTHON": str(venv311)}).stdout.strip() == str(pyenv313)
     old = _fake(tmp_path / "bin" / "python3.11", (3, 11))
     refused = _find(tmp_path, {"PYTHON": str(old)})
     assert refused.returncode == 1 and "is not Python 3.12 or 3.13 (Python 3.11.1)" in refused.stderr

@@ -2,6 +2,7 @@
 # Print the path of a Python the course can use (3.12 or 3.13, newest first), or say in one
 # sentence what to install and exit 1. Used by `make` before .venv exists:
 #   PYTHON=/path/to/python sh tools/find_python.sh    (that one only, checked)
+#   VENV_PYTHON=.venv/bin/python sh tools/find_python.sh  (an existing environment's, where suitable)
 # A candidate counts only if it runs and answers with a suitable version: pyenv's shims on PATH
 # (python3.13, say) exist for every version pyenv has, and refuse to run one that is not selected.
 WANT_LOW=12 WANT_HIGH=13
@@ -19,6 +20,12 @@ if [ -n "${PYTHON:-}" ]; then
   found=$("$PYTHON" --version 2>/dev/null | head -n 1)
   echo "error: PYTHON=$PYTHON is not Python 3.$WANT_LOW or 3.$WANT_HIGH (${found:-it does not run}); install one of those (python.org, your package manager, pyenv or uv) or leave PYTHON unset to let make look for it." >&2
   exit 1
+fi
+
+# An environment already built with a suitable Python keeps it (make passes its python as VENV_PYTHON).
+if [ -n "${VENV_PYTHON:-}" ] && suitable "$VENV_PYTHON"; then
+  printf '%s\n' "$VENV_PYTHON"
+  exit 0
 fi
 
 pyenv_root=$( (pyenv root) 2>/dev/null || printf '%s' "${PYENV_ROOT:-$HOME/.pyenv}")
