@@ -1,7 +1,9 @@
 """What each problem and each unit needs, and which parts are missing.
 
 A problem is complete with: its declaration in the registry (statement, at least two hints, a
-public example), hidden cases, a reference solution, at least four curated wrong answers (and
+public example), hidden cases (each requirement of its statement quoted in the hidden record's
+``requirements`` and exercised by two or more cases in every learner's draw; every requirement word
+of the statement inside a quoted requirement), a reference solution, at least four curated wrong answers (and
 their imports), at least three curated right answers unlike the reference (and their imports),
 its stub in the unit's problem notebook (the cell tagged ``answer-<id>``). A unit is complete
 with: its record (title, introduction, its notebook's import cell, the lesson and how many

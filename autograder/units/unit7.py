@@ -95,12 +95,16 @@ PROBLEMS = (
         ),
         returns=PlacedTree(),
         hints=(
-            "A checkpoint records more than shapes and dtypes: Orbax's metadata of each array "
-            "(`ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree`) has the sharding it was saved with.",
-            "A restore with no target means 'as saved': on the saved devices, even where those are only some of "
-            "this machine's. Build the target yourself: `jax.ShapeDtypeStruct(shape, dtype, sharding=...)` per array.",
-            "`PartitionSpec()` replicates: every one of the 16 devices gets a whole copy, and re-sharding afterwards "
-            "does not give the memory back in time. Each array's own saved spec, on `mesh`.",
+            "A checkpoint records more than shapes and dtypes. `ocp.StandardCheckpointer().metadata(ckpt_dir)` "
+            "reads what Orbax noted about each array without loading one: print it on the public example and find, "
+            "for each array, the partition spec it was saved with.",
+            "Restore the public example with no target and print each array's `.sharding`: which devices hold it? "
+            "A restore places arrays where its target says, and with no target that means 'as saved'. A target need "
+            "not hold any bytes: JAX can describe an array (shape, dtype, placement) without one.",
+            "Work out the budget before choosing a placement: how many bytes does each of the 16 devices hold for "
+            "a replicated array, and for one split by its saved spec? A spec names mesh axes, not sizes, so the "
+            "saved spec still means something on a mesh of other sizes; and placing an array once, where it ends, "
+            "costs less than placing it twice.",
         ),
         examples=(
             Example((_ON_FOUR, MeshArg((("x", 16),))), None, "saved by 4 devices, restored onto 16"),
@@ -221,12 +225,16 @@ PROBLEMS = (
             "The metadata (`ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree`) gives every array's "
             "shape, dtype and saved spec (`.sharding.partition_spec`) before a byte is read; a spec may be shorter "
             "than the array's rank (the missing entries are None).",
-            "Restore one array at a time: a partial restore naming that leaf alone (`ocp.args.PyTreeRestore(..., "
-            "partial_restore=True)`). As NumPy (`ocp.RestoreArgs(restore_type=np.ndarray)`) it is one host copy, "
-            "however many devices hold it.",
-            "`np.take(stack, i, axis=scan_axis)` is layer i. Place each layer with `jax.device_put(layer, "
-            "NamedSharding(mesh, spec))` and write them with `ocp_v1.partial.save(out_dir, tree)` before the next "
-            "array is read; `ocp_v1.partial.finalize(out_dir)` once every array is written.",
+            "Count the budget first: a few times the largest array's bytes, so neither the whole model nor every "
+            "layer of one stack may be held at once. Orbax can restore part of a tree (`partial_restore` in "
+            "`ocp.args.PyTreeRestore`) and can hand an array back as NumPy instead of placed on the devices "
+            "(`ocp.RestoreArgs`): work out what each choice costs on 16 CPU devices.",
+            "On paper, for one stacked leaf of shape (d, L, f) stacked along axis 1: what are layer i's shape, its "
+            "new path and its spec? Which leaves belong to group `g`: is a leaf whose path merely begins with the "
+            "characters of `g` one of them? Then check your answers against the statement.",
+            "Orbax v1 can write a checkpoint in pieces: `ocp_v1.partial` adds arrays to a checkpoint in the making "
+            "and finalizes it once. What must be written, and what let go, before the next array is read for the "
+            "peak to stay near one array?",
         ),
         examples=(
             Example((_SCANNED, OutputFolder(), MeshArg(_SCAN_MESH), ["params/decoder/layers"], 1), None,

@@ -233,12 +233,10 @@ COMPARE = [
         "| (np.isnan(x.astype(np.float64)) & np.isnan(y.astype(np.float64)))",
         "| (np.isnan(x.astype(np.float64)) & np.isnan(y.astype(np.float64))) | (x.astype(np.float64) == y.astype(np.float64))")),
      "incorrect", "an infinity equals only itself"),
-    # The tolerance applied to integers too (as floats, exactly converted where they fit): a counter
-    # one step off is "close".
-    ("rtol_on_integers", _compare(_EXACT.replace("np.array_equal(x, y) if x.dtype.kind in 'iu' and y.dtype.kind in 'iu' else ",
-                                                 "").replace("x.astype(np.float64)", "x.astype(np.longdouble)")
-                                  .replace("y.astype(np.float64)", "y.astype(np.longdouble)")),
-     "incorrect", "whatever rtol"),
+    # Every value as float32 (the model's dtype): an int32 step one apart above 2^24 compares equal.
+    ("integers_as_float32", _compare(_EXACT.replace("np.array_equal(x, y) if x.dtype.kind in 'iu' and y.dtype.kind in 'iu' else ", "")
+                                     .replace("np.float64", "np.float32")),
+     "incorrect", "Integers must be compared exactly"),
     # Relative to the smaller value (np.isclose's tolerance from b, or min(|x|, |y|)).
     ("relative_to_smaller", _compare(_EXACT.replace("np.maximum(", "np.minimum(")), "incorrect", "relative to the larger"),
     # An absolute term of its own, "to be safe with zeros": 1e-12 against 3e-12 equal.
