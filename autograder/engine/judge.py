@@ -202,6 +202,8 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
     if diagnosed:
         # (a tie goes to the silence a hidden case named over the bare "should raise" of an example)
         category = max(diagnosed, key=lambda d: (diagnosed[d], d != "should_raise"))
+        # (a root mistake the hidden tests rank first wins wherever it shows: it explains the rest)
+        category = next((d for d in hidden.precedence if d in diagnosed), category)
     elif hidden_failing:
         order = list(hidden.messages)
         category = min(hidden_failing, key=order.index)

@@ -56,6 +56,10 @@ class Hidden:
     # two or more cases in every learner's draw, and every requirement word of the statement
     # ("never", "must", "only", "exactly", "keep", "refuse", "raise") to a quoted requirement.
     requirements: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Diagnoses reported first wherever one of them shows, however few cases it explains: a root
+    # mistake (5.2: a step that never committed) behind others (its steps, committed or not, never
+    # restored either).
+    precedence: tuple[str, ...] = ()
 
     def cases(self, rng: np.random.Generator) -> list[Case]:
         cases = list(self.fixed) + list(self.generate(rng))

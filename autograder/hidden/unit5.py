@@ -247,6 +247,7 @@ PREEMPTED = Hidden(
         "data_missing": "Wrong on a folder whose saver finished, where a committed step's `data` item is gone.",
     },
     diagnose=_diagnose_preempted,
+    precedence=("uncommitted", "none_committed"),
     requirements={
         "a step's save committed when its folder is named by the step alone and holds `commit_success.txt`": (
             "rename_mid_save", "in_place_mid_save", "in_place_written"),

@@ -588,17 +588,24 @@ def largest_held(args) -> int:
     return max(held_bytes(shape, named_dtype(dtype).itemsize, mesh, spec) for _, shape, dtype, spec in ckpt.arrays)
 
 
+def _layer_of(path: str, group: str) -> bool:
+    """Is ``path`` a layer of ``group`` as written ('g_<i>/...'), not a neighbour named like it ('g_norm/...')?"""
+    return re.match(re.escape(group) + r"_\d+/", path) is not None
+
+
 def _diagnose_unstack(args, actual, expected):
     from autograder.wall.returns import leaves_with_paths
 
     a, e = dict(leaves_with_paths(actual)), dict(leaves_with_paths(expected))
     groups = args[3]
     if set(a) != set(e):
-        if any(p.startswith(g) and not p.startswith(g + "/") for p in set(e) - set(a) for g in groups):
+        # a neighbour named like a group ('g_norm/...') missing, and layers made of it ('g_0/orm/...')
+        if any(p.startswith(g) and not p.startswith(g + "/") and any(_layer_of(q, g) for q in set(a) - set(e))
+               for p in set(e) - set(a) for g in groups):
             return "prefix_neighbour_unstacked"
         if any(p.startswith(g + "/") for p in a for g in groups):
-            return "stacked_kept" if any(p.startswith(g + "_") for p in a for g in groups) else "nested_names"
-        if set(e) - set(a) and all(any(p.startswith(g + "_") for g in groups) for p in a):
+            return "stacked_kept" if any(_layer_of(p, g) for p in a for g in groups) else "nested_names"
+        if set(e) - set(a) and all(any(_layer_of(p, g) for g in groups) for p in a):
             return "others_missing"
         return "tree"
     if any(a[k].dtype != e[k].dtype for k in e):
