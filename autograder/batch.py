@@ -151,6 +151,14 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
     if todo and isolation != "basic":
         start_zygote()  # its imports and the check of the level overlap
     level = resolve(isolation)
+    from autograder.engine.grade import fitted_jobs
+
+    fitted = fitted_jobs(jobs)
+    if fitted < jobs:
+        if progress:
+            print(f"Grading {fitted} worker{'s' * (fitted != 1)} at a time, not {jobs}: this machine's (or container's) "
+                  "CPUs or memory allow no more.", file=sys.stderr)
+        jobs = fitted
     if level.level == "strict" and jobs > 1 and not concurrent_workers_fair():
         # Without namespaces, a normal user's workers share its task count: one learner's threads could
         # starve another's. One worker at a time keeps each score the learner's own.
