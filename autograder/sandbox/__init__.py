@@ -13,6 +13,7 @@
   here; :mod:`~autograder.sandbox.proctree` reads a worker's processes from /proc;
   :mod:`~autograder.sandbox.cgroups` makes a root grader's cgroups for each worker;
   :mod:`~autograder.sandbox.folders` makes, measures and removes its folders;
+  :mod:`~autograder.sandbox.endings` says in words how a worker ended before learner code ran;
   :mod:`~autograder.sandbox.environment` is its environment and the zygote's
   (:mod:`~autograder.sandbox.zygote`, which strict workers are forked from);
   :mod:`~autograder.sandbox.trusted` runs the course's own code in a worker, as a learner's is run.
@@ -27,7 +28,7 @@ package for its jail before the jail is on, and must load nothing else then.
 import importlib
 
 _PUBLIC = {
-    "autograder.sandbox.worker": ("Worker", "RunResult", "IsolationUnavailable", "start_failure", "strict_missing", "strict_namespaces",
+    "autograder.sandbox.worker": ("Worker", "RunResult", "IsolationUnavailable", "strict_missing", "strict_namespaces",
                                   "namespaces_refused"),
     "autograder.sandbox.levels": ("Isolation", "STRICT", "BASIC", "AUTO", "NO_CODE_RAN", "resolve", "guarantees",
                                   "concurrent_workers_fair"),
@@ -37,6 +38,7 @@ _PUBLIC = {
     "autograder.sandbox.landlock": ("landlock_status", "STRICT_LANDLOCK_ABI"),
     "autograder.sandbox.jail": ("limit",),
     "autograder.sandbox.cgroups": ("container_limits", "oom_kills"),
+    "autograder.sandbox.endings": ("start_failure",),
     "autograder.limits": ("DEFAULT_TIMEOUT", "DEFAULT_MEMORY", "DEFAULT_FILE_BYTES", "WALL_FACTOR", "SCRATCH_BYTES",
                           "SCRATCH_INODES"),
 }
