@@ -139,3 +139,44 @@ def test_the_references_whole_submission_at_full_marks_inside_gradescopes_defaul
     guide = zipfile.ZipFile(zip_path).read(GUIDE).decode()
     assert "Gradescope's defaults fit" in guide and "units 1, 2, 3, 4, 5, 6, 7" in guide
     assert set(json.loads(PROFILE.read_text())["units"]) == {str(u) for u in registry.units()}
+
+
+def test_a_worker_tried_again_runs_alone_and_those_after_it_wait():
+    """The room workers run in: one tried again alone waits for those inside to leave, and no worker
+    starts beside it meanwhile (control: two together are inside at once)."""
+    import threading
+
+    from autograder.engine.grade import _Room
+
+    room, log, release = _Room(), [], {name: threading.Event() for name in ("a", "b", "solo", "late")}
+
+    def work(name: str, alone: bool) -> None:
+        with room.alone() if alone else room.together():
+            log.append(f"in {name}")
+            release[name].wait(30)
+            log.append(f"out {name}")
+
+    def start(name: str, alone: bool = False) -> threading.Thread:
+        thread = threading.Thread(target=work, args=(name, alone))
+        thread.start()
+        return thread
+
+    threads = [start("a"), start("b")]
+    while log.count("in a") + log.count("in b") < 2:
+        threading.Event().wait(0.01)
+    assert sorted(log) == ["in a", "in b"]  # together: both inside at once
+    threads.append(start("solo", alone=True))
+    while not room.alone_wanted:
+        threading.Event().wait(0.01)
+    threads.append(start("late"))
+    threading.Event().wait(0.3)
+    assert "in solo" not in log and "in late" not in log  # solo waits for a and b; late waits for solo
+    release["a"].set(), release["b"].set()
+    while "in solo" not in log:
+        threading.Event().wait(0.01)
+    threading.Event().wait(0.2)
+    assert "in late" not in log  # nothing beside the worker alone
+    release["solo"].set(), release["late"].set()
+    for thread in threads:
+        thread.join(30)
+    assert log.index("out solo") < log.index("in late")

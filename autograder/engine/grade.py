@@ -39,30 +39,27 @@ class _Room:
         self.alone_wanted = 0
 
     @contextlib.contextmanager
-    def together(self):
+    def _enter(self, alone: bool):
         with self.cond:
-            self.cond.wait_for(lambda: not self.alone_wanted)
+            if alone:  # wanted now: no worker starts meanwhile, and this one waits for the room to empty
+                self.alone_wanted += 1
+                self.cond.wait_for(lambda: self.inside == 0)
+            else:
+                self.cond.wait_for(lambda: not self.alone_wanted)
             self.inside += 1
         try:
             yield
         finally:
             with self.cond:
                 self.inside -= 1
+                self.alone_wanted -= alone
                 self.cond.notify_all()
 
-    @contextlib.contextmanager
+    def together(self):
+        return self._enter(alone=False)
+
     def alone(self):
-        with self.cond:
-            self.alone_wanted += 1
-            self.cond.wait_for(lambda: self.inside == 0)
-            self.inside += 1
-        try:
-            yield
-        finally:
-            with self.cond:
-                self.inside -= 1
-                self.alone_wanted -= 1
-                self.cond.notify_all()
+        return self._enter(alone=True)
 
 
 _ROOM = _Room()
