@@ -50,13 +50,15 @@ PROBLEMS = (
         ),
         returns=ArrayOf((2,), "f"),
         hints=(
-            "`params = nn.Dense(features).init(jax.random.PRNGKey(seed), x)` gives a nested dict; "
-            "`jax.tree.leaves(params)` lists its arrays.",
-            "Every leaf counts: the kernel is (in_dim, features) and there is a bias of (features,). "
-            "Sum `leaf.size` over the leaves.",
-            "Cast first: `seed, num_shards, features = int(seed), int(num_shards), int(features)`; "
-            "then `per_shard = total / num_shards` with `/`, not `//`, and return "
-            "`jnp.array([total, per_shard], dtype=jnp.float32)`.",
+            "A Linen module holds no weights: its `init` (given a random key and an example input) "
+            "returns them as nested dicts. Print their shapes on the public example: which arrays does "
+            "one Dense layer have?",
+            "Every array counts, at any depth of the tree (`jax.tree.leaves` flattens one), and an "
+            "array's `.size` is its number of elements. Check your total by hand on the example: "
+            "in_dim x features, plus what the bias adds.",
+            "The arguments arrive as floats, which neither a random key nor a layer width accepts. "
+            "The per-shard figure is an average, so a float: true division, not floor division; both "
+            "numbers go into one 1-D array.",
         ),
         examples=(
             Example((0.0, np.ones((2, 4), np.float32), 4.0, 3.0), np.array([15.0, 3.75]),
@@ -83,11 +85,12 @@ PROBLEMS = (
         ),
         returns=ArrayOf((2,), "f"),
         hints=(
-            "The input dimension is the last axis of x: `x.shape[-1]`, whatever the batch size.",
-            "`state = nnx.state(model, nnx.Param)`; `jax.tree.leaves(state)` gives the kernel "
-            "and the bias arrays.",
-            "`total = sum(leaf.size for leaf in jax.tree.leaves(state))`, then "
-            "`jnp.array([total, total / num_shards], dtype=jnp.float32)`.",
+            "The input dimension is the last axis of x, whatever the batch size.",
+            "An NNX model holds its variables itself; `nnx.state(model, nnx.Param)` is the tree of "
+            "its parameters, what a checkpoint of it holds. Print it on the public example: which "
+            "arrays, of which shapes?",
+            "From there it is problem 1.1's count: elements summed over the tree's arrays, and the "
+            "average per shard, a float.",
         ),
         examples=(
             Example((0.0, np.ones((2, 4), np.float32), 3.0, 4.0), np.array([15.0, 3.75])),
@@ -113,10 +116,10 @@ PROBLEMS = (
         hints=(
             "Bytes = number of elements x bytes per element, summed over all leaves, at every "
             "depth of the tree.",
-            "`jnp.dtype(dtype).itemsize` gives bytes per element of the *target* dtype, e.g. 2 for "
-            "'bfloat16' and 1 for 'float8_e4m3fn'. Do not use the leaves' own dtype.",
-            "`sum(leaf.size for leaf in jax.tree.leaves(params)) * jnp.dtype(dtype).itemsize`, "
-            "returned as a Python int.",
+            "Bytes per element are the *target* dtype's, not the leaves' own: a dtype object knows "
+            "its `itemsize`, and `jnp.dtype` makes one from names NumPy alone does not know, such as "
+            "'bfloat16' (2 bytes) and 'float8_e4m3fn' (1).",
+            "A count of bytes is a whole number: return a Python int, not a NumPy or JAX scalar.",
         ),
         examples=(
             Example(({"params": {"bias": np.zeros(3, np.float32), "kernel": np.zeros((4, 3), np.float32)}}, "bfloat16"), 30),
@@ -140,10 +143,11 @@ PROBLEMS = (
         ),
         returns=Struct(("dict", "str", "int")),
         hints=(
-            "`nnx.state(model, nnx.Param)` keeps only parameters; `nnx.to_flat_state(state)` "
-            "yields `(path, variable)` pairs where path is a tuple like ('layers', 0, 'kernel').",
-            "Join the path with `'/'.join(str(p) for p in path)`; the count is the variable's "
-            "size, e.g. `variable.get_value().size`.",
+            "`nnx.state(model, nnx.Param)` keeps only parameters. Print it on the public example and "
+            "see how each one's path is nested: attribute names, and list indices for the layers.",
+            "`nnx.to_flat_state` turns a state into (path, variable) pairs, a path being a tuple of "
+            "keys and ints such as ('layers', 0, 'kernel'): the table's key is that path as text, "
+            "joined with '/'. A variable holds its array (`get_value()`).",
             "BatchNorm's `mean` and `var` are `nnx.BatchStat`, not `nnx.Param`: they must not "
             "appear. Its `scale` and `bias` are parameters and must.",
         ),

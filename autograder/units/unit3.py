@@ -122,12 +122,13 @@ PROBLEMS = (
         ),
         returns=RestoredTree(),
         hints=(
-            "`ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree` maps each name to an "
-            "ArrayMetadata with `.shape` and `.dtype`.",
-            "Build the target with a dict comprehension over `specs`: "
-            "`jax.ShapeDtypeStruct(meta.shape, meta.dtype, sharding=NamedSharding(mesh, spec))`.",
-            "`ocp.StandardCheckpointer().restore(ckpt_dir, target)` returns arrays placed as the target "
-            "says. Restoring without a target gives the saved 8-device layout: right values, wrong sharding.",
+            "The checkpoint describes itself: `ocp.StandardCheckpointer().metadata(ckpt_dir)` reads each "
+            "array's shape and dtype without reading a value. Find them on the public example.",
+            "A restore places each array where its target says, and a target need hold no data: a "
+            "`jax.ShapeDtypeStruct` is a shape, a dtype and, as a keyword, a sharding. You need one per "
+            "name of `specs`, in a tree shaped like the saved one.",
+            "Restoring without a target gives the saved 8-device layout: right values, wrong sharding. "
+            "With a target, Orbax reads each device's shard straight into the layout you asked for.",
         ),
         examples=(
             Example((_CKPT, MeshArg((("x", 16),)), {"w": SpecArg((None, "x")), "b": SpecArg(())}), None,
