@@ -97,6 +97,14 @@ DENSE = Hidden(
     diagnose=lambda args, a, e: _diagnose_layer(args, a, e, args[1].shape[-1], args[1].shape[0], int(args[3]), int(args[2])),
     on_exception=_CAST,
     expected=lambda seed, x, num_shards, features: _layer_counts(x, features, num_shards),
+    requirements={
+        # (the batch size N differs from in_dim in every generated case: _dims keeps them apart)
+        "Initialise `nn.Dense(features)` with `jax.random.PRNGKey(seed)` on `x` of shape (N, in_dim)": (
+            "even", "uneven", "large"),
+        "Return a 1-D array of shape (2,): `[total_params, per_shard]`": ("even", "uneven", "large"),
+        "`per_shard = total_params / num_shards` (float division)": ("uneven",),
+        "`seed`, `num_shards` and `features` arrive as floats: cast them to int": ("edge", "even", "uneven", "large"),
+    },
 )
 
 
@@ -122,6 +130,15 @@ NNX_LINEAR = Hidden(
     diagnose=_diagnose_linear,
     on_exception=_CAST.replace("seed, num_shards and features", "seed, features and num_shards"),
     expected=lambda seed, x, features, num_shards: _layer_counts(x, features, num_shards),
+    requirements={
+        "Build `nnx.Linear(x.shape[-1], features, rngs=nnx.Rngs(seed))`": ("even", "uneven", "large"),
+        "count the parameters in its state (`nnx.state(model, nnx.Param)`)": ("edge", "even", "uneven", "large"),
+        "Return a 1-D array of shape (2,): `[total_params, per_shard]`": ("even", "uneven", "large"),
+        "`per_shard = total_params / num_shards`": ("uneven",),
+        # (uneven: num_shards does not divide total_params, so features != num_shards; large: 16 shards)
+        "Note the argument order: features comes before num_shards here": ("uneven", "large"),
+        "Numbers arrive as floats: cast them to int": ("edge", "even", "uneven", "large"),
+    },
 )
 
 
@@ -207,6 +224,12 @@ PARAM_BYTES = Hidden(
     diagnose=_diagnose_bytes,
     on_exception="Check that dtype is a name such as 'bfloat16': jnp.dtype(dtype) turns it into a dtype.",
     expected=_bytes,
+    requirements={
+        "Return, as an int, the number of bytes the tree takes": ("edge", "f32_leaves", "nested", "mixed_leaves"),
+        "when every leaf is stored in `dtype` (whatever dtype the leaves have now)": (
+            "f32_leaves", "nested", "mixed_leaves"),
+        "`params` is a pytree (nested dicts) of arrays": ("nested",),
+    },
 )
 
 
@@ -268,6 +291,12 @@ NNX_TABLE = Hidden(
     diagnose=_diagnose_table,
     on_exception="Build the model exactly as ckptlab.models.MLP(layer_sizes, rngs=nnx.Rngs(seed)).",
     expected=_table,
+    requirements={
+        "mapping each parameter's path, joined with '/' (e.g. 'layers/0/kernel')": ("edge", "deep", "two_sizes"),
+        "to its number of elements": ("edge", "deep", "two_sizes"),
+        # (deep: three to five widths, so one BatchNorm or more, with its mean and var)
+        "Only `nnx.Param` variables are parameters: batch statistics are state, not parameters": ("deep",),
+    },
 )
 
 

@@ -75,6 +75,34 @@ def _three_d(rng):
     return mesh, spec, _shape_for(rng, mesh, spec, 3, 1, 4)
 
 
+def _short_spec(rng):
+    """A spec of one entry for an array of rank 2 or 3: the entries it leaves out are None."""
+    mesh = _pick(rng, MESHES_1D + MESHES_2D)
+    names = list(mesh)
+    spec = _pick(rng, ((names[0],), (tuple(names),)))
+    return mesh, spec, _shape_for(rng, mesh, spec, int(rng.integers(2, 4)))
+
+
+def _tuple_entry(rng):
+    """An entry that is a tuple of both axes of a 2-D mesh, in either order: the first is the most
+    significant."""
+    mesh = _pick(rng, MESHES_2D)
+    a, b = list(mesh)
+    spec = _pick(rng, (((a, b),), ((b, a), None), (None, (a, b)), (None, (b, a))))
+    return mesh, spec, _shape_for(rng, mesh, spec, 2)
+
+
+def _replicas_divide(rng):
+    """Partly replicated shards every dimension of which the replica count divides: with
+    replica_parallel the replicas would split one, so a case with it off shows who writes."""
+    mesh = _pick(rng, MESHES_2D)
+    a, b = list(mesh)
+    spec = _pick(rng, ((a, None), (None, b), (b,), (None, a)))
+    parts = _parts(mesh, spec, 2)
+    replicas = 8 // math.prod(parts)
+    return mesh, spec, tuple(p * replicas * int(rng.integers(1, 3)) for p in parts)
+
+
 LAYOUTS = {
     "one_axis": _sharded_1d,
     "two_axes": _sharded_2d,
@@ -143,7 +171,9 @@ def _indivisible(rng):
 def _shard_shape_cases(rng):
     cases = [Case(f, (shape, mesh, spec)) for f, mesh, spec, shape in
              _layout_cases(rng, ("one_axis", "two_axes", "partly_replicated", "replicated", "three_d"))]
-    return cases + [Case("indivisible", _indivisible(rng)) for _ in range(3)]
+    cases += [Case("indivisible", _indivisible(rng)) for _ in range(3)]
+    cases += [Case("short_spec", (shape, mesh, spec)) for mesh, spec, shape in (_short_spec(rng) for _ in range(2))]
+    return cases + [Case("tuple_entry", (shape, mesh, spec)) for mesh, spec, shape in (_tuple_entry(rng) for _ in range(2))]
 
 
 def _names_bad_dimension(args, message):
@@ -158,6 +188,10 @@ def _diagnose_shard_shape(args, actual, expected):
         return "should_raise"
     if len(actual) != len(shape):
         return "rank"
+    first_axis = [1 if not axes else mesh[axes[0]] for axes in _entries(spec, len(shape))]
+    if any(len(axes) > 1 for axes in _entries(spec, len(shape))) and tuple(actual) == tuple(
+            s // p for s, p in zip(shape, first_axis)):
+        return "tuple_product"
     return None
 
 
@@ -171,6 +205,8 @@ SHARD_SHAPE = Hidden(
         "wrong_exception": "Raise ValueError (or a subclass) for a dimension that does not divide.",
         "unclear_error": "Your ValueError should name the dimension that does not divide, by its index, e.g. "
                          "'dimension 1 of size 10 is not divisible by 4'.",
+        "tuple_product": "A tuple entry such as ('x', 'y') divides its dimension by the product of both axis sizes, "
+                         "not by the first axis's size alone.",
         "rank": "The shard has the same rank as the array: one entry per dimension, including dimensions "
                 "the spec leaves out (they are not sharded).",
         "edge": "Wrong on an edge case: a scalar (shape ()), a 1-D array, or a spec shorter than the rank.",
@@ -182,9 +218,22 @@ SHARD_SHAPE = Hidden(
         "replicated": "Wrong on a fully replicated array: every device holds the whole array.",
         "three_d": "Wrong on a 3-D array: pad the spec with None up to the array's rank.",
         "indivisible": "Wrong when a dimension does not divide: raise ValueError naming it.",
+        "short_spec": "Wrong when the spec is shorter than the array's rank: the entries it leaves out are None, "
+                      "so those dimensions are not sharded.",
+        "tuple_entry": "Wrong when a spec entry is a tuple of mesh axes such as ('x', 'y'): it divides its "
+                       "dimension by the product of both axis sizes.",
     },
     diagnose=_diagnose_shard_shape,
     check_raise=_names_bad_dimension,
+    requirements={
+        "Return, as a tuple of ints, the shape of the shard every device holds": (
+            "one_axis", "two_axes", "partly_replicated", "replicated", "three_d", "short_spec"),
+        "When a dimension is not divisible by the number of shards along it, raise `ValueError`": ("indivisible",),
+        "with a message naming that dimension by its index, e.g. 'dimension 1 of size 10 is not divisible by 4' "
+        "(JAX raises IndivisibleError, a ValueError, there too)": ("indivisible",),
+        "or a tuple of axis names": ("tuple_entry", "two_axes", "three_d"),
+        "may be shorter than the array's rank (missing entries are None)": ("short_spec", "one_axis", "three_d"),
+    },
     on_exception="Check that spec entries may be None, a name or a tuple of names, and that spec may be "
                  "shorter than the rank.",
 )
@@ -200,7 +249,8 @@ def _domain_cases(rng):
     a = list(big)
     spec = (tuple(a),) if len(a) > 1 else (a[0],)
     cases.append(Case("sixteen", (_shape_for(rng, big, spec, 2), big, spec)))
-    return cases
+    cases += [Case("tuple_entry", (shape, mesh, spec)) for mesh, spec, shape in (_tuple_entry(rng) for _ in range(2))]
+    return cases + [Case("short_spec", (shape, mesh, spec)) for mesh, spec, shape in (_short_spec(rng) for _ in range(2))]
 
 
 def _diagnose_domains(args, actual, expected):
@@ -213,6 +263,8 @@ def _diagnose_domains(args, actual, expected):
         return "inclusive"
     if set(actual) != set(expected):
         return "devices"
+    if any(len(domain) != len(shape) for domain in actual.values()):
+        return "rank"
     return None
 
 
@@ -226,6 +278,8 @@ DOMAINS = Hidden(
                        "position = coord_x * size_y + coord_y.",
         "inclusive": "stop is exclusive, like a Python slice: a shard of 4 rows starting at 0 is (0, 4).",
         "devices": "Return an entry for every device of the mesh, replicated ones included, keyed by device id.",
+        "rank": "An index domain has one (start, stop) pair per dimension of the array, including dimensions the "
+                "spec leaves out: they are not sharded, (0, size).",
         "edge": "Wrong on an edge case: a scalar has an empty domain () on every device.",
         "one_axis": "Wrong on a 1-D mesh.",
         "two_axes": "Wrong on a 2-D mesh with both axes used.",
@@ -234,8 +288,24 @@ DOMAINS = Hidden(
         "replicated": "Wrong on a fully replicated array: every domain is the whole array.",
         "three_d": "Wrong on a 3-D array.",
         "sixteen": "Wrong on a mesh of all 16 devices.",
+        "tuple_entry": "Wrong when a spec entry is a tuple of both mesh axes: the first axis of the tuple is the "
+                       "most significant.",
+        "short_spec": "Wrong when the spec is shorter than the array's rank: the entries it leaves out are None, "
+                      "so those dimensions span the whole array, (0, size).",
     },
     diagnose=_diagnose_domains,
+    requirements={
+        "Return a dict `{device_id: index_domain}` for every device of the mesh": ("partly_replicated", "replicated"),
+        "an index domain is a tuple of `(start, stop)` per dimension (stop exclusive)": (
+            "one_axis", "two_axes", "partly_replicated", "replicated", "three_d", "sixteen", "tuple_entry",
+            "short_spec"),
+        "Replicated devices share a domain": ("partly_replicated", "replicated"),
+        "devices are numbered row-major over the mesh (`np.arange(n).reshape(sizes)`)": (
+            "two_axes", "partly_replicated", "three_d", "tuple_entry"),
+        "or a tuple of axis names (the first one most significant)": ("tuple_entry", "two_axes", "sixteen"),
+        "may be shorter than the array's rank (missing entries are None)": (
+            "short_spec", "one_axis", "partly_replicated", "sixteen"),
+    },
     on_exception="Index domains are tuples of (start, stop) pairs; mesh_shape is a dict of axis sizes.",
 )
 
@@ -249,6 +319,8 @@ def _chunk_shape_cases(rng):
         cases.append(Case(f, (shape, mesh, spec, True)))
     for _, mesh, spec, shape in _layout_cases(rng, ("replicated", "partly_replicated"), per=1):
         cases.append(Case("replica_parallel_off", (shape, mesh, spec, False)))
+    mesh, spec, shape = _replicas_divide(rng)
+    cases.append(Case("replica_parallel_off", (shape, mesh, spec, False)))
     return cases
 
 
@@ -284,6 +356,16 @@ CHUNK_SHAPE = Hidden(
         "replica_parallel_off": "Wrong with replica_parallel=False.",
     },
     diagnose=_diagnose_chunk_shape,
+    requirements={
+        "Return, as a tuple, the chunk shape Orbax writes for this array": (
+            "one_axis", "two_axes", "partly_replicated", "replicated", "no_divisible_axis", "three_d",
+            "replica_parallel_off"),
+        "A chunk is normally one shard": ("one_axis", "two_axes"),
+        "the R replicas of a shard split it along its first dimension divisible by R, each writing one slice, so "
+        "the chunk is that slice": ("replicated", "partly_replicated"),
+        "when no dimension is divisible, or `replica_parallel=False`, one replica writes the whole shard": (
+            "no_divisible_axis", "replica_parallel_off"),
+    },
 )
 
 
@@ -312,6 +394,9 @@ def _chunk_files_cases(rng):
     shape = tuple(c * int(rng.integers(1, 4)) + int(rng.integers(1, c)) for c in chunk)
     cases.append(Case("partial_chunks", (shape, chunk, int(_pick(rng, (2, 3))))))
     cases.append(Case("three_d", grid_case(int(_pick(rng, (2, 3))), ndim=3)))
+    c = int(rng.integers(2, 9))  # a 1-D array whose last chunk is partial
+    cases.append(Case("partial_chunks", ((c * int(rng.integers(1, 6)) + int(rng.integers(1, c)),), (c,),
+                                         int(_pick(rng, (2, 3))))))
     return cases
 
 
@@ -346,6 +431,14 @@ CHUNK_FILES = Hidden(
         "three_d": "Wrong on a 3-D array.",
     },
     diagnose=_diagnose_chunk_files,
+    requirements={
+        "Return the names of the chunk files Orbax writes inside an array's folder": (
+            "zarr2", "zarr3", "many_chunks", "partial_chunks", "three_d"),
+        "sorted as strings, like `sorted(os.listdir(...))`": ("many_chunks",),
+        "The chunk grid has ceil(global / chunk) chunks along each dimension": ("partial_chunks",),
+        "zarr 2 names a chunk by its grid indices joined with '.', e.g. '0.1'": ("zarr2",),
+        "zarr 3 writes 'c/0/1'": ("zarr3",),
+    },
 )
 
 
@@ -362,6 +455,19 @@ def _bytes_cases(rng, host=False):
     for _, mesh, spec, shape in _layout_cases(rng, ("replicated", "partly_replicated"), per=1):
         args = [shape, int(_pick(rng, ITEMSIZES)), mesh, spec] + ([int(_pick(rng, (2, 4)))] if host else [])
         cases.append(Case("replica_parallel_off", (*args, False)))
+    # Cases built for what replica_parallel=False leaves to replica 0 alone (it could split these), and
+    # for 2.6, writes spread unevenly over hosts (only some devices write) and a replicated array that
+    # every replica writes a slice of.
+    mesh, spec, shape = _replicas_divide(rng)
+    args = [shape, int(_pick(rng, ITEMSIZES)), mesh, spec] + ([int(_pick(rng, (2, 4)))] if host else [])
+    cases.append(Case("replica_parallel_off", (*args, False)))
+    if host:
+        for _ in range(2):
+            mesh, spec, shape = _replicas_divide(rng)
+            cases.append(Case("uneven_writers", (shape, int(_pick(rng, ITEMSIZES)), mesh, spec,
+                                                 int(_pick(rng, (2, 4))), False)))
+        _, mesh, spec, shape = _layout_cases(rng, ("replicated",), per=1)[0]
+        cases.append(Case("replicated", (shape, int(_pick(rng, ITEMSIZES)), mesh, spec, int(_pick(rng, (2, 4))), True)))
     return cases
 
 
@@ -377,6 +483,12 @@ def _diagnose_bytes(args, actual, expected):
         return "column_major"
     if set(actual) != set(expected):
         return "devices"
+    if not rp and actual == bytes_written_per_device(shape, itemsize, mesh, spec, True) != expected:
+        return "rp_off"
+    replicas = math.prod(mesh.values()) // math.prod(_parts(mesh, spec, len(shape)))
+    floored = math.prod(_floor_shape(shape, mesh, spec)) * itemsize // replicas
+    if rp and replicas > 1 and actual == {d: floored for d in expected} != expected:
+        return "floor_split"
     if sum(actual.values()) != sum(expected.values()):
         return "total"
     return None
@@ -393,6 +505,10 @@ BYTES_PER_DEVICE = Hidden(
                         "over the mesh (the last axis varies fastest).",
         "devices": "Return an entry for every device of the mesh, with 0 for devices that write nothing.",
         "total": "The bytes over all devices must add up to the array's bytes (prod(global_shape) * itemsize).",
+        "rp_off": "With replica_parallel=False the replicas do not share the work: only replica 0 of each shard "
+                  "writes it, whole.",
+        "floor_split": "When no dimension of the shard is divisible by R the replicas cannot share it: replica 0 "
+                       "writes the whole shard, and the others nothing.",
         "edge": "Wrong on an edge case: a replicated scalar is written by one device.",
         "one_axis": "Wrong on a fully sharded array over a 1-D mesh: every device writes its shard.",
         "two_axes": "Wrong on an array sharded over both mesh axes.",
@@ -404,11 +520,25 @@ BYTES_PER_DEVICE = Hidden(
         "replica_parallel_off": "Wrong with replica_parallel=False: only replica 0 of each shard writes.",
     },
     diagnose=_diagnose_bytes,
+    # (Not mapped: "not the lowest id". A mesh here is a dict of axis sizes, always built in id order,
+    # where replica 0 is the lowest id of its group: no case can tell the two apart.)
+    requirements={
+        "Return `{device_id: bytes}` for every device of the mesh (0 for devices that write nothing)": (
+            "no_divisible_axis", "replica_parallel_off"),
+        "Replicated data is written once in total": (
+            "replicated", "partly_replicated", "no_divisible_axis", "replica_parallel_off"),
+        "With `replica_parallel=True`, each of the R replicas writes its slice of the shard": (
+            "replicated", "partly_replicated"),
+        "otherwise, or when no dimension is divisible by R, only replica 0 writes": (
+            "no_divisible_axis", "replica_parallel_off"),
+        "devices are numbered row-major over the mesh (`np.arange(n).reshape(sizes)`)": (
+            "no_divisible_axis", "replica_parallel_off"),
+    },
 )
 
 
 def _diagnose_hosts(args, actual, expected):
-    from solutions.unit2 import bytes_written_per_host
+    from solutions.unit2 import bytes_written_per_device, bytes_written_per_host
 
     shape, itemsize, mesh, spec, per_host, rp = args
     n = math.prod(mesh.values())
@@ -419,6 +549,17 @@ def _diagnose_hosts(args, actual, expected):
         return "full_copies"
     if rp and actual == bytes_written_per_host(shape, itemsize, mesh, spec, per_host, False) != expected:
         return "single_writer"
+    by_modulo = {h: 0 for h in range(hosts)}
+    for device, n_bytes in bytes_written_per_device(shape, itemsize, mesh, spec, rp).items():
+        by_modulo[device % hosts] += n_bytes
+    modulo = actual == by_modulo != expected
+    sliced = not rp and actual == bytes_written_per_host(shape, itemsize, mesh, spec, per_host, True) != expected
+    if modulo and sliced:
+        return None  # either mistake gives this: let the other cases tell
+    if modulo:
+        return "grouping"
+    if sliced:
+        return "rp_off"
     if sum(actual.values()) == sum(expected.values()):
         return "grouping"
     return None
@@ -433,9 +574,20 @@ BYTES_PER_HOST = Hidden(
         "full_copies": "Replicated data is written once in total, not once per host or per replica.",
         "grouping": "The total is right but it is split wrongly between hosts: host h holds the consecutive "
                     "devices h * devices_per_host ... (h + 1) * devices_per_host - 1.",
+        "uneven_writers": "Wrong when only some devices write (replica_parallel=False): host h holds the consecutive "
+                          "devices h * devices_per_host ... (h + 1) * devices_per_host - 1.",
         **{k: v for k, v in BYTES_PER_DEVICE.messages.items() if k not in ("devices", "full_copies")},
     },
     diagnose=_diagnose_hosts,
+    requirements={
+        "Devices are grouped into hosts of `devices_per_host` consecutive device ids": (
+            "uneven_writers", "replica_parallel_off"),
+        "Return `{host_id: bytes}` for every host": ("edge", "replica_parallel_off", "uneven_writers"),
+        "the uncompressed bytes its devices write when Orbax saves the array, as in problem 2.5": (
+            "replicated", "partly_replicated", "no_divisible_axis", "replica_parallel_off"),
+        "devices are numbered row-major over the mesh (`np.arange(n).reshape(sizes)`)": (
+            "no_divisible_axis", "replica_parallel_off", "uneven_writers"),
+    },
 )
 
 

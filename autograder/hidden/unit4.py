@@ -4,7 +4,9 @@ the grader with the ``safetensors`` package, fresh for each learner."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,6 +36,26 @@ def _others(rng, n=2):
 # ---------------------------------------------------------------------------------------------
 # 4.1 parse_safetensors_header
 
+@dataclass(frozen=True)
+class _SpoiledEntry(SafetensorsArg):
+    """The damage "bad_entry" for the fields ``SafetensorsArg`` leaves whole (it spoils "data_offsets"):
+    the first tensor's ``spoiled`` field ("dtype" or "shape") given another JSON type, an int dtype
+    (its width) or a str shape ("16x8"), the header's length kept."""
+
+    spoiled: str = "dtype"
+
+    def content(self) -> bytes:
+        data = self.intact()
+        n = int.from_bytes(data[:8], "little")
+        parsed = json.loads(data[8:8 + n])
+        entry = parsed[next(k for k in parsed if k != "__metadata__")]
+        entry[self.spoiled] = (np.dtype(next(d for _, _, d in self.tensors)).itemsize if self.spoiled == "dtype"
+                               else "x".join(map(str, entry["shape"])))
+        text = json.dumps(parsed, separators=(",", ":")).encode()
+        assert len(text) <= n
+        return data[:8] + text.ljust(n) + data[8 + n:]
+
+
 def _header_cases(rng):
     def file(tensors, metadata=(), damage=""):
         return (SafetensorsArg(tuple(tensors), _seed(rng), tuple(metadata), damage),)
@@ -42,13 +64,20 @@ def _header_cases(rng):
     rng.shuffle(names)
     mixed = [(names[0], (16, 8), "float32"), (names[1], (8,), "float16"), (names[2], (4, 2, 3), "int8"),
              (names[3], (5,), "bool")]
+    # Long names, a few bytes of data each: cut in its data, the file is still longer than any
+    # tensor's end offset, which counts from the data section (8 + N), not from byte 0.
+    tiny = [(f"layers.{i}.mlp.{names[5]}.bias", (2,), "int8") for i in range(6)]
     return [
         Case("mixed_dtypes", file(mixed)),
         Case("metadata", file(mixed[:2], (("format", "np"), ("step", str(int(rng.integers(1, 10**6))))))),
+        Case("metadata", file([("step", (), "int64"), mixed[3]], (("format", "pt"),))),
         Case("scalar", file([("step", (), "int64"), (names[4], (3,), "float64")])),
         Case("many_tensors", file([(f"layers.{i}.w", (int(rng.integers(1, 6)), 4), "float32") for i in range(12)])),
         *[Case("truncated", file(mixed[:2], damage=d)) for d in TRUNCATED],
+        Case("truncated", file(tiny, damage="data_cut")),
         *[Case("corrupt", file(mixed[:2], damage=d)) for d in CORRUPT],
+        *[Case("corrupt", (_SpoiledEntry(tuple(mixed[:2]), _seed(rng), (), "bad_entry", field),))
+          for field in ("dtype", "shape")],
     ]
 
 
@@ -89,6 +118,16 @@ HEADER = Hidden(
     diagnose=_diagnose_header,
     type_diagnoses=("metadata",),
     check_raise=_header_raise_ok,
+    requirements={
+        "Return `(header, data_start)`": ("mixed_dtypes", "metadata", "scalar", "many_tensors"),
+        "without `\"__metadata__\"`": ("metadata",),
+        "entries exactly as in the JSON (lists stay lists)": ("mixed_dtypes", "metadata", "scalar", "many_tensors"),
+        "Raise ValueError for a damaged file, with a message that says what is wrong": ("truncated", "corrupt"),
+        "it must contain 'truncated' when the file ends too early (fewer than 8 bytes, fewer than N after them, or "
+        "a tensor's data running past the end)": ("truncated",),
+        "'corrupt' when the header is not UTF-8 JSON, not an object, or has an entry without a str dtype, a list "
+        "shape and two [begin, end] offsets": ("corrupt",),
+    },
     on_exception="The first 8 bytes are the header length N, a little-endian unsigned integer "
                  "(int.from_bytes(b, 'little')); the next N bytes are UTF-8 JSON. Check N against the file's "
                  "size before reading N bytes.",
@@ -112,6 +151,7 @@ def _runs_cases(rng):
     four = (2, 4, 4 * int(rng.integers(1, 3)), 6)
     return [
         Case("scalar", ((), (), 4, base)),
+        Case("scalar", ((), (), _pick(rng, (2, 8)), int(rng.integers(5000, 10_000)))),
         Case("leading_dim", (_shard((r, c), 0, 4, i), (r, c), 4, base)),
         Case("whole_tensor", (((0, r), (0, c)), (r, c), 2, base)),
         Case("inner_dim", (_shard((r, c), 1, 4, i), (r, c), 4, base)),
@@ -173,6 +213,16 @@ RUNS = Hidden(
         "single_element": "Wrong on a shard of a single element.",
     },
     diagnose=_diagnose_runs,
+    requirements={
+        "stored row-major (C order)": ("leading_dim", "inner_dim", "block", "three_d", "four_d", "single_element"),
+        "from byte `base` of a file": ("scalar", "leading_dim", "inner_dim", "block", "three_d", "four_d"),
+        "`itemsize` bytes per element": ("scalar", "leading_dim", "whole_tensor", "block", "three_d"),
+        "stop exclusive": ("inner_dim", "block", "three_d", "one_byte", "single_element"),
+        "Return the bytes the shard occupies as a list of (offset, length) tuples, sorted by offset": (
+            "inner_dim", "block", "three_d"),
+        "with runs that touch merged": ("leading_dim", "whole_tensor"),
+        "A scalar is `[(base, itemsize)]`": ("scalar",),
+    },
     on_exception="bounds is a tuple of (start, stop) per dimension (empty for a scalar); return a list of "
                  "(offset, length) tuples.",
 )
@@ -201,6 +251,8 @@ def _coalesce_cases(rng):
         Case("touching", ([(o, a), (o + a, b)], 0)),
         Case("overlapping", ([(o, a + 10), (o + a, b + 20)], 0)),
         Case("contained", ([(o, 500), (o + 10, 20), (o + 600, 10)], 60)),
+        # A run that reaches past the next one, then one inside the read: the read keeps its end.
+        Case("contained", ([(o + 50, 200), (o, 100), (o + 60, 10)], 0)),
         Case("mixed", (sorted([(o, 16), (o + 16 + g, 8), (o + 10_000, 4), (o + 10_004 + g + 1, 4)],
                               key=lambda r: -r[0]), g)),
     ]
@@ -275,6 +327,13 @@ COALESCE = Hidden(
         "mixed": "Wrong on a mix of near and far runs given in reverse order.",
     },
     diagnose=_diagnose_coalesce,
+    requirements={
+        "a list of (offset, length) tuples in any order": ("unsorted", "contained", "mixed"),
+        "return the reads as a list of (offset, length) tuples sorted by offset": ("single", "gap_over", "contained", "mixed"),
+        "covering every run": ("overlapping", "contained"),
+        "merging a run into the current read when it overlaps it or the gap between them is at most `max_gap` bytes": (
+            "gap_equal", "gap_over", "touching", "overlapping", "mixed"),
+    },
     on_exception="runs is a list of (offset, length) tuples; return a sorted list of (offset, length) tuples.",
 )
 
@@ -304,6 +363,7 @@ def _read_cases(rng):
         _shard_case(rng, "three_d", (16, 64, 128), "float32", _shard((16, 64, 128), 1, 8, i % 8)),
         _shard_case(rng, "four_d", (8, 4, 64, 64), "float16", _shard((8, 4, 64, 64), 2, 16, i)),
         _shard_case(rng, "bool", (64, 48), "bool", _shard((64, 48), 1, 4, i % 4)),
+        _shard_case(rng, "bool", (1024, 512), "bool", _shard((1024, 512), 0, 16, i)),  # (a mask: half a MiB)
         _shard_case(rng, "scalar", (), "int64", ()),
         _shard_case(rng, "whole_tensor", (32, 16), "float64", ((0, 32), (0, 16))),
     ]
@@ -388,6 +448,15 @@ READ = Hidden(
     },
     diagnose=_diagnose_read,
     check_outcome=_check_reads,
+    requirements={
+        "Return the shard `bounds` of tensor `name` in the safetensors file `path`": (
+            "leading_dim", "inner_dim", "block", "two_byte", "three_d", "four_d"),
+        "as a NumPy array with the tensor's dtype (F64, F32, F16, I64, I32, I16, I8, U8 or BOOL)": (
+            "two_byte", "one_byte", "bool", "scalar", "whole_tensor"),
+        "and shape (stop - start per dimension)": ("leading_dim", "inner_dim", "block", "three_d", "four_d"),
+        "Read only the bytes the shard needs": (
+            "leading_dim", "inner_dim", "block", "first_tensor", "two_byte", "one_byte", "three_d", "four_d"),
+    },
     on_exception="If the error says memory maps are switched off: read with f.seek(offset) and f.read(length) "
                  "(np.memmap and safetensors.safe_open are off while grading). bounds is a tuple of (start, stop) "
                  "per dimension.",
@@ -404,15 +473,22 @@ def _moe_cases(rng):
     ep = (e // 16, 2, d, 16)
     fsdp = (e, 2, d // 16, 16)
     both = (e // 4, 2, d // 4, 16)
-    cands = {"ep16": ep, "fsdp16": fsdp, "ep4_fsdp4": both}
+    # Not in sorted order: on a tie (a replicated target reads the whole tensor, whatever the chunks)
+    # the name that sorts first is not the one given first.
+    cands = {"fsdp16": fsdp, "ep4_fsdp4": both, "ep16": ep}
     item = _pick(rng, (2, 4))
     hosts = lambda: _pick(rng, (2, 4, 8))  # noqa: E731 - devices per host
     return [
         Case("fsdp_target", (shape, item, {"x": 16}, (None, None, "x"), cands, hosts())),
         Case("ep_target", (shape, item, {"x": 16}, ("x",), cands, hosts())),
         Case("two_d_target", (shape, item, {"x": 4, "y": 4}, ("x", None, "y"), cands, hosts())),
+        # (Two devices a host: x, the most significant, numbers the host; were y, a host's two devices
+        # would hold shards 8 apart, in two fsdp8 chunks.)
         Case("finer_target", (shape, item, {"x": 8, "y": 2}, (None, None, ("x", "y")),
-                              {"ep16": ep, "fsdp8": (e, 2, d // 8, 16)}, hosts())),
+                              {"ep16": ep, "fsdp8": (e, 2, d // 8, 16)}, 2)),
+        # Experts over ("y", "x"): y is the most significant, so a host's 4 devices (one x) hold experts
+        # 4 apart, not 4 neighbours.
+        Case("finer_target", (shape, item, {"x": 4, "y": 4}, (("y", "x"),), cands, 4)),
         Case("replicated_target", (shape, item, {"x": 16}, (), cands, hosts())),
         Case("partly_replicated", (shape, item, {"x": 8, "y": 2}, (None, None, "x"), cands, hosts())),
         Case("unaligned", ((48, 64), item, {"x": 16}, ("x",), {"rows8": (8, 64), "rows16": (16, 64), "cols16": (48, 4)},
@@ -478,12 +554,26 @@ PRESHARD = Hidden(
         "fsdp_target": "Wrong for a target that shards the hidden dimension (FSDP).",
         "ep_target": "Wrong for a target that shards the experts (EP).",
         "two_d_target": "Wrong on a 2-D target mesh.",
-        "finer_target": "Wrong when the target shards one dimension over two mesh axes.",
+        "finer_target": "Wrong when the target shards one dimension over two mesh axes: the first axis of the tuple "
+                        "is the most significant.",
         "replicated_target": "Wrong on a replicated target: every host reads the whole tensor, whatever the chunks.",
         "unaligned": "Wrong when the target's slices do not line up with the chunks: a partly covered chunk is "
                      "read whole.",
     },
     diagnose=_diagnose_preshard,
+    requirements={
+        "by hosts of `devices_per_host` devices each (device d on host d // devices_per_host)": (
+            "fsdp_target", "ep_target", "two_d_target", "finer_target", "partly_replicated", "one_host"),
+        "a host reads each chunk its devices overlap once, whole": (
+            "fsdp_target", "ep_target", "two_d_target", "finer_target", "replicated_target", "unaligned"),
+        "`reads` maps each candidate's name to the bytes all hosts read together (an int)": (
+            "fsdp_target", "ep_target", "two_d_target", "finer_target", "replicated_target", "one_device_per_host"),
+        "`best` is the name with the fewest": ("fsdp_target", "ep_target", "two_d_target", "unaligned", "one_device_per_host"),
+        "on a tie, the name that sorts first": ("replicated_target", "one_host"),
+        "devices are numbered row-major over the mesh (`np.arange(n).reshape(sizes)`)": (
+            "two_d_target", "finer_target", "partly_replicated"),
+        "a tuple of axis names (the first one most significant)": ("finer_target",),
+    },
     on_exception="candidates maps a name to a chunk shape; return (best_name, {name: bytes read by all hosts}).",
 )
 

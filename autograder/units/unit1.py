@@ -57,7 +57,7 @@ PROBLEMS = (
             "array's `.size` is its number of elements. Check your total by hand on the example: "
             "in_dim x features, plus what the bias adds.",
             "The arguments arrive as floats, which neither a random key nor a layer width accepts. "
-            "The per-shard figure is an average, so a float: true division, not floor division; both "
+            "The per-shard figure is an average, so a float: true division (`/`), not floor division (`//`); both "
             "numbers go into one 1-D array.",
         ),
         examples=(

@@ -84,9 +84,10 @@ def device_index_domains(global_shape, mesh_shape, spec):
 """
 
 
-def _domains(order="'C'", axes="ax", stop="0", wrap="tuple"):
-    return (_DOMAIN_BODY.replace("ORDER", order).replace("AXES", axes).replace("STOP", stop)
-            .replace("WRAP", wrap))
+def _domains(order="'C'", axes="ax", stop="0", wrap="tuple", pad=True):
+    body = _DOMAIN_BODY if pad else _DOMAIN_BODY.replace(
+        "spec = tuple(spec) + (None,) * (len(global_shape) - len(spec))", "spec = tuple(spec)")
+    return body.replace("ORDER", order).replace("AXES", axes).replace("STOP", stop).replace("WRAP", wrap)
 
 
 DOMAINS = [
@@ -94,6 +95,8 @@ DOMAINS = [
     ("tuple_axes_minor_first", _domains(axes="reversed(ax)"), "incorrect", "most significant"),
     ("inclusive_stop", _domains(stop="1"), "incorrect", "exclusive"),
     ("lists_not_tuples", _domains(wrap="list"), "incorrect", "must be a tuple"),
+    # zip stops at the spec's end: a spec shorter than the rank loses the dimensions it leaves out
+    ("domains_forget_to_pad_the_spec", _domains(pad=False), "incorrect", "including dimensions the spec leaves out"),
 ]
 
 _CHUNK_BODY = """
@@ -195,6 +198,12 @@ BYTES_PER_DEVICE = [
     ("only_replica_zero_writes", _bytes(split="False"), "incorrect", "each writes its 1/R slice"),
     ("drops_devices_that_write_nothing", _bytes(filt="{d: b for d, b in out.items() if b}"), "incorrect",
      "entry for every device"),
+    # the replicas split the shard whatever replica_parallel says
+    ("writes_slices_with_replica_parallel_off", _bytes(split="r > 1 and any(n % r == 0 for n in local)"),
+     "incorrect", "only replica 0 of each shard writes it"),
+    # a floored 1/R share for every replica, even when no dimension is divisible by R
+    ("floors_the_replica_share", _bytes(split="replica_parallel and r > 1"), "incorrect",
+     "the replicas cannot share it"),
 ]
 
 _HOSTS = """
@@ -218,6 +227,8 @@ BYTES_PER_HOST = [
     ("drops_hosts_that_write_nothing", _hosts(keep_empty="False"), "incorrect", "including hosts that write nothing"),
     ("every_replica_writes", _hosts(split="False", full="True"), "incorrect", "written once in total"),
     ("only_replica_zero_writes", _hosts(split="False"), "incorrect", "each writes its 1/R slice"),
+    ("hosts_write_slices_with_replica_parallel_off", _hosts(split="r > 1 and any(n % r == 0 for n in local)"),
+     "incorrect", "only replica 0 of each shard writes it"),
 ]
 
 WRONG = {

@@ -22,6 +22,39 @@ def _reads(stop="-(-e // c)", wrap="sorted(itertools.product(*ranges))", filt="o
     return _READS.replace("STOP", stop).replace("WRAP", wrap).replace("FILTER", filt)
 
 
+# Index domains computed by hand: device d's coordinates on the mesh (UNRAVEL), and its shard
+# along a dimension sharded over a tuple of axes, taken in AXES order (most significant first).
+_BY_HAND = """
+def _domains(global_shape, mesh_shape, spec):
+    sizes = list(mesh_shape.values())
+    entries = [() if e is None else (e,) if isinstance(e, str) else tuple(e) for e in spec]
+    entries += [()] * (len(global_shape) - len(entries))
+    out = {}
+    for d in range(math.prod(sizes)):
+        coords = dict(zip(mesh_shape, (int(i) for i in UNRAVEL)))
+        dom = []
+        for n, axes in zip(global_shape, entries):
+            index, parts = 0, 1
+            for a in AXES:
+                index, parts = index * mesh_shape[a] + coords[a], parts * mesh_shape[a]
+            dom.append((index * (n // parts), (index + 1) * (n // parts)))
+        out[d] = dom
+    return out
+
+
+def chunks_to_read(global_shape, chunk_shape, mesh_shape, spec):
+    out = {}
+    for d, dom in _domains(global_shape, mesh_shape, spec).items():
+        ranges = [range(s // c, -(-e // c)) for (s, e), c in zip(dom, chunk_shape)]
+        out[d] = sorted(itertools.product(*ranges))
+    return out
+"""
+
+
+def _by_hand(unravel="np.unravel_index(d, sizes)", axes="axes"):
+    return _BY_HAND.replace("UNRAVEL", unravel).replace("AXES", axes)
+
+
 CHUNKS_TO_READ = [
     ("off_by_one_at_boundaries", _reads(stop="e // c + 1"), "incorrect", "stop is exclusive"),
     ("lists_not_tuples", _reads(wrap="[list(t) for t in sorted(itertools.product(*ranges))]"), "incorrect",
@@ -29,6 +62,9 @@ CHUNKS_TO_READ = [
     ("unsorted", _reads(wrap="sorted(itertools.product(*ranges), reverse=True)"), "incorrect", "sorted list"),
     ("first_replica_only", _reads(filt="{d: v for d, v in out.items() if d % 2 == 0}"), "incorrect",
      "every device of the target mesh"),
+    ("column_major_device_ids", _by_hand(unravel='np.unravel_index(d, sizes, order="F")'), "incorrect",
+     "numbered row-major"),
+    ("last_axis_most_significant", _by_hand(axes="reversed(axes)"), "incorrect", "the first axis is the most significant"),
 ]
 
 _AMP = _reads() + """
@@ -60,6 +96,18 @@ AMPLIFICATION = [
     ("needs_each_replica", _amp(need="sum(math.prod(e - s for s, e in dom) for dom in doms.values())"),
      "incorrect", "needed once"),
     ("integer_division", _amp(result="read // need"), "incorrect", "must be a float"),
+    ("last_axis_most_significant", _by_hand(axes="reversed(axes)") + """
+def read_amplification(global_shape, chunk_shape, mesh_shape, spec, devices_per_host):
+    reads = chunks_to_read(global_shape, chunk_shape, mesh_shape, spec)
+    doms = _domains(global_shape, mesh_shape, spec)
+    read, need = {}, {}
+    for d, dom in doms.items():
+        read.setdefault(d // devices_per_host, set()).update(reads[d])
+        need.setdefault(d // devices_per_host, set()).add(tuple(dom))
+    total_read = sum(len(v) for v in read.values()) * math.prod(chunk_shape)
+    total_need = sum(math.prod(e - s for s, e in dom) for v in need.values() for dom in v)
+    return total_read / total_need
+""", "incorrect", "the first axis is the most significant"),
 ]
 
 RESTORE = [
@@ -87,6 +135,13 @@ def restore_resharded(ckpt_dir, mesh, specs):
               for k in specs}
     return ckpt.restore(ckpt_dir, target)
 """, "incorrect", "shardings are not what the specs ask for"),
+    ("assumes_float32", """
+def restore_resharded(ckpt_dir, mesh, specs):
+    ckpt = ocp.StandardCheckpointer()
+    meta = ckpt.metadata(ckpt_dir).item_metadata.tree
+    target = {k: jax.ShapeDtypeStruct(meta[k].shape, np.float32, sharding=NamedSharding(mesh, s)) for k, s in specs.items()}
+    return ckpt.restore(ckpt_dir, target)
+""", "incorrect", "another dtype than they were saved with"),
 ]
 
 _ERR = """
@@ -113,6 +168,12 @@ ERRORS = [
      "even by rank"),
     ("names_the_exception_class", _err(indivisible='"IndivisibleError"'), "incorrect", "'indivisible'"),
     ("never_checks_shapes", _err(shapes="False"), "incorrect", "shape_mismatch"),
+    ("string_entries_only", _err().replace("for ax in entries for a in ax", "for ax in spec if isinstance(ax, str) for a in (ax,)"),
+     "incorrect", "axis the mesh lacks"),
+    ("divides_by_each_axis_alone", _err().replace(
+        "any(n % math.prod(mesh_shape.get(a, 1) for a in ax) for n, ax in zip(target_shape, entries))",
+        "any(n % mesh_shape.get(a, 1) for n, ax in zip(target_shape, entries) for a in ax)"),
+     "incorrect", "'indivisible'"),
 ]
 
 WRONG = {

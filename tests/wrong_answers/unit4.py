@@ -52,6 +52,14 @@ HEADER = [
     ("lets_json_errors_through", _header(parse='header = json.loads(raw.decode("utf-8"))'), "incorrect",
      "Say what is wrong in the message"),
     ("big_endian_length", _header(order='"big"'), "error", "little-endian"),
+    # Only what it reads next is checked: a dtype or shape of the wrong type passes.
+    ("checks_only_the_offsets", _header().replace(
+        'isinstance(info.get("dtype"), str) and isinstance(info.get("shape"), list)\n                and ', ""),
+     "incorrect", "must raise ValueError"),
+    # A tensor's end offset compared with the file's size as if it counted from byte 0.
+    ("end_offsets_from_byte_zero", _header().replace('8 + n + info["data_offsets"][1] > size',
+                                                      'info["data_offsets"][1] > size'),
+     "incorrect", "must raise ValueError"),
     ("trusts_the_length", """
 def parse_safetensors_header(path):
     with open(path, "rb") as f:
@@ -193,6 +201,7 @@ READ_SHARD = [
         f.seek(base + sum(a * s for (a, _), s in zip(bounds, strides)))
         data = f.read(math.prod(b - a for a, b in bounds) * dtype.itemsize)
     return np.frombuffer(data, dtype).reshape(tuple(b - a for a, b in bounds))"""), "incorrect", "one run per row"),
+    ("bool_as_uint8", _read().replace('"BOOL": np.bool_', '"BOOL": np.uint8'), "incorrect", "own dtype"),
     ("always_float32", _read(body=_EXACT.replace("BUFFERING", "0").replace(
         "np.frombuffer(b\"\".join(out), dtype)", "np.frombuffer(b\"\".join(out), dtype).astype(np.float32)")),
      "incorrect", "own dtype"),
@@ -230,6 +239,23 @@ PRESHARD = [
                                                "else list(reads)[-1]"), "incorrect", "sorts first"),
     ("ignores_hosts", _preshard(host="dev"), "incorrect", "once per host"),
     ("one_read_in_all", _preshard(host="0"), "incorrect", "reads for itself"),
+    # min over the dict itself: on a tie, the name given first, whether or not it sorts first.
+    ("min_in_insertion_order", _preshard(pick="min(reads, key=reads.get)"), "incorrect", "sorts first"),
+    # Index domains by hand, a tuple entry's axes taken last one most significant.
+    ("last_axis_most_significant", _preshard().replace(
+        "domains = real_index_domains(global_shape, mesh_shape, spec)", """sizes = list(mesh_shape.values())
+    entries = [() if e is None else (e,) if isinstance(e, str) else tuple(e) for e in spec]
+    entries += [()] * (len(global_shape) - len(entries))
+    domains = {}
+    for d in range(math.prod(sizes)):
+        coords = dict(zip(mesh_shape, (int(i) for i in np.unravel_index(d, sizes))))
+        dom = []
+        for n, axes in zip(global_shape, entries):
+            index, parts = 0, 1
+            for a in reversed(axes):
+                index, parts = index * mesh_shape[a] + coords[a], parts * mesh_shape[a]
+            dom.append((index * (n // parts), (index + 1) * (n // parts)))
+        domains[d] = dom"""), "incorrect", "the first axis of the tuple is the most significant"),
 ]
 
 WRONG = {
