@@ -4,6 +4,7 @@ lesson whose claim is edited to a false one fails when it runs in a real kernel.
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import nbformat
@@ -14,8 +15,10 @@ from nbclient.exceptions import CellExecutionError
 from ckptlab.claims import ClaimFailed, claim
 
 COURSE = Path(__file__).resolve().parents[1] / "course"
-# the lessons whose outcomes are stated as claims so far (lessons 3, 4 and 6 still pair print with assert)
-CHECKED = ("05_training_checkpoints.ipynb", "07_changed_machine_or_code.ipynb")
+# the lessons whose outcomes are stated as claims, with no bare assert left (lessons 1 and 2 still pair
+# print with assert; lesson 0 has neither)
+CHECKED = ("03_restore_resharding.ipynb", "04_shard_reads_and_presharding.ipynb", "05_training_checkpoints.ipynb",
+           "06_restore_for_serving.ipynb", "07_changed_machine_or_code.ipynb")
 
 
 def test_a_claim_that_holds_prints_its_figures(capsys):
@@ -46,10 +49,30 @@ def test_numpy_truth_values_are_accepted():
 
 
 def test_lessons_state_their_outcomes_as_claims():
+    """Each checked lesson imports claim and states its outcomes with it; none backs its prose with a bare
+    assert (one that fails saying nothing of the claim or its figures) instead."""
     for name in CHECKED:
-        source = "".join(c.source for c in nbformat.read(COURSE / name, as_version=4).cells if c.cell_type == "code")
+        source = "\n".join(c.source for c in nbformat.read(COURSE / name, as_version=4).cells if c.cell_type == "code")
         assert "from ckptlab.claims import claim" in source, name
         assert len(re.findall(r"\bclaim\(", source)) >= 5, name
+        bare = [line.strip() for line in source.splitlines() if re.match(r"\s*assert\b", line)]
+        assert not bare, f"{name} still backs its prose with bare asserts: {bare[:3]}"
+
+
+def test_a_bare_assert_in_a_checked_lesson_is_found(tmp_path, monkeypatch):
+    """The control for the check above: a checked lesson with one of its claims turned back into a bare
+    assert fails it."""
+    course = tmp_path / "course"
+    course.mkdir()
+    for name in CHECKED:
+        (course / name).write_bytes((COURSE / name).read_bytes())
+    nb = nbformat.read(course / CHECKED[0], as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "claim(" in c.source)
+    cell.source += "\nassert True  # a bare assert"
+    nbformat.write(nb, course / CHECKED[0])
+    monkeypatch.setattr(sys.modules[__name__], "COURSE", course)
+    with pytest.raises(AssertionError, match="bare asserts"):
+        test_lessons_state_their_outcomes_as_claims()
 
 
 @pytest.mark.slow
