@@ -356,14 +356,16 @@ def test_a_run_that_never_saves_forges_a_resume_only_where_the_grader_plants_not
     monkeypatch.setattr(preempted, "run_case", recorded)
     (result,) = grade_code(FAKES_ITS_FOLDERS, problems=["5.3"], learner="forger").problems
     assert result.status == "incorrect" and result.category == "plant_unreadable", result.message
-    (args, outcome), = [(a, o) for a, o in outcomes if o and o["planned"]]
-    params, first = outcome["value"]
-    assert outcome["preempted"] == outcome["planned"] > 0 and first == outcome["resumed_at"] > 0
-    assert outcome["committed_after"] >= args[1] and not outcome["restarted"], outcome
-    (table,) = [t for key, t in unit5._TABLES.items() if key[:2] == (int(args[1]), int(args[2]))]
-    uninterrupted = table["uninterrupted"]  # (the grader's own, computed for this case)
-    assert set(params) == set(uninterrupted) and all(np.array_equal(params[k], uninterrupted[k]) for k in params)
-    assert "planted_at" not in outcome and outcome["plant_problem"] == "plant_unreadable"
+    planned = [(a, o) for a, o in outcomes if o and o["planned"]]
+    assert len(planned) == 2, outcomes  # (both hidden cases, each killed and planted)
+    for args, outcome in planned:
+        params, first = outcome["value"]
+        assert outcome["preempted"] == outcome["planned"] > 0 and first == outcome["resumed_at"] > 0
+        assert outcome["committed_after"] >= args[1] and not outcome["restarted"], outcome
+        (table,) = [t for key, t in unit5._TABLES.items() if key[:2] == (int(args[1]), int(args[2]))]
+        uninterrupted = table["uninterrupted"]  # (the grader's own, computed for this case)
+        assert set(params) == set(uninterrupted) and all(np.array_equal(params[k], uninterrupted[k]) for k in params)
+        assert "planted_at" not in outcome and outcome["plant_problem"] == "plant_unreadable"
 
 
 def test_the_sweep_of_a_dead_graders_folders_follows_no_link_and_keeps_a_live_graders(tmp_path):

@@ -30,10 +30,25 @@ def _state_cases(rng):
     fsdp = {"fsdp": 16}
     mesh = _pick(rng, MESHES_2D)
     d, mo = mesh["data"], mesh["model"]
-    return [
+    # Odd multiples of the mesh's axes: a 2-D kernel no dimension of which 16 divides, so that an
+    # optimizer's array taken as replicated (not sharded as its parameter) weighs otherwise per host.
+    ko, mko = _pick(rng, (1, 3)), _pick(rng, (1, 3))
+    # Hosts that write nothing: a shard no dimension of which its data replicas divide (its first
+    # replica writes it: the mesh's first row of devices, all on host 0), beside an array replicated
+    # whole with odd dimensions (device 0 writes it).
+    def idle(dtype, mu_dtype, accumulate):
+        mesh = _pick(rng, MESHES_2D)
+        per_host = _pick(rng, tuple(n for n in (2, 4, 8) if n >= mesh["model"]))
+        odd = lambda: int(_pick(rng, (1, 3, 5, 7)))  # noqa: E731
+        params = {"w": ((mesh["model"] * odd(), 2 + odd()), dtype), "gate": ((2 + odd(), 2 + odd()), "float32")}
+        return Case("idle_hosts", (params, {"w": ("model",), "gate": ()}, mesh, per_host, mu_dtype, accumulate))
+
+    idle_cases = [idle(_pick(rng, ("float32", "bfloat16")), _pick(rng, ("float32", None)), _pick(rng, (1, 2))),
+                  idle(_pick(rng, ("float32", "float16")), _pick(rng, ("bfloat16", None)), _pick(rng, (1, 4)))]
+    return idle_cases + [
         Case("fsdp", ({"kernel": ((16 * k, 8 * m), "float32"), "bias": ((8 * m,), "float32")},
                       {"kernel": ("fsdp",), "bias": ()}, fsdp, dph(), None, 1)),
-        Case("two_d", ({"embed": ((d * mo * k, 4 * m), "float32"), "kernel": ((d * k, mo * m), "float32"),
+        Case("two_d", ({"embed": ((d * mo * k, 4 * m), "float32"), "kernel": ((d * ko, mo * mko), "float32"),
                         "bias": ((mo * m,), "float32")},
                        {"embed": (("data", "model"),), "kernel": ("data", "model"), "bias": ("model",)}, mesh, dph(),
                        "bfloat16", 1)),
@@ -41,14 +56,15 @@ def _state_cases(rng):
         Case("mu_float32", ({"kernel": ((16 * k, 4 * m), "bfloat16"), "scale": ((16 * m,), "float32")},
                             {"kernel": (None, None), "scale": ("fsdp",)}, fsdp, dph(), "float32", 1)),
         # gradient accumulation beside bfloat16 parameters: the accumulator is float32
-        Case("accumulate", ({"kernel": ((d * k, mo * m), "bfloat16"), "bias": ((mo * m,), "float32")},
+        Case("accumulate", ({"kernel": ((d * ko, mo * mko), "bfloat16"), "bias": ((mo * m,), "float32")},
                             {"kernel": ("data", "model"), "bias": ("model",)}, mesh, dph(), None,
                             _pick(rng, (2, 4, 8)))),
         # (3, 5) has no dimension the 16 replicas divide: replica 0 writes it all, on host 0.
         Case("unsplittable", ({"kernel": ((16 * k, 16), "float16"), "gate": ((3, 5), "float32")},
                               {"kernel": ("fsdp", None), "gate": ()}, fsdp, dph(), _pick(rng, ("float32", None)),
                               _pick(rng, (1, 4)))),
-        Case("one_host", ({"kernel": ((d * k, mo * m), "float32")}, {"kernel": (None, "model")}, mesh, 16, None, 2)),
+        # (a bfloat16 kernel: MultiSteps accumulates its gradients in float32 all the same)
+        Case("one_host", ({"kernel": ((d * k, mo * m), "bfloat16")}, {"kernel": (None, "model")}, mesh, 16, None, 2)),
     ]
 
 
@@ -132,9 +148,23 @@ STATE = Hidden(
         "accumulate": "Wrong with gradients accumulated over several micro-batches, beside bfloat16 parameters.",
         "unsplittable": "Wrong when a replicated array has no dimension its replicas divide.",
         "one_host": "Wrong with all 16 devices on one host.",
+        "idle_hosts": "Wrong when some hosts write nothing (every array's bytes written by devices of host 0).",
         "edge": "Wrong on a small replicated vector.",
     },
     diagnose=_diagnose_state,
+    requirements={
+        "`tx = optax.adamw(learning_rate, mu_dtype=mu_dtype)`": ("two_d", "mu_float32"),
+        "wrapped as `optax.MultiSteps(tx, every_k_schedule=accumulate)` when `accumulate > 1`": (
+            "accumulate", "one_host"),
+        "Each array of the optimizer's state that belongs to a parameter is sharded as that parameter": (
+            "two_d", "accumulate"),
+        "scalars are replicated": ("fsdp", "two_d", "mu_float32", "accumulate", "unsplittable", "edge", "idle_hosts"),
+        "Return `{host: bytes}` for every host": ("idle_hosts",),
+        "devices_per_host consecutive device ids each": ("idle_hosts",),
+        "the uncompressed bytes its devices write when Orbax saves the parameters and the optimizer's whole state": (
+            "fsdp", "two_d", "mu_float32", "accumulate", "unsplittable", "one_host", "edge", "idle_hosts"),
+        "replica-parallel on": ("edge", "mu_float32"),
+    },
 )
 
 
@@ -270,8 +300,15 @@ def _run_cases(rng):
     # grader restores the latest committed step and plants another state in it before the last run.
     kills = [("commit", int(rng.integers(1, 3))), ("mid_save", int(rng.integers(1, 3)))]
     rng.shuffle(kills)
-    return [Case("preempted", (RunFolder(tuple(kills), plant=int(rng.integers(1000, 2**31 - 1))), int(rng.integers(6, 9)),
-                               int(rng.integers(0, 1000))))]
+    cases = [Case("preempted", (RunFolder(tuple(kills), plant=int(rng.integers(1000, 2**31 - 1))),
+                                int(rng.integers(6, 9)), int(rng.integers(0, 1000))))]
+    # A shorter run killed once, of either kind, with a state planted of its own: a save of step 2 or
+    # 3 under way (a manager's save waits for the one before it: a step committed) or one or two
+    # steps committed, so that the last run has a committed step to go on from.
+    once = ("commit", int(rng.integers(1, 3))) if rng.integers(0, 2) else ("mid_save", int(rng.integers(2, 4)))
+    cases.append(Case("preempted", (RunFolder((once,), plant=int(rng.integers(1000, 2**31 - 1))),
+                                    int(rng.integers(4, 7)), int(rng.integers(0, 1000)))))
+    return cases
 
 
 def _uninterrupted(ckpt_dir, total_steps, seed):
@@ -391,6 +428,15 @@ RUN = Hidden(
     },
     diagnose=_diagnose_run,
     check_outcome=_run_outcome,
+    requirements={
+        "a run must then go on from the latest committed step": ("preempted",),
+        "training only the steps that remain": ("preempted",),
+        "on the batches that come next": ("preempted",),
+        "first_step being the step this call started training from": ("preempted",),
+        "its last step must be committed on disk": ("preempted",),
+        "compares what the last run returns, bit for bit, with a run never interrupted": ("preempted",),
+        "the last run must go on from what the step holds": ("preempted",),
+    },
     expected_after=_expected_after,
     plant_table=_plant_table,
     on_exception="After a kill the folder holds the steps that committed, and perhaps a temporary folder of "

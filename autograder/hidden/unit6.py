@@ -95,6 +95,15 @@ SERVING = Hidden(
     },
     diagnose=_diagnose_serving,
     check_outcome=_check_memory,
+    requirements={
+        "Return the parameters only, as a dict `{name: jax.Array}`": ("tensor_parallel", "one_axis"),
+        "in bfloat16": ("tensor_parallel", "one_axis"),
+        "each sharded as `NamedSharding(mesh, specs[name])`": ("tensor_parallel", "one_axis"),
+        f"it must stay under {SERVING_FACTOR} times the bytes of the saved float32 parameters plus "
+        f"{SERVING_SLACK >> 20} MiB": ("tensor_parallel", "one_axis"),
+        "not for a float32 copy kept beside a bfloat16 one, nor for the whole training state": (
+            "tensor_parallel", "one_axis"),
+    },
     on_exception="Read the parameters' shapes from ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata"
                  ".tree['params']. A restore of a part of the tree needs partial_restore=True "
                  "(ocp.args.PyTreeRestore).",
@@ -192,6 +201,16 @@ CONVERT = Hidden(
     },
     diagnose=_diagnose_conversion,
     check_outcome=_check_conversion_memory,
+    requirements={
+        "holding every tensor of the file": ("two_axes", "one_axis"),
+        "tensor `name` saved as `rename[name]`": ("two_axes", "one_axis"),
+        "with its dtype and values": ("two_axes", "one_axis"),
+        "placed as `NamedSharding(mesh, specs[rename[name]])`": ("two_axes", "one_axis"),
+        f"it must stay under {CONVERSION_FACTOR} times the bytes of the file's largest tensor, plus "
+        f"{CONVERSION_SLACK >> 20} MiB (a tensor's host copy, its copy on the devices, and the tensor before it, "
+        "which JAX may keep until Python's garbage collector runs)": ("two_axes", "one_axis"),
+        "So neither the whole file nor the whole model may be in your memory at once": ("two_axes", "one_axis"),
+    },
     expected=_converted,
     on_exception="out_dir does not exist yet: Orbax's save creates it. ocp_v1.partial.save(out_dir, "
                  "{name: array}) adds arrays to a checkpoint in the making; ocp_v1.partial.finalize(out_dir) "
