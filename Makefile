@@ -19,10 +19,10 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make lab    - open the course in JupyterLab (start with course/00_start_here.ipynb)"
-	@echo "make check  - grade your work in problems/ with the hidden tests"
-	@echo "make progress - where you stand: per unit and problem, from your grading runs"
+	@echo "make check  - grade your work in problems/ with the hidden tests (UNIT=2 or ONLY=2.5,3.1: only those)"
+	@echo "make progress - where you stand: per unit and problem (grading, practice, notebook checks and hints, drills)"
 	@echo "make practice - a timed set of problems you have not mastered, or due for review (MINUTES=30 UNIT= DIFFICULTY=easy CATEGORY=orbax)"
-	@echo "make drill  - quick-fire numeric questions with worked answers"
+	@echo "make drill  - quick-fire numeric questions with worked answers, from the units you studied (UNIT=4)"
 	@echo "make test   - run the project's test-suite"
 	@echo "make bench  - speed and memory benchmarks: grading, isolation, shard reads, nbgrader, class memory, budgets, Gradescope's container, lessons"
 	@echo "make platforms - (root) the hostile suite in a real Docker container, default seccomp, as root and a user"
@@ -34,22 +34,26 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 # jupyter_config/ (first on JUPYTER_CONFIG_PATH) opens course/00_start_here.ipynb, keeps nbgrader's
-# instructor tools off and the log to warnings; `env -u` keeps make's own variables out of the
-# terminals a learner opens in JupyterLab.
+# instructor tools off and the log to warnings, and starts each terminal through
+# jupyter_config/terminal.sh: at the top of the repository, the learner's shell with .venv/bin
+# first on PATH after their start-up files, so `python` and `make` there are the course's (and
+# VIRTUAL_ENV names it); `env -u` keeps make's own variables out of those terminals.
 lab: $(STAMP)
 	@echo "Starting JupyterLab on course/00_start_here.ipynb (stop it with Ctrl-C, twice)."
-	@env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS -u MAKEOVERRIDES \
+	@env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS -u MAKEOVERRIDES VIRTUAL_ENV="$(CURDIR)/$(VENV)" \
 	  JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter_config$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
 	  $(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(ROOT_ARGS) $(LAB_ARGS)
 
+# UNIT=2 (or 2,3) and ONLY=2.5,3.1 grade only those problems; each result is printed as it comes.
+UNIT ?=
+ONLY ?=
 check: $(STAMP)
-	@$(BIN)/python -m autograder grade problems/
+	@$(BIN)/python -m autograder grade problems/ $(if $(UNIT),--unit $(UNIT)) $(if $(ONLY),--only $(ONLY))
 
 progress: $(STAMP)
 	@$(BIN)/python -m autograder progress
 
 MINUTES ?= 30
-UNIT ?=
 DIFFICULTY ?=
 CATEGORY ?=
 practice: $(STAMP)
@@ -57,7 +61,7 @@ practice: $(STAMP)
 	  $(if $(DIFFICULTY),--difficulty $(DIFFICULTY)) $(if $(CATEGORY),--category $(CATEGORY))
 
 drill: $(STAMP)
-	@$(BIN)/python -m autograder drill
+	@$(BIN)/python -m autograder drill $(if $(UNIT),--unit $(UNIT))
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

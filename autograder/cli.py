@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -23,8 +24,18 @@ def _missing(paths) -> bool:
     return bool(missing)
 
 
+def _scope(args):
+    """The problems ``paths``, ``--unit`` and ``--only`` cover, and their name (None: an error printed)."""
+    from autograder.report import grading_scope
+
+    try:
+        return None if _missing(args.paths) else grading_scope(args.paths, args.unit, args.only)
+    except (ValueError, KeyError) as e:
+        print(f"error: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
+        return None
+
+
 def cmd_grade(args) -> int:
-    from autograder import registry
     from autograder.release import hidden_tests_available
 
     if not hidden_tests_available():
@@ -33,29 +44,29 @@ def cmd_grade(args) -> int:
               "examples.", file=sys.stderr)
         return 2
     from autograder.engine.grade import grade
-    from autograder.report import table
+    from autograder.report import LiveReport, summary
 
-    if _missing(args.paths):
+    scope = _scope(args)
+    if scope is None:
         return 2
-    try:
-        only = [registry.get(x).id for x in args.only] if args.only else None
-    except KeyError as e:
-        print(f"error: {e.args[0]}", file=sys.stderr)
-        return 2
+    chosen, what = scope
     from autograder.sandbox import IsolationUnavailable
 
+    live = LiveReport(chosen)
+    live.header(args.learner, what, args.paths, chosen)
     try:
-        report = grade(args.paths, args.learner, problems=only, timeout=args.timeout, jobs=args.jobs,
-                       isolation=args.isolation)
+        report = grade(args.paths, args.learner, problems=[p.id for p in chosen], timeout=args.timeout,
+                       jobs=args.jobs, isolation=args.isolation, on_result=live)
     except IsolationUnavailable as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(table(report))
+    from autograder import progress
+
+    solved_before = progress.mastered(progress.load(args.learner)) if not args.no_record else frozenset()
+    print(summary(report, live.width, solved_before))
     if args.json:
         _write_json(args.json, report.to_json())
     if not args.no_record:
-        from autograder import progress
-
         progress.record_grading(report.to_json(), "grade")
     return 0
 
@@ -64,17 +75,14 @@ def cmd_check(args) -> int:
     """Public examples only, in this process: what each notebook check cell says, for every problem."""
     from autograder.public import check_paths
 
-    if _missing(args.paths):
+    scope = _scope(args)
+    if scope is None:
         return 2
     if args.worker_limits:  # before any learner code runs here
         from autograder import sandbox
 
         sandbox.limit(sandbox.DEFAULT_MEMORY, sandbox.DEFAULT_FILE_BYTES)
-    try:
-        results = check_paths(args.paths, args.only)
-    except KeyError as e:
-        print(f"error: {e.args[0]}", file=sys.stderr)
-        return 2
+    results = check_paths(args.paths, [p.id for p in scope[0]])
     for r in results:
         print(f"{r.problem.id:5} {r.problem.function:28} {r.status.replace('_', ' '):14} {r.message}")
     passed = sum(r.passed for r in results)
@@ -284,7 +292,10 @@ def cmd_drill(args) -> int:
         print("error: --count must be positive", file=sys.stderr)
         return 2
     try:
-        drills.run(args.count, kinds, args.learner, seed=args.seed)
+        drills.run(args.count, kinds, args.learner, seed=args.seed, units=args.unit)
+    except ValueError as e:  # a unit with no drills
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("\nStopped.")
         return 130
@@ -301,7 +312,7 @@ def cmd_progress(args) -> int:
             {"id": r.problem.id, "function": r.problem.function, "unit": r.problem.unit, "status": r.status,
              "difficulty": r.problem.difficulty, "category": r.problem.category,
              "best": r.best, "max_score": r.problem.points, "attempts": r.attempts, "seconds": round(r.seconds, 1),
-             "hints": r.hints, "last": r.last} for r in rows], "drills": progress.drill_stats(records)})
+             "hints": r.hints, "checks": r.checks, "last": r.last} for r in rows], "drills": progress.drill_stats(records)})
     difficulty, category = set(args.difficulty), set(args.category)
     print(progress.table(args.learner, records, keep=lambda p: (not difficulty or p.difficulty in difficulty)
                          and (not category or p.category in category)))
@@ -365,7 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def submission_args(p: argparse.ArgumentParser, verb: str) -> None:
         p.add_argument("paths", nargs="+", metavar="PATH", help="a notebook, a .py file, or a folder of them")
-        p.add_argument("--only", nargs="+", metavar="PROBLEM", help=f"{verb} only these problem ids or function names")
+        p.add_argument("--only", nargs="+", metavar="PROBLEM", help=f"{verb} only these problem ids or function "
+                       "names (2.5 3.1, or 2.5,3.1); with --unit: both. Default: all in a folder, a notebook's own")
+        p.add_argument("--unit", nargs="+", default=[], metavar="N", help=f"{verb} only these units' problems")
         p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
 
     g = sub.add_parser("grade", help="grade notebooks or .py files with the hidden tests")
@@ -392,6 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
     dr = sub.add_parser("drill", help="quick-fire numeric questions with worked answers")
     dr.add_argument("--count", type=int, default=5, help="number of questions (default: 5)")
     dr.add_argument("--kind", nargs="+", metavar="KIND", help="only these kinds of question")
+    dr.add_argument("--unit", type=int, nargs="+", metavar="N",
+                    help="only these units' questions (default: the units you have studied; at first Unit 1)")
     dr.add_argument("--learner", default=default_learner())
     dr.add_argument("--seed", type=int, help="the same questions again")
     dr.set_defaults(func=cmd_drill)
@@ -470,6 +485,10 @@ def build_parser() -> argparse.ArgumentParser:
     nb = sub.add_parser("notebooks", help="(maintainers) rebuild problems/*.ipynb from the registry")
     nb.add_argument("--root", default=".", help="repository root")
     nb.set_defaults(func=cmd_notebooks)
+    rv = sub.add_parser("revision", help="(maintainers) rebuild course/revision/ from the lessons' revision cells")
+    rv.add_argument("--root", default=".", help="repository root")
+    rv.add_argument("--check", action="store_true", help="write nothing; exit 1 if a sheet is stale")
+    rv.set_defaults(func=lambda args: importlib.import_module("autograder.revision").command(Path(args.root), args.check))
     return parser
 
 

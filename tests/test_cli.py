@@ -19,7 +19,9 @@ def test_grade_cli_writes_the_documented_json(root, tmp_path):
                            "--json", str(out)], capture_output=True, text=True, timeout=300, cwd=root)
     assert proc.returncode == 0, proc.stderr
     total = sum(p.points for p in registry.PROBLEMS)
-    assert "not attempted" in proc.stdout and f"Total: 0/{total}" in proc.stdout
+    n = len(registry.PROBLEMS)
+    assert f"Not attempted: {n} problems, {total} points (1.1-1.4, " in proc.stdout and f"Total: 0/{total}" in proc.stdout
+    assert "No function named" not in proc.stdout and "Problem  Function" not in proc.stdout  # nothing attempted: no table
     data = json.loads(out.read_text())
     assert set(data) == {"learner", "score", "max_score", "isolation", "problems"}
     assert data["learner"] == "ada" and data["score"] == 0 and data["max_score"] == total

@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import shutil
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from autograder import registry, sandbox
 from autograder.engine import extract, runners
@@ -198,7 +199,8 @@ def _plan(problem, sub: extract.Submission, learner: str, salt: str | None, time
 
 def grade(paths, learner: str = "local", *, problems=None, salt: str | None = None,
           timeout: float | None = None, jobs: int | None = None, isolation: str | sandbox.Isolation = "auto",
-          slots: threading.Semaphore | None = None, shared: SharedCases | None = None) -> Report:
+          slots: threading.Semaphore | None = None, shared: SharedCases | None = None,
+          on_result: Callable[[ProblemResult], None] | None = None) -> Report:
     """Grade the files or folders in ``paths`` for ``learner``; never raises for bad submissions.
 
     ``jobs`` workers at most run at once; ``slots``, shared by the learners a class is graded for
@@ -209,7 +211,12 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
     where the machine cannot give it.
 
     ``shared``: the class's shared hidden cases (:mod:`autograder.engine.shared`): this learner's
-    are the class's, and the trusted side's work on them is done once for all."""
+    are the class's, and the trusted side's work on them is done once for all.
+
+    ``on_result``, where given, is called with each problem's final result as it is known, in the
+    calling thread: first those decided without running (not attempted, a syntax error), then each
+    graded one as its worker finishes (a worker the machine's memory killed, once it has been tried
+    again). The report is the same either way, in the course's order."""
     serialize_syntax_trees()  # before any thread of this grading builds a syntax tree
     chosen = [registry.get(p) for p in problems] if problems else list(registry.PROBLEMS)
     sub = extract.load_submissions(list(paths))
@@ -265,8 +272,16 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
             return result
 
         jobs = fitted_jobs(jobs)
+        results: list[ProblemResult | None] = [plan.result for plan in plans]
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            results = list(pool.map(run, plans))
+            running = {pool.submit(run, plan): i for i, plan in enumerate(plans) if plan.result is None}
+            for decided in (r for r in results if r is not None and on_result is not None):
+                on_result(decided)  # decided without running: known at once
+            for done in as_completed(running):
+                i = running[done]
+                results[i] = done.result()
+                if on_result is not None and plans[i].problem.id not in killed:
+                    on_result(results[i])
         # A worker the machine's memory killed (not its own limit) is tried once more, with no other
         # worker of this grader beside it; killed again, it is the grader's failure (the judge says so).
         for i, plan in enumerate(plans):
@@ -284,6 +299,8 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
                     results[i] = problem_result(plan.problem, "error", f"The grader itself failed on this problem "
                                                 f"({type(exc).__name__}); your other problems are graded. Please report this.",
                                                 category="grader")
+                if on_result is not None:
+                    on_result(results[i])
     finally:
         SHORT_GIL_SLICES.release()
         if references is not None:
