@@ -49,6 +49,7 @@ class Item:
     median_attempts: float | None = None  # among learners whose progress file was collected
     hints: int | None = None
     with_progress: int = 0
+    difficulty: str = ""  # as declared (its points follow it)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -108,10 +109,19 @@ class Collected:
 def tally(records) -> Collected:
     """Count attempts and hints per problem from parsed progress records, each checked for its
     shape: a ``grading`` record's ``problems`` a list of dicts with a string ``id``; hints an integer
-    from 0 to :data:`MAX_HINTS_PER_RECORD` (else none); a record of another shape is skipped."""
+    from 0 to :data:`MAX_HINTS_PER_RECORD` (else none); a notebook's ``hint`` record counts each hint
+    number of a problem once; a record of another shape is skipped."""
     counts: dict[str, list[int]] = {}
+    shown: dict[str, set[int]] = {}  # a notebook's hints, by number: one shown twice taught once
     skipped = 0
     for record in records:
+        if isinstance(record, dict) and record.get("kind") == "hint":
+            pid, n = record.get("problem"), record.get("hint")
+            if isinstance(pid, str) and len(pid) <= 16 and type(n) is int and 0 < n <= MAX_HINTS_PER_RECORD:
+                shown.setdefault(pid, set()).add(n)
+            else:
+                skipped += 1
+            continue
         if not isinstance(record, dict) or record.get("kind") != "grading":
             continue
         problems = record.get("problems")
@@ -125,6 +135,8 @@ def tally(records) -> Collected:
             row = counts.setdefault(p["id"], [0, 0])
             row[0] += p.get("status") != "not_attempted"
             row[1] += hints
+    for pid, numbers in shown.items():
+        counts.setdefault(pid, [0, 0])[1] += len(numbers)
     note = f"{skipped} record{'s' * (skipped != 1)} of another shape skipped" if skipped else ""
     return Collected({k: (a, h) for k, (a, h) in counts.items()}, note)
 
@@ -201,14 +213,40 @@ def analyse(reports: list[dict], selected, progress: dict | None = None) -> list
             failures=failures.most_common(),
             median_seconds=statistics.median(seconds) if seconds else None,
             median_attempts=statistics.median(a for a, _ in counts) if counts else None,
-            hints=sum(h for _, h in counts) if counts else None, with_progress=len(counts)))
+            hints=sum(h for _, h in counts) if counts else None, with_progress=len(counts),
+            difficulty=problem.difficulty))
     return items
+
+
+# The difficulty a class's results point to: the share of the class that passed. A problem most pass
+# is easy for them, one most fail hard; where that is not what was declared, the summary says so,
+# and re-declaring the difficulty moves the points with it (autograder/declarations.py: POINTS).
+FOUND_EASY, FOUND_HARD = 0.75, 0.4
+
+
+def found_difficulty(item: Item) -> str | None:
+    """easy, medium or hard as the class fared (None below :data:`MIN_LEARNERS` attempts)."""
+    if item.attempted < MIN_LEARNERS:
+        return None
+    return "easy" if item.pass_rate >= FOUND_EASY else "medium" if item.pass_rate >= FOUND_HARD else "hard"
 
 
 def reading(item: Item) -> str:
     """A few words on what the numbers say, for the summary's table."""
     if item.attempted == 0:
         return "nobody attempted it"
+    words = _reading(item)
+    found = found_difficulty(item)
+    if found and item.difficulty and found != item.difficulty:
+        from autograder.declarations import DIFFICULTIES, POINTS
+
+        way = "harder" if DIFFICULTIES.index(found) > DIFFICULTIES.index(item.difficulty) else "easier"
+        words = "; ".join(w for w in (words, f"{way} than declared ({item.difficulty}): as {found}, "
+                                             f"{POINTS[found]} points") if w)
+    return words
+
+
+def _reading(item: Item) -> str:
     d = item.discrimination
     if d is not None and d < 0:
         return "weaker learners did better: look at the problem"
@@ -234,7 +272,8 @@ def summary_rows(reports: list[dict], selected, progress: dict | None = None) ->
                      "mean_score": item.mean_score, "discrimination": item.discrimination,
                      "failures": [list(f) for f in item.failures], "median_seconds": item.median_seconds,
                      "median_attempts": item.median_attempts, "hints": item.hints,
-                     "with_progress": item.with_progress, "reading": reading(item)})
+                     "with_progress": item.with_progress, "difficulty": item.difficulty,
+                     "found_difficulty": found_difficulty(item), "reading": reading(item)})
     return rows
 
 
@@ -247,7 +286,8 @@ def _seconds(value: float | None) -> str:
 def markdown(rows: list[dict]) -> list[str]:
     """The summary's per-problem table, and what its columns mean."""
     progress = any(r["with_progress"] for r in rows)
-    head = ["Problem", "Function", "Attempted", "Pass rate", "Discrimination", "Median time in function"]
+    head = ["Problem", "Function", "Attempted", "Pass rate", "Difficulty (declared / found)", "Discrimination",
+            "Median time in function"]
     head += ["Attempts (median)", "Hints"] if progress else []
     head += ["Most common failures", "Reading"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
@@ -255,8 +295,10 @@ def markdown(rows: list[dict]) -> list[str]:
         d = "" if r["discrimination"] is None else f"{r['discrimination']:+.2f}"
         failures = ", ".join(f"{k} ({n})" for k, n in r["failures"][:4] if k != "not_attempted") or \
             ("" if not r["failures"] else f"not attempted ({r['failures'][0][1]})")
-        cells = [r["id"], f"`{r['function']}`", f"{r['attempted']}/{r['learners']}", f"{r['pass_rate']:.0%}", d,
-                 _seconds(r["median_seconds"])]
+        found = r.get("found_difficulty")
+        declared = r.get("difficulty", "")
+        cells = [r["id"], f"`{r['function']}`", f"{r['attempted']}/{r['learners']}", f"{r['pass_rate']:.0%}",
+                 f"{declared} / {found}" if found else declared, d, _seconds(r["median_seconds"])]
         if progress:
             cells += ["" if r["median_attempts"] is None else f"{r['median_attempts']:g}",
                       "" if r["hints"] is None else str(r["hints"])]
@@ -266,7 +308,10 @@ def markdown(rows: list[dict]) -> list[str]:
               f"the {GROUP_FRACTION:.0%} of learners who did best on the rest of the assignment, minus that of the "
               f"{GROUP_FRACTION:.0%} who did worst. Near 0, the problem does not tell them apart; below 0, the weaker "
               f"learners did better on it. Not given for fewer than {MIN_LEARNERS} learners, or when every learner "
-              "scored the same on the rest. These numbers point at problems to look at; they judge no learner."]
+              "scored the same on the rest. These numbers point at problems to look at; they judge no learner.",
+              f"*Difficulty*: as the course declares it (its points follow it: easy 10, medium 15, hard 20), and as "
+              f"this class found it: easy where {FOUND_EASY:.0%} or more passed, hard where under {FOUND_HARD:.0%} did "
+              f"(from {MIN_LEARNERS} learners who attempted it). Where they differ, the reading says so."]
     if progress:
         n = max(r["with_progress"] for r in rows)
         lines.append(f"Attempts and hints come from the progress files of the {n} learner{'s' * (n != 1)} whose "

@@ -5,7 +5,9 @@
     q1.check()    # not attempted / incorrect (with what to do next) / correct
     q1.hint()     # the next hint; q1.hint(2) shows hint 2
 
-Only public examples run here; the hidden tests run when you grade (``make check``).
+Only public examples run here; the hidden tests run when you grade (``make check``). Each hint
+shown and each check's result go to your progress record (``make progress``), as grading runs,
+practice sets and drills do; not while nbgrader validates or autogrades the notebook.
 """
 
 from __future__ import annotations
@@ -72,10 +74,12 @@ def _fmt(v, dtype: bool = True) -> str:
 
 
 def _args(args) -> str:
-    parts = []
-    for a in args:
-        parts.append(f"<array shape={a.shape} dtype={a.dtype}>" if isinstance(a, np.ndarray) else _fmt(a))
-    return ", ".join(parts)
+    """An example's arguments as the learner's function receives them, in the learner's terms: a mesh,
+    a spec, a checkpoint folder and what it holds, never the grader's own objects
+    (:func:`autograder.wall.words.in_words`)."""
+    from autograder.wall.words import in_words
+
+    return ", ".join(in_words(a) for a in args)
 
 
 def _to_plain(value):
@@ -117,6 +121,8 @@ class ProblemHandle:
             result = self._check(fn)
         finally:
             _remove_example_files()
+        if self._namespace is None and result.status != "skipped":  # the notebook's own check, not `autograder check`
+            _record("check", self.problem.id, result.status)
         if os.environ.get("NBGRADER_EXECUTION") == "validate" and not result.passed:
             raise CheckFailed(result)
         return result
@@ -177,7 +183,27 @@ class ProblemHandle:
                                    f"{p.function}({_args(ex.args)})\n  expected {_fmt(ex.expected, False)}\n"
                                    f"  got      {_fmt(got, False)}")
         n = len(p.examples)
-        return CheckResult(p, "correct", f"public examples {n}/{n} passed. Hidden tests run when graded (make check, or your instructor).")
+        self._debriefed = True  # a correct check opens .debrief(); the result shows the debrief under it
+        return CheckResult(p, "correct", f"public examples {n}/{n} passed. Hidden tests run when graded (make check, or your instructor).",
+                           "\n".join(p.debrief()))
+
+    def debrief(self) -> None:
+        """Why a correct answer is right, and the question an interviewer would ask next: once a check
+        of this problem has said correct (here, or as your progress records have it), never before."""
+        p = self.problem
+        opened = getattr(self, "_debriefed", False)
+        if not opened:
+            try:
+                from autograder import progress
+                from autograder.invoke import default_learner
+
+                opened = any((r.get("problem") == p.id and r.get("status") == "correct")
+                             or any(x.get("id") == p.id and x.get("status") == "correct" for x in r.get("problems", ()))
+                             for r in progress.load(default_learner()))
+            except Exception:  # noqa: BLE001 - progress is a convenience: without it, only this kernel's checks count
+                pass
+        print("\n".join(p.debrief()) if opened else
+              f"Not yet: the debrief of {p.id} opens once its check says correct (.check(), or a grading run).")
 
     def hint(self, n: int | None = None) -> str | None:
         """Show hint ``n`` (1-based), or the next one you have not seen."""
@@ -188,6 +214,7 @@ class ProblemHandle:
         if not 1 <= n <= len(hints):
             raise ValueError(f"problem {self.problem.id} has hints 1 to {len(hints)}")
         self._hints_shown = max(self._hints_shown, n)
+        _record("hint", self.problem.id, n, len(hints))
         text = f"Hint {n}/{len(hints)}: {hints[n - 1]}"
         if all_seen:
             text = (f"No more hints: you have seen all {len(hints)}. The last one again:\n{text}\n"
@@ -204,6 +231,23 @@ class ProblemHandle:
             pass
         print(text)
         return None
+
+
+def _record(kind: str, problem_id: str, *facts) -> None:
+    """Note a notebook hint or check in the learner's progress. Not while nbgrader runs the notebook
+    (validating or autograding: the learner did not ask), and never at the cost of the cell."""
+    if os.environ.get("NBGRADER_EXECUTION"):
+        return
+    try:
+        from autograder import progress
+        from autograder.invoke import default_learner
+
+        if kind == "hint":
+            progress.record_hint(default_learner(), problem_id, *facts)
+        else:
+            progress.record_check(default_learner(), problem_id, *facts)
+    except Exception:  # noqa: BLE001 - progress is a convenience; the hint or check is what was asked
+        pass
 
 
 def _in_ipython() -> bool:

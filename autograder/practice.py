@@ -27,6 +27,32 @@ from autograder import progress, registry
 from autograder.wall.returns import Raises
 
 MINUTES_PER_POINT = 1.0  # a 10-point problem is budgeted 10 minutes
+
+
+def estimate(p: registry.Problem) -> float:
+    """The minutes a problem is budgeted in a set: its points (which already weigh its difficulty:
+    every 20-point problem is medium or hard), a minute each. What the prompt's "about N min" says."""
+    return p.points * MINUTES_PER_POINT
+
+
+def fill(order: list[registry.Problem], minutes: float) -> list[registry.Problem]:
+    """The problems of ``order`` whose estimates together come closest to ``minutes`` without
+    passing them; of the sets that do, the one that takes the earliest problems of ``order`` (those
+    first in line: the reviews due, then a random order). None where no problem fits alone."""
+    cost = [max(0, round(estimate(p) * 60)) for p in order]  # in seconds: whole numbers to add up
+    budget = int(minutes * 60 + 1e-6)
+    # reach[i]: the totals (within the budget) some set of order[i:] adds up to exactly.
+    reach = [set() for _ in range(len(order) + 1)]
+    reach[-1] = {0}
+    for i in range(len(order) - 1, -1, -1):
+        reach[i] = reach[i + 1] | {t + cost[i] for t in reach[i + 1] if t + cost[i] <= budget}
+    best = max(reach[0])
+    chosen, left = [], best
+    for i, p in enumerate(order):  # take each problem in line where the best total is still reachable
+        if left >= cost[i] and left - cost[i] in reach[i + 1]:
+            chosen.append(p)
+            left -= cost[i]
+    return chosen
 CHECK_TIMEOUT = 120.0
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +73,9 @@ def choose(records: list[dict], minutes: float, unit: int | None = None, count: 
     """Problems not yet mastered and mastered ones due for a spaced review
     (:func:`autograder.progress.reviews`), of ``unit``, of these difficulties and categories (any,
     where empty), the reviews first, then in random order, as many as fit ``minutes`` (``count``
-    overrides). Returns (problems, review) where review means all were mastered, none due, and the
+    overrides): those whose estimates (:func:`estimate`) fill the minutes most closely without
+    passing them (:func:`fill`). Where not one fits, the shortest alone, which :func:`over_time`
+    then names. Returns (problems, review) where review means all were mastered, none due, and the
     set is drawn from every problem instead."""
     from autograder.declarations import CATEGORIES, DIFFICULTIES
 
@@ -70,13 +98,25 @@ def choose(records: list[dict], minutes: float, unit: int | None = None, count: 
     order = [due_now[i] for i in rng.permutation(len(due_now))] + [todo[i] for i in rng.permutation(len(todo))]
     if count:
         return order[:count], review
-    chosen, budget = [], 0.0
-    for p in order:
-        if chosen and budget + p.points * MINUTES_PER_POINT > minutes:
-            continue
-        chosen.append(p)
-        budget += p.points * MINUTES_PER_POINT
+    chosen = fill(order, minutes)
+    if not chosen:  # nothing fits: the shortest (first in line among equals), named as over the time
+        chosen = [min(order, key=estimate)]
     return chosen, review
+
+
+def over_time(problems: list[registry.Problem], minutes: float) -> str | None:
+    """What to tell the learner where the set's estimates pass the minutes asked (only when not one
+    problem fits them): None where they fit."""
+    total = sum(estimate(p) for p in problems)
+    if total <= minutes + 1e-9:
+        return None
+    if len(problems) == 1:
+        p = problems[0]
+        return (f"No problem here fits {minutes:g} minutes: the shortest is {p.id} {p.function}, about "
+                f"{estimate(p):g} min. It is offered over your time; the clock still stops at {minutes:g} minutes "
+                f"(q stops without grading; --minutes {estimate(p):g}, MINUTES={estimate(p):g} with make, gives it its time).")
+    return (f"This set is estimated at about {total:g} min, over the {minutes:g} minutes asked "
+            "(--count chose how many).")
 
 
 def workspace_source(problems: list[registry.Problem], minutes: float) -> str:
@@ -108,7 +148,9 @@ def public_checks(path: Path, problems: list[registry.Problem]) -> dict[str, tup
     if data is None:
         data = {"problems": [{"id": i, "status": "error", "message": "the check stopped without a result (out of "
                               "memory, or the code exits the interpreter)."} for i in ids]}
-    return {r["id"]: (r["status"], r["message"] + (f"\n{r['detail']}" if r.get("detail") else ""))
+    # A correct check's detail is the problem's debrief: the review shows it once the set is graded.
+    return {r["id"]: (r["status"], r["message"] + (f"\n{r['detail']}" if r.get("detail") and r["status"] != "correct"
+                                                   else ""))
             for r in data["problems"]}
 
 
@@ -162,7 +204,7 @@ class Session:
         item = self.items[self.current]
         p = item.problem
         lines = [f"\n[{self.current + 1}/{len(self.items)}] Problem {p.id} ({p.points} points, {p.difficulty}, "
-                 f"{p.category}, about {p.points * MINUTES_PER_POINT:g} min): {p.title}    {_clock(left)} left",
+                 f"{p.category}, about {estimate(p):g} min): {p.title}    {_clock(left)} left",
                  f"    {p.call}", "", p.statement.replace("`", "")]
         if p.seen_in:
             lines += ["", f"As seen in {p.seen_in.replace('`', '')}."]
@@ -179,7 +221,12 @@ class Session:
     def run(self) -> dict | None:
         start = self.clock()
         deadline = start + self.minutes * 60
-        self.say(f"Practice: {len(self.items)} problem(s) in {self.minutes:g} minutes. Write your answers in\n"
+        note = over_time([i.problem for i in self.items], self.minutes)
+        if note:
+            self.say(note)
+        estimated = sum(estimate(i.problem) for i in self.items)
+        self.say(f"Practice: {len(self.items)} problem(s) in {self.minutes:g} minutes (about {estimated:g} min "
+                 f"estimated). Write your answers in\n"
                  f"  {self.path}\n(open it in your editor or in JupyterLab and save as you go).\n{HELP}")
         self.say(self.prompt(deadline - self.clock()))
         shown_at = self.clock()
@@ -257,10 +304,9 @@ def _lesson(unit: int) -> str:
 
 
 def _drills_for(unit: int) -> list[str]:
-    from autograder.drills import KINDS
+    from autograder.drills import UNIT_OF
 
-    rng = np.random.default_rng(0)
-    return [k for k, make in KINDS.items() if make(rng).unit_of_study == unit]
+    return [k for k, u in UNIT_OF.items() if u == unit]
 
 
 def review(items: list[Item], report: dict, used: float, minutes: float) -> str:
@@ -287,6 +333,12 @@ def review(items: list[Item], report: dict, used: float, minutes: float) -> str:
             lines.append(f"  - {item.problem.id} solved with {item.hints} hint(s): try it again without them another day.")
     if not todo:
         lines.append("  - All solved. Practise the next unit, or drill: python -m autograder drill")
+    right = [i.problem for i in items if results[i.problem.id]["status"] == "correct" and i.problem.debrief()]
+    if right:
+        lines += ["", "Correct: why it is right, and what an interviewer would ask next:"]
+        for p in right:
+            lines += [f"  {p.id} {p.function}", *p.debrief(96, indent="    ")]
+        lines.append("")
     lines.append("Your progress: python -m autograder progress (make progress).")
     return "\n".join(lines)
 

@@ -1,9 +1,12 @@
-"""Where a learner stands: every grading run, practice session and drill, recorded locally.
+"""Where a learner stands: every way of learning recorded in one place, locally.
 
-Records are JSON lines in ``progress.jsonl`` under the course's data folder, outside the
+One store for all of them: grading runs (``make check``), practice sets (their time and hints
+ride on the set's grading record), drills (terminal or notebook), and in a notebook each
+``problem(id).hint()`` and ``problem(id).check()``. Records are JSON lines in ``progress.jsonl`` under the course's data folder, outside the
 repository: ``$CKPT_COURSE_HOME``, else ``$XDG_DATA_HOME/ckpt-course``, else
 ``~/.local/share/ckpt-course``. ``python -m autograder progress`` (``make progress``) prints per
-unit and per problem: status, best score, attempts and practice time; in a notebook,
+unit and per problem: status, best score, attempts, practice time, hints (notebook and practice)
+and notebook checks, then the drills; in a notebook,
 ``show_progress()`` shows the same as a chart.
 """
 
@@ -37,9 +40,12 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
+_WARNED: set[Path] = set()  # stores this process has already warned about (a notebook asks often)
+
+
 def append(record: dict) -> Path | None:
     """Append one record (one line, under a lock, so parallel runs never interleave). A store that
-    cannot be written costs a warning, never the grading run."""
+    cannot be written costs a warning (once per process and store), never the grading run."""
     path = store()
     line = json.dumps({"v": VERSION, "time": _now(), **record}, separators=(",", ":")) + "\n"
     try:
@@ -49,7 +55,10 @@ def append(record: dict) -> Path | None:
             f.write(line)
         return path
     except OSError as e:
-        print(f"note: progress not recorded ({e}); set CKPT_COURSE_HOME to a folder you can write.", file=sys.stderr)
+        if path not in _WARNED:
+            _WARNED.add(path)
+            print(f"note: progress not recorded ({e}); set CKPT_COURSE_HOME to a folder you can write.",
+                  file=sys.stderr)
         return None
 
 
@@ -67,6 +76,17 @@ def record_grading(report_json: dict, source: str, extra: dict[str, dict] | None
 def record_drill(learner: str, kind: str, correct: bool, seconds: float) -> Path | None:
     return append({"kind": "drill", "learner": learner, "drill": kind, "correct": bool(correct),
                    "seconds": round(float(seconds), 1)})
+
+
+def record_hint(learner: str, problem_id: str, number: int, of: int, source: str = "notebook") -> Path | None:
+    """Hint ``number`` (1-based, of ``of``) of a problem was shown (in a notebook: ``.hint()``)."""
+    return append({"kind": "hint", "source": source, "learner": learner, "problem": problem_id,
+                   "hint": int(number), "of": int(of)})
+
+
+def record_check(learner: str, problem_id: str, status: str, source: str = "notebook") -> Path | None:
+    """A check of a problem's public examples ran (in a notebook: ``.check()``) and said ``status``."""
+    return append({"kind": "check", "source": source, "learner": learner, "problem": problem_id, "status": status})
 
 
 def load(learner: str | None = None) -> list[dict]:
@@ -95,33 +115,93 @@ class ProblemProgress:
     problem: registry.Problem
     status: str = "not started"  # "mastered" (full marks on hidden tests), "attempted", "not started"
     best: float = 0.0
-    attempts: int = 0
+    attempts: int = 0  # grading runs (make check, practice sets) that attempted it
     seconds: float = 0.0  # time spent on it in practice sessions
-    hints: int = 0  # hints asked for in practice sessions
+    hints: int = 0  # hints asked for: each practice set's, and each hint the notebook showed (once)
     last: str = ""  # when last attempted (UTC, ISO 8601)
+    checks: int = 0  # notebook checks of its public examples (``problem(id).check()``)
+    check_status: str = ""  # what the last of them said: "correct", "incorrect", "error", "not_attempted" ...
+    worked: bool = False  # graded, or checked past its stub, or a hint asked for: the learner is on it
+
+
+CHECK_STATUSES = ("correct", "incorrect", "error", "timeout", "not_attempted")  # "skipped" is no check
+_TRIED = ("correct", "incorrect", "error", "timeout")  # a check that ran the learner's own code
+
+
+def _count(value, limit: int) -> int:
+    """A count from the learner-side store: a whole number from 0 to ``limit``, else none (0)."""
+    return value if type(value) is int and 0 <= value <= limit else 0
+
+
+def _number(value) -> float:
+    """A score or a time from the store: a finite number, else 0."""
+    return float(value) if type(value) in (int, float) and abs(value) < 1e12 else 0.0
+
+
+def _problem_rows(rec: dict) -> list[dict]:
+    problems = rec.get("problems")
+    return [p for p in problems if isinstance(p, dict)] if isinstance(problems, list) else []
 
 
 def summarize(records: list[dict]) -> list[ProblemProgress]:
+    """Per problem, from every kind of record: grading runs (with practice time and hints), and the
+    notebook's hints and checks. A record of another shape is passed over."""
     rows = {p.id: ProblemProgress(p) for p in registry.PROBLEMS}
+    seen_hints: dict[str, set[int]] = {}
     for rec in records:
-        if rec.get("kind") != "grading":
-            continue
-        for p in rec.get("problems", []):
-            row = rows.get(p.get("id"))
+        kind = rec.get("kind")
+        if kind in ("hint", "check"):
+            row = rows.get(rec["problem"]) if isinstance(rec.get("problem"), str) else None
             if row is None:
                 continue
-            row.seconds += float(p.get("seconds_spent", 0) or 0)
-            row.hints += int(p.get("hints", 0) or 0)
+            if kind == "hint":
+                n = _count(rec.get("hint"), len(row.problem.hints))
+                if n:  # a hint shown twice (the cell run again, the kernel restarted) taught once
+                    seen_hints.setdefault(row.problem.id, set()).add(n)
+                    row.worked = True
+            elif rec.get("status") in CHECK_STATUSES:
+                row.checks += 1
+                row.check_status = rec["status"]
+                if rec["status"] in _TRIED:
+                    row.worked = True
+                    if row.status == "not started":
+                        row.status = "attempted"
+            continue
+        if kind != "grading":
+            continue
+        for p in _problem_rows(rec):
+            row = rows.get(p.get("id")) if isinstance(p.get("id"), str) else None
+            if row is None:
+                continue
+            row.seconds += _number(p.get("seconds_spent", 0))
+            hints = _count(p.get("hints", 0), 100)
+            row.hints += hints
+            row.worked |= hints > 0
             if p.get("status") == "not_attempted":
                 continue
             row.attempts += 1
-            row.best = max(row.best, float(p.get("score", 0) or 0))
-            row.last = max(row.last, rec.get("time", ""))
+            row.worked = True
+            row.best = max(row.best, _number(p.get("score", 0)))
+            if isinstance(rec.get("time"), str):
+                row.last = max(row.last, rec["time"])
             if p.get("status") == "correct":
                 row.status = "mastered"
             elif row.status != "mastered":
                 row.status = "attempted"
+    for pid, seen in seen_hints.items():
+        rows[pid].hints += len(seen)
     return list(rows.values())
+
+
+def studied_units(records: list[dict]) -> list[int]:
+    """The units a learner has studied: those with a problem graded or checked past its stub, or a
+    hint asked for (in a notebook or a practice set). None yet (a fresh store): the first unit,
+    where the course starts."""
+    return studied_units_of(summarize(records))
+
+
+def studied_units_of(rows: list[ProblemProgress]) -> list[int]:
+    return sorted({r.problem.unit for r in rows if r.worked}) or [registry.units()[0]]
 
 
 def mastered(records: list[dict]) -> set[str]:
@@ -187,9 +267,9 @@ def drill_stats(records: list[dict]) -> dict[str, tuple[int, int]]:
     stats: dict[str, list[int]] = {}
     for rec in records:
         if rec.get("kind") == "drill":
-            s = stats.setdefault(rec.get("drill", "?"), [0, 0])
+            s = stats.setdefault(str(rec.get("drill", "?"))[:40], [0, 0])
             s[0] += 1
-            s[1] += bool(rec.get("correct"))
+            s[1] += rec.get("correct") is True
     return {k: (a, b) for k, (a, b) in stats.items()}
 
 
@@ -198,11 +278,15 @@ def table(learner: str, records: list[dict], now: dt.datetime | None = None, kee
     rows = [r for r in summarize(records) if keep is None or keep(r.problem)]
     spaced, now = reviews(records), now or dt.datetime.now(dt.UTC)
     gradings = [r for r in records if r.get("kind") == "grading"]
-    if not gradings and not drill_stats(records):
+    if not gradings and not drill_stats(records) and not any(r.checks or r.hints for r in rows):
         return (f"No progress recorded yet for {learner!r}. Grade your work (make check), practise "
-                f"(python -m autograder practice) or drill (python -m autograder drill); results are kept in {store()}.")
-    lines = [f"Progress of {learner!r}: {len(gradings)} grading run(s), last {max(r['time'] for r in gradings)[:16].replace('T', ' ')} UTC"
-             if gradings else f"Progress of {learner!r}: no grading run yet"]
+                f"(python -m autograder practice) or drill (python -m autograder drill); checks and hints in the "
+                f"notebooks count too. Results are kept in {store()}.")
+    last = max((r["time"] for r in gradings if isinstance(r.get("time"), str)), default="")
+    checks, hints = sum(r.checks for r in rows), sum(r.hints for r in rows)
+    lines = [f"Progress of {learner!r}: " + (f"{len(gradings)} grading run(s), last {last[:16].replace('T', ' ')} UTC"
+                                              if gradings else "no grading run yet")
+             + (f"; {checks} notebook check(s)" if checks else "") + (f"; {hints} hint(s)" if hints else "")]
     for unit in registry.units():
         title = registry.UNITS[unit].title
         unit_rows = [r for r in rows if r.problem.unit == unit]
@@ -222,6 +306,8 @@ def table(learner: str, records: list[dict], now: dt.datetime | None = None, kee
                 bits.append(f"time {_minutes(r.seconds)}")
             if r.hints:
                 bits.append(f"hints {r.hints}")
+            if r.checks:
+                bits.append(f"checks {r.checks} (last: {r.check_status.replace('_', ' ')})")
             if r.last:
                 bits.append(f"last {r.last[:10]}")
             review = spaced.get(r.problem.id)

@@ -65,7 +65,14 @@ def test_the_summary_analyses_each_problem_with_progress_files_where_collected(t
     write_outputs(reports, tmp_path, selected, progress)
     rows = {r["id"]: r for r in json.loads((tmp_path / "summary.json").read_text())}
     assert rows["2.1"]["discrimination"] == pytest.approx(1.0) and rows["2.2"]["discrimination"] == pytest.approx(-1.0)
-    assert rows["2.4"]["pass_rate"] == 1.0 and rows["2.4"]["reading"] == "nearly everyone passed"
+    assert rows["2.4"]["pass_rate"] == 1.0 and rows["2.4"]["reading"] == \
+        "nearly everyone passed; easier than declared (medium): as easy, 10 points"
+    # Difficulty as the class found it, beside the declared one whose points follow it: half passed
+    # 2.1 (declared easy) and 2.5 (declared hard), so both are medium for this class.
+    assert (rows["2.1"]["difficulty"], rows["2.1"]["found_difficulty"]) == ("easy", "medium")
+    assert rows["2.1"]["reading"] == "harder than declared (easy): as medium, 15 points"
+    assert rows["2.5"]["reading"] == "easier than declared (hard): as medium, 15 points"
+    assert (rows["2.3"]["difficulty"], rows["2.3"]["found_difficulty"]) == ("medium", "medium")
     assert rows["2.2"]["reading"] == "weaker learners did better: look at the problem"
     assert rows["2.3"]["most_common_failure"] == "exception" and rows["2.3"]["attempted"] == 7
     assert (rows["2.1"]["median_attempts"], rows["2.1"]["hints"], rows["2.1"]["with_progress"]) == (1.5, 3, 2)
@@ -73,6 +80,7 @@ def test_the_summary_analyses_each_problem_with_progress_files_where_collected(t
     summary = (tmp_path / "summary.md").read_text()
     assert "| Discrimination |" in summary and "| Attempts (median) | Hints |" in summary and "+1.00" in summary
     assert "Kelley" in summary and "judge no learner" in summary
+    assert "| Difficulty (declared / found) |" in summary and "| easy / medium |" in summary
     assert (tmp_path / "summary.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -320,3 +328,18 @@ def test_grade_batch_writes_every_class_file_beside_a_hostile_classs_progress_fi
             assert f"- `{name}`:" in text and note in text.split(f"- `{name}`:")[1].splitlines()[0], name
     row = json.loads((out / "summary.json").read_text())[0]
     assert row["with_progress"] == 4 and row["hints"] <= 4 * len(registry.get("1.1").hints)
+
+
+def test_the_class_figure_counts_a_notebook_s_hints_each_number_once():
+    """Hints shown in a notebook (``problem(id).hint()``) are in the progress file as ``hint`` records:
+    the class's figure counts them beside the practice sets', each hint number of a problem once."""
+    from autograder.item_analysis import tally
+
+    records = [{"kind": "hint", "problem": "7.3", "hint": 1, "of": 3},
+               {"kind": "hint", "problem": "7.3", "hint": 1, "of": 3},  # the cell run again
+               {"kind": "hint", "problem": "7.3", "hint": 2, "of": 3},
+               {"kind": "grading", "problems": [{"id": "7.3", "status": "incorrect", "hints": 1}]},
+               {"kind": "hint", "problem": "7.3", "hint": 10**9}]  # of another shape
+    collected = tally(records)
+    assert collected.counts["7.3"] == (1, 3)
+    assert "1 record of another shape skipped" in collected.note

@@ -1,13 +1,18 @@
 """Quick-fire drills: short numeric questions with fresh numbers every time, from the accounting
 the course teaches, with immediate feedback and the worked answer.
 
-Terminal: ``python -m autograder drill [--count N] [--kind KIND]``. Notebook::
+Terminal: ``python -m autograder drill [--count N] [--unit N...] [--kind KIND...]`` (``make drill
+UNIT=N``). Notebook::
 
     from autograder.drills import drill
-    q = drill()          # a random kind; drill("reshard_ram") for one kind
+    q = drill()          # a kind of the units you studied; drill(unit=4), or drill("reshard_ram") for one kind
     q.answer("28 GB")    # right or not, and the worked answer
 
-Answers may carry units ("1.5 GiB", "12,288", "4x"); byte units are converted.
+Questions come from the units you have studied (:func:`autograder.progress.studied_units`: on a
+fresh start, Unit 1) unless ``--unit`` or ``--kind`` says otherwise, and a set varies its kinds: no
+kind comes twice while another has not come. A wrong answer that is a known mistake (a part left
+out, a step too many) is told which. Answers may carry units ("1.5 GiB", "12,288", "4x"); byte
+units are converted.
 
 This package is the engine: :class:`Question`, grading an answer with its units, :func:`drill`,
 :func:`run` and recording progress. The kinds of drill are the units', one file per unit as the
@@ -45,6 +50,9 @@ class Question:
     unit_of_study: int = 0
     facts: dict = field(default_factory=dict)  # the generated numbers, for tests and worked answers
     asked: float = field(default_factory=time.monotonic)
+    # Known mistakes: (the answer it gives, what it left out or got wrong). A wrong reply equal to one
+    # of them (and to no other, nor to the solution) is told which.
+    mistakes: tuple = ()
 
     @property
     def ask(self) -> str:
@@ -67,9 +75,23 @@ class Question:
             value = parse_answer(reply, self.unit)
         except ValueError as e:
             return None, f"{e}. Answer with a number (units like 'GiB' or 'x' are fine)."
-        right = math.isclose(value, self.solution, rel_tol=self.rel_tol or 1e-9, abs_tol=1e-9)
+        right = self._same(value, self.solution)
         head = "Right." if right else f"Not quite: you said {self.shown(value)}, the answer is {self.shown(self.solution)}."
+        if not right:
+            which = self.diagnose(value)
+            if which:
+                head += f" {which}"
         return right, f"{head}\nWorked answer: {self.worked}"
+
+    def _same(self, a: float, b: float) -> bool:
+        return math.isclose(a, b, rel_tol=self.rel_tol or 1e-9, abs_tol=1e-9)
+
+    def diagnose(self, value: float) -> str | None:
+        """What a wrong ``value`` left out or got wrong, where it is one known mistake (None where it
+        is none of them, or where two mistakes, or a mistake and the answer, give the same number)."""
+        said = {why for wrong, why in self.mistakes if self._same(value, float(wrong))
+                and not self._same(float(wrong), self.solution)}
+        return said.pop() if len(said) == 1 else None
 
     def answer(self, reply, learner: str | None = None) -> bool | None:
         """Check a reply, print the feedback, and record it in your progress. ``...`` (the
@@ -117,38 +139,91 @@ def _dtype(rng) -> tuple[str, int]:
     return name, DTYPES[name]
 
 
-def _gather() -> dict:
+def _gather() -> tuple[dict, dict]:
     """Every kind of drill, unit by unit: ``DRILLS`` of ``autograder/drills/unitN.py``, the units in
-    order (the order :func:`drill` and :func:`run` draw from with a seed)."""
-    kinds = {}
+    order (the order :func:`drill` and :func:`run` draw from with a seed); and each kind's unit."""
+    kinds, units = {}, {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: int(m.name.removeprefix("unit"))):
         module = importlib.import_module(f"{__name__}.{info.name}")
         kinds.update((make.__name__, make) for make in module.DRILLS)
-    return kinds
+        units.update((make.__name__, int(info.name.removeprefix("unit"))) for make in module.DRILLS)
+    return kinds, units
 
 
 # Gathered here, below what the unit files import from this module (Question, _dtype, _fmt).
-KINDS = _gather()
+KINDS, UNIT_OF = _gather()
 
 
-def drill(kind: str | None = None, seed: int | None = None) -> Question:
-    """A fresh question (of ``kind`` if given; one of :data:`KINDS`)."""
+def kinds_of(units) -> list[str]:
+    """The kinds of drill of these units, in :data:`KINDS`' order; ValueError naming a unit with none."""
+    units = [int(u) for u in units]
+    unknown = [u for u in units if u not in UNIT_OF.values()]
+    if unknown:
+        raise ValueError(f"no unit {', '.join(map(str, unknown))} has drills; units are "
+                         f"{', '.join(map(str, sorted(set(UNIT_OF.values()))))}")
+    return [k for k in KINDS if UNIT_OF[k] in units]
+
+
+def studied(learner: str | None = None) -> list[int]:
+    """The units ``learner`` has studied, from their progress (a fresh store: Unit 1)."""
+    from autograder import progress
+    from autograder.invoke import default_learner
+
+    return progress.studied_units(progress.load(learner or default_learner()))
+
+
+def plan(count: int, kinds: list[str], rng: np.random.Generator) -> list[str]:
+    """``count`` kinds from ``kinds``, varied: each round takes every kind once, in a fresh random
+    order, so no kind comes twice while another has not come, and none twice in a row (where there
+    are two or more)."""
+    kinds, out = list(dict.fromkeys(kinds)), []
+    while len(out) < count:
+        round_ = [kinds[i] for i in rng.permutation(len(kinds))]
+        if out and len(round_) > 1 and round_[0] == out[-1]:
+            round_.append(round_.pop(0))
+        out += round_
+    return out[:count]
+
+
+def _units_said(units: list[int]) -> str:
+    return ("Unit " if len(units) == 1 else "Units ") + ", ".join(map(str, units))
+
+
+def drill(kind: str | None = None, seed: int | None = None, unit: int | None = None) -> Question:
+    """A fresh question: of ``kind`` if given (one of :data:`KINDS`), else of ``unit``'s kinds, else
+    of the units you have studied (:func:`studied`)."""
     rng = np.random.default_rng(seed)
     if kind is None:
-        kind = str(rng.choice(list(KINDS)))
+        kind = str(rng.choice(kinds_of([unit] if unit is not None else studied())))
     if kind not in KINDS:
         raise ValueError(f"no drill {kind!r}; choose one of: {', '.join(KINDS)}")
     return KINDS[kind](rng)
 
 
-def run(count: int, kinds: list[str] | None, learner: str, seed: int | None = None, ask=input, say=print) -> int:
-    """The terminal loop: ``count`` questions; returns how many were right."""
+def run(count: int, kinds: list[str] | None, learner: str, seed: int | None = None, ask=input, say=print,
+        units: list[int] | None = None) -> int:
+    """The terminal loop: ``count`` questions of ``kinds``, else of ``units``' kinds, else of the
+    units ``learner`` has studied, their kinds varied (:func:`plan`); returns how many were right.
+    ValueError for a unit with no drills."""
     rng = np.random.default_rng(seed)
+    if kinds:
+        where = ""
+    elif units:
+        units = sorted(set(units))
+        kinds, where = kinds_of(units), f" from {_units_said(units)}"
+    else:
+        from autograder import progress
+
+        rows = progress.summarize(progress.load(learner))
+        units = progress.studied_units_of(rows)
+        kinds = kinds_of(units)
+        where = (f" from {_units_said(units)}, "
+                 + ("the units you have studied" if any(r.worked for r in rows) else "where the course starts")
+                 + "; make drill UNIT=N (or --unit N) for another")
     right = answered = 0
-    say(f"{count} drill question(s). Answer with a number (units like GiB or x are fine); "
+    say(f"{count} drill question(s){where}. Answer with a number (units like GiB or x are fine); "
         "Enter or ? shows the worked answer, q stops.")
-    for i in range(1, count + 1):
-        kind = str(rng.choice(kinds or list(KINDS)))
+    for i, kind in enumerate(plan(count, kinds, rng), 1):
         q = KINDS[kind](rng)
         say(f"\n[{i}/{count}] {q.text}\n({q.ask})")
         while True:

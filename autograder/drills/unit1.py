@@ -22,7 +22,13 @@ def model_bytes(rng) -> Question:
         "does one device hold?",
         total, "bytes",
         f"per layer a device holds {width} x {width}/{m} = {kernel:,} kernel values and all {bias:,} bias values; "
-        f"{layers} layers x {kernel + bias:,} x {size} bytes = {total:,} bytes.", facts=dict(dtype=dtype, layers=layers, width=width, devices=m), unit_of_study=1)
+        f"{layers} layers x {kernel + bias:,} x {size} bytes = {total:,} bytes.", facts=dict(dtype=dtype, layers=layers, width=width, devices=m), unit_of_study=1,
+        mistakes=((layers * (width * width + width) * size / m,
+                   f"That divides the biases too: they are replicated, so a device holds all {width} of each layer's."),
+                  (layers * kernel * size, f"That leaves out the biases: {layers} x {width} values x {size} bytes, "
+                                           "replicated on every device."),
+                  (total / size, f"That counts values, not bytes: x {size} bytes per {dtype} value."),
+                  (layers * (width * width + width) * size, f"That is the whole model: a device holds 1/{m} of each kernel.")))
 
 
 def dense_params(rng) -> Question:
@@ -34,7 +40,10 @@ def dense_params(rng) -> Question:
         f"{shards} shards. How many parameters are in one shard (it may be a fraction)?",
         total / shards, "params",
         f"kernel ({n}, {f}) = {n * f:,} and bias ({f},) = {f}: {total:,} in total, / {shards} = {_fmt(total / shards)}. "
-        "The batch size (32) plays no part.", rel_tol=1e-6, facts=dict(n=n, features=f, shards=shards), unit_of_study=1)
+        "The batch size (32) plays no part.", rel_tol=1e-6, facts=dict(n=n, features=f, shards=shards), unit_of_study=1,
+        mistakes=((n * f / shards, f"That leaves out the bias: its {f} values are parameters too."),
+                  (total, f"That is the whole layer: a shard holds 1/{shards} of it."),
+                  (32 * total / shards, "That multiplies by the batch size (32): the parameters do not depend on it.")))
 
 
 DRILLS = (dense_params, model_bytes)

@@ -40,7 +40,9 @@ def row_restore(rng) -> Question:
         "host. If each host read every chunk it needs once (the floor: one read per chunk per host), how many "
         "times the bytes the host needs would it read?",
         amp, "x", how + " (Reading alone, each device would read its whole chunk: a real restore lands between, "
-        "Lesson 3.)", facts={**facts, "per_host": per_host}, unit_of_study=3)
+        "Lesson 3.)", facts={**facts, "per_host": per_host}, unit_of_study=3,
+        mistakes=((max(restored // saved, 1), f"That is each device reading alone (the ceiling); the question asks the "
+                                              f"floor, the host's {per_host} devices reading each chunk once."),))
 
 
 DRILLS = (row_restore,)

@@ -23,7 +23,9 @@ def reshard_ram(rng) -> Question:
         f"{dtype} parameters). The peak is higher: Lesson 4 measures a real restore and save well above the "
         "weights (about 2x for its 64 MiB of random bfloat16), and MaxText reported 63 GB for the 32 GB of "
         "DeepSeek-V2-16B.", rel_tol=0.01,
-        facts=dict(billions=billions, dtype=dtype), unit_of_study=4)
+        facts=dict(billions=billions, dtype=dtype), unit_of_study=4,
+        mistakes=((billions * size * 1e9 / 2**30, "That is in GiB (2^30 bytes); the question asks GB (10^9 bytes)."),
+                  (billions, f"That counts parameters (billions), not bytes: x {size} bytes per {dtype} value.")))
 
 
 def ep_chunks(rng) -> Question:
@@ -41,7 +43,9 @@ def ep_chunks(rng) -> Question:
             "(FSDP). How many saved chunks does one of its devices' slices overlap?",
             ep, "chunks",
             f"a device needs rows {emb // fsdp} of dimension 2 for every expert, and every chunk holds some experts "
-            f"with all of dimension 2: it overlaps all {ep} chunks.", facts=facts, unit_of_study=4)
+            f"with all of dimension 2: it overlaps all {ep} chunks.", facts=facts, unit_of_study=4,
+            mistakes=((1, f"One chunk would hold every expert; each holds {experts // ep}, with all of dimension 2, "
+                          "so a slice of dimension 2 cuts through every chunk."),))
     if variant < 2 / 3:
         return Question(
             "ep_chunks",
@@ -50,7 +54,11 @@ def ep_chunks(rng) -> Question:
             "host), reads how many times the bytes it needs? (the ceiling: no read shared)",
             fsdp, "x",
             f"it reads every chunk, so the whole tensor, and needs 1/{fsdp} of it: {fsdp}x. Pre-sharded with chunks "
-            f"split over dimension 2 it would read only the chunk it needs.", facts=facts, unit_of_study=4)
+            f"split over dimension 2 it would read only the chunk it needs.", facts=facts, unit_of_study=4,
+            mistakes=((ep, f"That counts the chunks it reads ({ep}); the question asks how many times the bytes "
+                           f"it needs: every chunk, so the whole tensor, against its 1/{fsdp}."),
+                      (1, "That is a read of exactly what it needs; every chunk holds all of dimension 2, so it "
+                          "reads the whole tensor.")))
     per_host = int(rng.choice([d for d in (2, 4, 8) if d < fsdp]))
     return Question(
         "ep_chunks",
@@ -61,7 +69,10 @@ def ep_chunks(rng) -> Question:
         f"the host's {per_host} devices together need {per_host}/{fsdp} of dimension 2, and each of their slices "
         f"overlaps all {ep} chunks: read once, that is the whole tensor, {fsdp}/{per_host} = {fsdp // per_host}x "
         f"what they need (the floor; each device alone would read {fsdp}x: a real restore lands between, Lesson 3).",
-        facts={**facts, "per_host": per_host}, unit_of_study=4)
+        facts={**facts, "per_host": per_host}, unit_of_study=4,
+        mistakes=((fsdp, f"That is each device reading alone (the ceiling); the question asks the floor, the host's "
+                         f"{per_host} devices reading each chunk once."),
+                  (ep, f"That counts the chunks ({ep}); the question asks how many times the bytes the host needs.")))
 
 
 def column_runs(rng) -> Question:
@@ -74,7 +85,9 @@ def column_runs(rng) -> Question:
         rows, "runs",
         f"in C order a row is contiguous; a column shard takes {cols // k} values ({cols // k * size} bytes) from "
         f"each of the {rows} rows, with a gap between rows: {rows} runs. A row shard would be 1 run.",
-        facts=dict(shape=(rows, cols), devices=k, dtype=dtype), unit_of_study=4)
+        facts=dict(shape=(rows, cols), devices=k, dtype=dtype), unit_of_study=4,
+        mistakes=((1, "One run is a row shard's; a column shard takes a piece of every row, with a gap between rows."),
+                  (k, f"That is the number of devices ({k}); one device's shard has a run in each row.")))
 
 
 def safetensors_offset(rng) -> Question:
@@ -86,7 +99,14 @@ def safetensors_offset(rng) -> Question:
         f"data_offsets are [{begin}, {begin + 4096}]. At which byte of the file does the tensor start?",
         8 + header + begin, "byte offset",
         f"offsets count from the end of the header: 8 + {header} + {begin} = {8 + header + begin:,}.",
-        facts=dict(header=header, begin=begin), unit_of_study=4)
+        facts=dict(header=header, begin=begin), unit_of_study=4,
+        mistakes=((header + begin, "You left out the 8 length bytes: the file starts with the 8-byte length field, "
+                                   "before the JSON header."),
+                  (8 + begin, f"You left out the JSON header's {header} bytes: data_offsets count from the header's end."),
+                  (begin, f"That is data_offsets' begin alone: it counts from the end of the header, after the 8 "
+                          f"length bytes and the {header}-byte header."),
+                  (8 + header, f"That is where the data section starts; the tensor starts {begin} bytes into it "
+                               "(its data_offsets' begin).")))
 
 
 DRILLS = (ep_chunks, reshard_ram, column_runs, safetensors_offset)

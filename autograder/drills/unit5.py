@@ -24,7 +24,11 @@ def adam_checkpoint(rng) -> Question:
         f"Three arrays per parameter: the parameter, mu and nu: {billions} x 10^9 x {size} bytes x 3 = {total:,} GB. "
         "Counting only the parameters gives a third of it. Mixed precision that keeps float32 moments beside "
         "bfloat16 weights weighs more again: 2 + 4 + 4 bytes per parameter.", rel_tol=0.01,
-        facts=dict(billions=billions, dtype=dtype), unit_of_study=5)
+        facts=dict(billions=billions, dtype=dtype), unit_of_study=5,
+        mistakes=((billions * size, "That counts only the parameters: AdamW keeps mu and nu beside them, each as large."),
+                  (billions * size * 2, "That counts one moment; AdamW keeps two (mu and nu) beside the parameters."),
+                  (billions * (size + 8), "That keeps the moments in float32; optax's adamw keeps them in the "
+                                          "parameters' dtype.")))
 
 
 def save_time(rng) -> Question:
@@ -41,7 +45,11 @@ def save_time(rng) -> Question:
         f"{_fmt(seconds)} s. That is the lower bound: it holds while the storage's total bandwidth keeps up with "
         f"{hosts} x {bandwidth:g} GB/s, and an async save hides it from training except for the copy to host "
         "memory (Lesson 5 times both).", rel_tol=0.02,
-        facts=dict(gb=gb, hosts=hosts, bandwidth=bandwidth), unit_of_study=5)
+        facts=dict(gb=gb, hosts=hosts, bandwidth=bandwidth), unit_of_study=5,
+        mistakes=((gb / bandwidth, f"That is one host writing all of it; each of the {hosts} writes its 1/{hosts} "
+                                   "share, all at once."),
+                  (gb / hosts, f"That is each host's share in GB; at {bandwidth:g} GB/s the seconds are that / "
+                               f"{bandwidth:g}.")))
 
 
 def steps_kept(rng) -> Question:
@@ -57,7 +65,12 @@ def steps_kept(rng) -> Question:
         oldest, "step",
         f"Saved steps are the multiples of {every}; the newest at or below {last:,} is {last // every * every:,}, and "
         f"the {keep} newest reach back to {last // every * every:,} - {keep - 1} x {every} = {oldest:,}.",
-        facts=dict(every=every, keep=keep, last=last), unit_of_study=5)
+        facts=dict(every=every, keep=keep, last=last), unit_of_study=5,
+        mistakes=((last // every * every, f"That is the newest step on disk; max_to_keep={keep} keeps {keep}, and the "
+                                          "question asks the oldest."),
+                  (oldest - every, f"That is one interval too far back: the newest save is one of the {keep} kept."),
+                  (oldest + every, f"That keeps {keep - 1} steps: count the newest save as one of the {keep}."),
+                  (last, f"That is the step training is at; saves happen only at multiples of {every}.")))
 
 
 DRILLS = (adam_checkpoint, save_time, steps_kept)

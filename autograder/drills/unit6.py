@@ -26,7 +26,12 @@ def serving_bytes(rng) -> Question:
         f"{model} devices of the model axis and held once per data replica ({data}): {total:,} GB. The checkpoint "
         f"holds {billions * 12:,} GB (4 bytes x 3 arrays per parameter); a partial restore reads the parameters' "
         f"{billions * 4:,} GB of it, in float32, a chunk at a time, and never the moments.",
-        facts=dict(billions=billions, data=data, model=model), unit_of_study=6)
+        facts=dict(billions=billions, data=data, model=model), unit_of_study=6,
+        mistakes=((billions * 4 * data, "That keeps float32 (4 bytes); the server casts to bfloat16, 2 bytes a "
+                                        "parameter."),
+                  (billions * 12, "That is the whole checkpoint; the server restores only the parameters."),
+                  (billions * 2, f"That is one copy; each of the {data} data replicas holds one."),
+                  (billions * 2 * data / model, "That is what one device holds; the question counts every device's.")))
 
 
 def state_to_serving(rng) -> Question:
@@ -40,7 +45,9 @@ def state_to_serving(rng) -> Question:
         f"Per parameter: {param_size} bytes ({param_dtype}) + 4 (mu) + 4 (nu) = {param_size + 8} bytes, against 2 in "
         f"bfloat16: {ratio:g}x. Restoring the whole state to keep the parameters reads {ratio:g} times what the server "
         "keeps (Lesson 6 measures the peak too).",
-        facts=dict(param_dtype=param_dtype), unit_of_study=6)
+        facts=dict(param_dtype=param_dtype), unit_of_study=6,
+        mistakes=((ratio / 2, "That compares with 4 bytes a parameter; a bfloat16 copy has 2."),
+                  (param_size / 2, "That leaves out the moments: mu and nu, 4 bytes each in float32.")))
 
 
 def replicated_copies(rng) -> Question:
@@ -57,7 +64,10 @@ def replicated_copies(rng) -> Question:
         f"One copy is {rows:,} x {cols:,} x 2 = {one:,} bytes; replicated, each of the {devices} devices holds a full "
         f"copy: {one * devices:,} bytes. Lesson 6 measures the growth for 16 devices: serving "
         "specs replicate only what is small.", rel_tol=0.01,
-        facts=dict(rows=rows, cols=cols, devices=devices), unit_of_study=6)
+        facts=dict(rows=rows, cols=cols, devices=devices), unit_of_study=6,
+        mistakes=((one, f"That is one copy; replicated, each of the {devices} devices holds a whole copy."),
+                  (rows * cols * 4 * devices, "That counts 4 bytes a value; bfloat16 is 2."),
+                  (one / devices, "That splits it over the devices; PartitionSpec() replicates: each holds all of it.")))
 
 
 DRILLS = (serving_bytes, state_to_serving, replicated_copies)

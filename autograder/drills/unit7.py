@@ -21,6 +21,7 @@ def moved_restore_bytes(rng) -> Question:
     spec = str(rng.choice(["model", "data"]))
     named = new[spec]
     total = rows * cols * size * (16 // named)
+    one = rows * cols * size
     return Question(
         "moved_restore_bytes",
         f"A {dtype} array of shape ({rows:,}, {cols:,}) was saved sharded PartitionSpec('{spec}') on a mesh of "
@@ -32,12 +33,18 @@ def moved_restore_bytes(rng) -> Question:
         f"{named} ways; the axis the spec does not name ({16 // named} devices) replicates each piece: "
         f"{16 // named} copies, {total:,} bytes. The saved mesh plays no part: a restore places as its target says "
         "(Lesson 7 measures what the devices hold).", rel_tol=0.01,
-        facts=dict(rows=rows, cols=cols, dtype=dtype, saved=saved, new=new, spec=spec), unit_of_study=7)
+        facts=dict(rows=rows, cols=cols, dtype=dtype, saved=saved, new=new, spec=spec), unit_of_study=7,
+        mistakes=((one, f"That is one copy; the axis the spec does not name ({16 // named} devices) replicates each "
+                        "piece."),
+                  (one * (saved["data"] * saved["model"] // saved[spec]), "That counts the saved mesh's copies; a "
+                   "restore places as its target says: the new mesh's."),
+                  (one * 16, f"That gives every device a whole copy; '{spec}' splits it {named} ways.")))
 
 
 def silent_cast(rng) -> Question:
     step = int(rng.integers(2**24 + 1, 2**26)) | 1  # odd: above 2^24, no float32 holds it
     back = int(np.float32(step))
+    spacing = 2 ** (step.bit_length() - 24)  # the gap between neighbouring float32 values there
     return Question(
         "silent_cast",
         f"A training state's int32 step counter, {step:,}, is restored into a target that says float32 (a model "
@@ -47,7 +54,10 @@ def silent_cast(rng) -> Question:
         f"2^{step.bit_length()} it holds only every {'second' if step.bit_length() == 25 else 'fourth'} integer, and rounds to the nearest (ties to even): {step:,} becomes "
         f"{back:,}. A run resumed from it repeats or skips {abs(back - step)} step(s) of its data and schedule; "
         "compare the target's dtypes with the checkpoint's metadata before restoring (Lesson 7).",
-        facts=dict(step=step), unit_of_study=7)
+        facts=dict(step=step), unit_of_study=7,
+        mistakes=((step, "That is the counter unchanged; no float32 holds it: above 2^24 float32 rounds."),
+                  (step - step % spacing, "That rounds down (truncates); float32 rounds to the nearest it holds "
+                                          "(ties to even).")))
 
 
 def unstack_peak(rng) -> Question:
@@ -69,7 +79,10 @@ def unstack_peak(rng) -> Question:
         f"together are as large again, and both are alive: {total:,} bytes. A lower bound on the host's peak (the "
         "restore keeps more than the arrays), and it stays while the stack is alive, however early each slice is "
         "made. Lesson 7 measures it beside one array at a time (problem 7.4's way: one stack and its layers alive).", rel_tol=0.01,
-        facts=dict(layers=layers, width=width, dtype=dtype, data=data, model=model), unit_of_study=7)
+        facts=dict(layers=layers, width=width, dtype=dtype, data=data, model=model), unit_of_study=7,
+        mistakes=((stacked * data, "That is the stack alone; its slices are alive too, as large again."),
+                  (2 * stacked, f"That leaves out the replicas: each of the {data} 'data' replicas holds a copy."),
+                  (2 * stacked * 16, f"That gives every device a whole copy; 'model' splits it {model} ways.")))
 
 
 DRILLS = (moved_restore_bytes, silent_cast, unstack_peak)
