@@ -3,7 +3,9 @@
 Choose a global shape, a dtype, a mesh of up to 16 devices and a PartitionSpec, and see at once
 who holds what (and its replicas), the chunk files Orbax writes and which device writes each, the
 bytes written per device and per host, and, for a second (target) mesh and spec, the saved chunks
-each target device reads and the read amplification.
+each target device reads and the bytes a restore reads against the bytes it needs (whole chunks are
+read: Unit 3 names that ratio the read amplification; Lesson 2 uses the explorer before it, so the
+explorer says it in words and names the term as Unit 3's).
 
 Every number comes from the real libraries, computed by the two functions below that the
 explorer calls: :func:`placement` asks JAX's ``NamedSharding`` who holds what and Orbax's own
@@ -311,8 +313,8 @@ class Explorer:
                                             chunk_shape=saved["chunk_shape"], ax=axes[1, 0],
                                             title=f"target: {spec_text(c['target_spec'])} on {target_label}")
                 plotting.plot_chunk_reads({d: len(ch) for d, ch in target["chunks_read"].items()}, ax=axes[1, 1],
-                                          title=f"Saved chunks each target device overlaps (read amplification "
-                                                f"{target['read_amplification']:g}x by host, "
+                                          title=f"Saved chunks each target device overlaps (bytes read / bytes "
+                                                f"needed: {target['read_amplification']:g}x by host, "
                                                 f"{target['no_sharing_amplification']:g}x unshared)")
             fig.tight_layout()
             buf = io.BytesIO()
@@ -336,9 +338,12 @@ class Explorer:
         else:
             rows += [
             ("target device reads", ", ".join(f"d{d}: {len(ch)}" for d, ch in target["chunks_read"].items()) + " chunks"),
-            ("read amplification", f"{target['read_amplification']:g}x with one read per chunk per host of "
-                                   f"{target['devices_per_host']} devices (the least); "
-                                   f"{target['no_sharing_amplification']:g}x with no sharing (the most)"),
+            ("bytes read / bytes needed", f"{target['read_amplification']:g}x with one read per chunk per host of "
+                                          f"{target['devices_per_host']} devices (the least); "
+                                          f"{target['no_sharing_amplification']:g}x with every device reading alone "
+                                          "(the most). A restore reads saved chunks whole, so it reads more than its "
+                                          "devices need wherever a chunk crosses their slices: Unit 3 calls this "
+                                          "ratio the <i>read amplification</i>"),
             ]
         body = "".join(f"<tr><td style='text-align:left'><b>{k}</b></td><td style='text-align:left'>{v}</td></tr>"
                        for k, v in rows)

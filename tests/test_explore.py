@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import jax.numpy as jnp
 import nbformat
@@ -150,7 +151,7 @@ def test_widget_changes_redraw_in_a_real_kernel(tmp_path):
         assert sorted(state["saved"]["chunk_files"]) == unit2.chunk_files((64, 32), tuple(state["saved"]["chunk_shape"]))
     assert first["amplification"] == unit3.read_amplification((64, 32), (8, 32), {"x": 16}, ("x",), 4)
     assert columns["amplification"] == unit3.read_amplification((64, 32), (16, 16), {"x": 16}, (None, "x"), 4)
-    assert "read amplification" in first["table"] and "host 1" in first["table"]
+    assert "bytes read / bytes needed" in first["table"] and "host 1" in first["table"]
     # an impossible choice: JAX's own words instead of a figure, and no stale numbers
     assert indivisible["error"].startswith("IndivisibleError: ") and "dimension size is 63" in indivisible["error"]
     assert indivisible["png_len"] == 0 and indivisible["saved"] == {} and "IndivisibleError" in indivisible["table"]
@@ -175,6 +176,16 @@ def test_without_the_set_up_cell_the_explorer_sets_up_devices_or_says_how(root):
                               "placement((64, 32), 'float32', {'x': 4, 'y': 2}, ('x',))"],
                              cwd=root, env=env, capture_output=True, text=True, timeout=120)
     assert started.returncode != 0 and "run the set-up cell" in started.stderr and "reshape" not in started.stderr
+
+
+def test_the_target_half_says_in_words_what_unit_3_names_read_amplification():
+    """Lesson 2 shows the explorer before Unit 3 defines read amplification: the table says what the
+    ratio is (bytes read over bytes needed, chunks read whole) and gives the term as Unit 3's."""
+    table = ex.explore(shape="64, 32", mesh="x=4, y=2", spec="'x', None", target_mesh="x=16",
+                       target_spec="None, 'x'").table.value
+    said = re.sub(r"<[^>]+>", "", table)
+    assert "bytes read / bytes needed" in said and "reads saved chunks whole" in said, said
+    assert said.count("read amplification") == 1 and "Unit 3 calls this ratio the read amplification" in said, said
 
 
 def test_a_wrong_target_leaves_the_saved_half_drawn_and_says_what_is_wrong():

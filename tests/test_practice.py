@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import os
@@ -127,6 +128,105 @@ def test_practice_file_is_valid_python_with_every_stub():
     src = practice.workspace_source(chosen, 30)
     compile(src, "practice.py", "exec")
     assert all(f"def {p.call}:" in src for p in chosen) and "autograder.notebook" not in src
+
+
+# --- examples in the learner's terms ------------------------------------------------------------------
+
+GRADER_NAMES = re.compile(r"\b\w*Arg\(|RunFolder\(|OutputFolder\(|array\(\[")
+
+
+def _kinds_in(value):
+    from autograder.wall import kinds
+
+    if isinstance(value, (kinds.MeshArg, kinds.SpecArg, kinds.AbstractArg, *kinds.FILE_KINDS)):
+        yield type(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _kinds_in(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _kinds_in(v)
+
+
+def test_every_public_example_shows_its_arguments_in_the_learners_terms():
+    """What practice prints (and a check shows) for every problem's examples: no grader object's repr."""
+    from autograder.notebook import _args
+    from autograder.wall import kinds
+
+    seen = set()
+    for p in registry.PROBLEMS:
+        prompt = practice.Session([p], 30, "ann", Path("x.py")).prompt(600)
+        assert not GRADER_NAMES.search(prompt), (p.id, prompt)
+        for ex in p.examples:
+            shown = _args(ex.args)
+            assert not GRADER_NAMES.search(shown), (p.id, shown)
+            seen.update(_kinds_in(ex.args))
+    # every kind a public example holds (each a kind of kinds.py: a new one needs its own words)
+    assert seen == {kinds.MeshArg, kinds.SpecArg, kinds.AbstractArg, kinds.CheckpointArg, kinds.TrainingCheckpointArg,
+                    kinds.TreeCheckpointArg, kinds.SafetensorsArg, kinds.PreemptedRootArg, kinds.RunFolder,
+                    kinds.OutputFolder}, seen
+
+
+def test_examples_of_4_1_and_5_2_read_as_words():
+    p41, p52 = registry.get("4.1"), registry.get("5.2")
+    prompt = practice.Session([p41], 30, "ann", Path("x.py")).prompt(600)
+    assert ("parse_safetensors_header(<a safetensors file (2 tensors: embed (8, 4) float32, norm.scale (4,) float16; "
+            "__metadata__ {'format': 'np'})>)") in prompt, prompt
+    assert "norm.scale (4,) float16) cut short inside its header>) -> raises ValueError" in prompt, prompt
+    prompt = practice.Session([p52], 30, "ann", Path("x.py")).prompt(600)
+    assert ("latest_restorable_step(<a CheckpointManager root: steps 1, 2, 3, ... saved (the newest 3 kept), each "
+            "holding 'state' and 'data', with the POSIX protocol: each step written to <step>.orbax-checkpoint-tmp, "
+            "then renamed; the saver was killed with SIGKILL during a save, while that step was in its temporary "
+            "folder, after 3 steps had committed>) -> 3") in prompt, prompt
+
+
+def test_every_variant_of_every_kind_has_words():
+    """Each damage, kill point, edit and preemption in words (the hidden cases draw them all), every
+    kind kinds.py declares with words, and the dataclasses' repr unchanged (a cache key)."""
+    from autograder.wall import kinds, words as words_module
+    from autograder.wall.words import DAMAGE, in_words
+    from ckptlab.preempt import KILLS
+
+    tensors = (("embed", (8, 4), "float32"), ("step", (), "int64"))
+    for damage in kinds.TRUNCATED + kinds.CORRUPT:
+        words = in_words(kinds.SafetensorsArg(tensors, 0, (), damage))
+        assert words.startswith("<a safetensors file (2 tensors: embed (8, 4) float32, step scalar int64)")
+        assert words.endswith(DAMAGE[damage] + ">")
+    for kill in KILLS:
+        for commit_file in (False, True):
+            spec = tuple(sorted({"kill": kill, "commit_file": commit_file, "min_committed": 2, "save_every": 2}.items()))
+            words = in_words(kinds.PreemptedRootArg(spec, (("state_removed", 1), ("state_unreadable", 2),
+                                                           ("data_removed", 0))))
+            assert "steps 2, 4, 6, ... saved" in words and ("object-store" in words) == commit_file, words
+            assert "the newest committed step" in words and "every committed step" in words, words
+    edits = (("drop", "a"), ("add", "b", (2,), "int32"), ("cast", "c", "bfloat16"), ("reshape", "c", (4,)),
+             ("scale", "a", 2.0), ("set", "a", 0, 1.0))
+    tree = kinds.TreeCheckpointArg((("a", (4, 2), "float32", ("x",)), ("c", (), "int32", ())), (("x", 2),), 0, edits)
+    assert in_words(tree) == (
+        "<a checkpoint folder of nested dicts (Orbax StandardCheckpointer) saved on 2 devices, mesh {'x': 2}: "
+        "a (4, 2) float32 as P('x'), c scalar int32 replicated, except that a is left out, b (2,) int32 is added, "
+        "c is cast to bfloat16, c is reshaped to (4,) (new values), a's values are scaled by 2.0, one element of a "
+        "is changed>")
+    folder = kinds.RunFolder(kills=(("commit", 2), ("mid_save", 3)), plant=7)
+    assert "7" not in in_words(folder) and "SIGKILL" in in_words(folder)
+    assert repr(kinds.MeshArg((("x", 2),))) == "MeshArg(axes=(('x', 2),))"
+    assert in_words((kinds.MeshArg((("x", 2),)),)) == "(Mesh {'x': 2},)"
+    assert in_words({"w": kinds.SpecArg((None, ("x", "y")))}) == "{'w': PartitionSpec(None, ('x', 'y'))}"
+    # every kind kinds.py declares has words (a new one fails here until words.py says what it is)
+    declared = [c for c in vars(kinds).values() if isinstance(c, type) and dataclasses.is_dataclass(c)
+                and c.__module__ == kinds.__name__]
+    assert len(declared) == 10 and all(c in words_module._WORDS for c in declared), declared
+
+
+def test_every_hidden_case_has_words():
+    """The words hold for every argument the grader draws, not only the public ones."""
+    from autograder.engine.cases import hidden_cases
+    from autograder.wall.words import in_words
+
+    for p in registry.PROBLEMS:
+        _, cases = hidden_cases(p, "ann")
+        for case in cases:
+            assert not GRADER_NAMES.search(in_words(case.args)), (p.id, case.category)
 
 
 # --- a session, scripted ----------------------------------------------------------------------------
@@ -278,7 +378,7 @@ def test_practice_in_a_terminal(home, tmp_path):
                "--workspace", str(tmp_path), stdin="h\nc\n\ng\n")
     assert out.returncode == 0, out.stderr
     assert "Practice: 1 problem(s)" in out.stdout and "left" in out.stdout and "Hint 1/" in out.stdout
-    assert "Public examples: not attempted" in out.stdout and "Review: 0/10 points, graded with hidden tests" in out.stdout
+    assert "Public examples: not attempted" in out.stdout and re.search(r"Review: 0/(10|15) points, graded with hidden tests", out.stdout)
     assert len(list(tmp_path.glob("session-*.py"))) == 1
     out = _cli("practice", "--minutes", "0", "--learner", "ann")
     assert out.returncode == 2 and "--minutes and --count must be positive" in out.stderr
@@ -294,7 +394,7 @@ def test_practice_in_a_terminal(home, tmp_path):
     finally:
         proc.kill()
         proc.stdin.close()
-    assert "Time is up: grading your file." in stdout and "Review: 0/10 points" in stdout, stdout
+    assert "Time is up: grading your file." in stdout and re.search(r"Review: 0/(10|15) points", stdout), stdout
 
 
 # --- drills --------------------------------------------------------------------------------------

@@ -498,25 +498,41 @@ BYTES_PER_DEVICE = Hidden(
     generate=_bytes_cases,
     fixed=(Case("edge", ((), 4, {"x": 8}, (), True)), Case("edge", ((64, 32), 1, {"x": 8}, ("x",), True))),
     messages={
-        "full_copies": "Replicas do not each write a full copy: replicated data is written once in total.",
+        "full_copies": "Replicated data is written once in total, not once per replica: the R devices that hold "
+                       "copies of one shard write it between them (each its 1/R slice with replica_parallel=True, "
+                       "where a dimension of the shard divides by R), or replica 0 writes it alone.",
         "single_writer": "With replica_parallel=True the replicas share the work: each writes its 1/R slice "
                          "of the shard (when a dimension is divisible by R), not just replica 0.",
-        "column_major": "Replica 0 of a shard is its lowest-numbered device, with devices numbered row-major "
-                        "over the mesh (the last axis varies fastest).",
+        "column_major": "Devices are numbered row-major over the mesh (np.arange(n).reshape(sizes): the last "
+                        "axis varies fastest), and replica 0 of a shard is the first device holding it in that "
+                        "order: that decides which devices write.",
         "devices": "Return an entry for every device of the mesh, with 0 for devices that write nothing.",
-        "total": "The bytes over all devices must add up to the array's bytes (prod(global_shape) * itemsize).",
+        "total": "Replicated data is written once in total: each byte of the array is written by exactly one "
+                 "device (a shard's replicas split it, or replica 0 writes it whole), so the bytes over all "
+                 "devices add up to the array's bytes, prod(global_shape) * itemsize.",
         "rp_off": "With replica_parallel=False the replicas do not share the work: only replica 0 of each shard "
                   "writes it, whole.",
         "floor_split": "When no dimension of the shard is divisible by R the replicas cannot share it: replica 0 "
                        "writes the whole shard, and the others nothing.",
-        "edge": "Wrong on an edge case: a replicated scalar is written by one device.",
-        "one_axis": "Wrong on a fully sharded array over a 1-D mesh: every device writes its shard.",
-        "two_axes": "Wrong on an array sharded over both mesh axes.",
-        "partly_replicated": "Wrong when some mesh axes replicate the shards.",
-        "replicated": "Wrong on a fully replicated array.",
+        "edge": "Wrong on an edge case: a replicated scalar has no dimension its replicas could split, so "
+                "replica 0 writes it whole and every other device writes nothing.",
+        "one_axis": "Wrong on a fully sharded array over a 1-D mesh: no device holds a copy of another's shard, "
+                    "so every device writes its own shard, whole (prod(shard shape) * itemsize bytes).",
+        "two_axes": "Wrong on an array sharded over both mesh axes: each device holds a shard no other device "
+                    "holds and writes it whole; a spec entry naming an axis divides that dimension by its size, "
+                    "a tuple of axes by the product of their sizes (problem 2.1).",
+        "partly_replicated": "Wrong when some mesh axes replicate the shards: devices that differ only along the "
+                             "axes the spec leaves out hold copies of one shard (R is the product of those axes' "
+                             "sizes), and replicated data is written once in total: each of them writes its 1/R "
+                             "slice with replica_parallel=True where a dimension of the shard divides by R, "
+                             "else replica 0 writes it whole.",
+        "replicated": "Wrong on a fully replicated array: every device holds a copy (R is the number of devices), "
+                      "and replicated data is written once in total: each device writes its 1/R slice with "
+                      "replica_parallel=True where a dimension divides by R, else replica 0 writes it whole.",
         "no_divisible_axis": "Wrong when no dimension of the shard is divisible by the replica count: then "
                              "replica 0 writes the whole shard.",
-        "three_d": "Wrong on a 3-D array.",
+        "three_d": "Wrong on a 3-D array: the rules hold in every rank; a spec shorter than the array's rank "
+                   "leaves the dimensions after it unsharded (its missing entries are None).",
         "replica_parallel_off": "Wrong with replica_parallel=False: only replica 0 of each shard writes.",
     },
     diagnose=_diagnose_bytes,
@@ -571,9 +587,12 @@ BYTES_PER_HOST = Hidden(
     messages={
         "hosts": "Return an entry for every host, including hosts that write nothing: host ids run from 0 "
                  "to n_devices // devices_per_host - 1.",
-        "full_copies": "Replicated data is written once in total, not once per host or per replica.",
-        "grouping": "The total is right but it is split wrongly between hosts: host h holds the consecutive "
-                    "devices h * devices_per_host ... (h + 1) * devices_per_host - 1.",
+        "full_copies": "Replicated data is written once in total, not once per host or per replica: a shard's "
+                       "replicas split it or replica 0 writes it (problem 2.5), wherever their hosts are, and a "
+                       "host's bytes are what its own devices write.",
+        "grouping": "Host h holds the consecutive devices h * devices_per_host ... (h + 1) * devices_per_host - 1 "
+                    "(device d is on host d // devices_per_host): the total is right, but split between hosts "
+                    "another way.",
         "uneven_writers": "Wrong when only some devices write (replica_parallel=False): host h holds the consecutive "
                           "devices h * devices_per_host ... (h + 1) * devices_per_host - 1.",
         **{k: v for k, v in BYTES_PER_DEVICE.messages.items() if k not in ("devices", "full_copies")},

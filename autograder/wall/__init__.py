@@ -3,7 +3,8 @@
 - :mod:`~autograder.wall.kinds`: every kind of argument beyond plain data: meshes,
   specs and abstract arrays built in the worker (``MeshArg``, ``SpecArg``, ``AbstractArg``), and
   the files and folders the grader makes for it (``CheckpointArg``, ``SafetensorsArg``,
-  ``RunFolder``, ...);
+  ``RunFolder``, ...); :mod:`~autograder.wall.words`: each of them in the learner's terms, as a
+  public example shows its arguments (a mesh, a spec, a checkpoint folder and what it holds);
 - :mod:`~autograder.wall.codec`: the plain data that crosses (JSON with tagged arrays, meshes and
   specs as arguments), and walking an argument tree;
 - :mod:`~autograder.wall.files`: file arguments written on the grader's side before a worker reads

@@ -12,7 +12,8 @@
 
 Each says what it holds (values drawn from a seed, so that the reference and the learner read the
 same data) and, for a file, how it is saved: trusted code, run on the grader's side only. The worker
-imports this module through the codec, for the first three.
+imports this module through the codec, for the first three. What each is in the learner's terms, as
+a public example shows it: :mod:`autograder.wall.words`.
 """
 
 from __future__ import annotations

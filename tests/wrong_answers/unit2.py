@@ -194,7 +194,7 @@ def _bytes(order="'C'", split="replica_parallel and r > 1 and any(n % r == 0 for
 
 BYTES_PER_DEVICE = [
     ("every_replica_writes_a_full_copy", _bytes(split="False", full="True"), "incorrect", "written once in total"),
-    ("column_major_replica_zero", _bytes(order="'F'", split="False"), "incorrect", "lowest-numbered device"),
+    ("column_major_replica_zero", _bytes(order="'F'", split="False"), "incorrect", "numbered row-major over the mesh"),
     ("only_replica_zero_writes", _bytes(split="False"), "incorrect", "each writes its 1/R slice"),
     ("drops_devices_that_write_nothing", _bytes(filt="{d: b for d, b in out.items() if b}"), "incorrect",
      "entry for every device"),
