@@ -9,6 +9,7 @@ unit: its hidden cases (``autograder/hidden/unitN.py``, ``HIDDEN``), its referen
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,10 @@ CONVENTIONS = (
 )
 
 DIFFICULTIES = ("easy", "medium", "hard")
+# Points follow difficulty, one rule for every problem (a practice estimate is a minute a point).
+# Where a class's pass rates say a problem is easier or harder than declared (grade-batch's
+# summary: "as found"), re-declaring its difficulty moves its points with it.
+POINTS = {"easy": 10, "medium": 15, "hard": 20}
 # What kind of work a problem asks for (practice can draw by it).
 CATEGORIES = {
     "accounting": "count parameters, bytes and copies",
@@ -95,10 +100,20 @@ class Problem:
     difficulty: str = "medium"
     category: str = ""
     seen_in: str = ""
+    # Shown once the learner's answer is correct, never before (a notebook check's public examples, a
+    # grading run's hidden tests, a graded practice set): why the right answer is right, the principle
+    # it rests on and what the library really does (a sentence or two), and the follow-up question an
+    # interviewer for an ML-infrastructure role would ask, with no answer given. Each under 300
+    # characters; tests/completeness.py wants both for every problem.
+    why: str = ""
+    next_question: str = ""
 
     def __post_init__(self):
         if self.difficulty not in DIFFICULTIES:
             raise ValueError(f"problem {self.id}: difficulty {self.difficulty!r} is not one of {DIFFICULTIES}")
+        if self.points != POINTS[self.difficulty]:
+            raise ValueError(f"problem {self.id}: {self.points} points for a {self.difficulty} problem; points follow "
+                             f"difficulty ({', '.join(f'{d} {n}' for d, n in POINTS.items())})")
         if self.category not in CATEGORIES:
             raise ValueError(f"problem {self.id}: category {self.category!r} is not one of {tuple(CATEGORIES)}")
 
@@ -120,3 +135,13 @@ class Problem:
         names (a `//` in both, say), else the first hint."""
         spans = set(_CODE_SPAN.findall(message))
         return next((h for h in self.hints if spans & set(_CODE_SPAN.findall(h))), self.hints[0])
+
+    def debrief(self, width: int = 88, indent: str = "") -> list[str]:
+        """``why`` and ``next_question`` as text lines (code spans without their backticks), wrapped
+        to ``width``: for a learner whose answer is correct, never before."""
+        lines = []
+        for label, text in (("Why it is right", self.why), ("Next question", self.next_question)):
+            if text:
+                lines += textwrap.wrap(f"{label}: {text.replace('`', '')}", width=width, initial_indent=indent,
+                                       subsequent_indent=indent + "  ", break_on_hyphens=False)
+        return lines

@@ -1,15 +1,17 @@
 """What each problem and each unit needs, and which parts are missing.
 
 A problem is complete with: its declaration in the registry (statement, at least two hints, a
-public example), hidden cases (each requirement of its statement quoted in the hidden record's
+public example, and its debrief: why a correct answer is right and the question an interviewer
+asks next, each ``MAX_DEBRIEF`` characters at most), hidden cases (each requirement of its statement quoted in the hidden record's
 ``requirements`` and exercised by two or more cases in every learner's draw; every requirement word
 of the statement inside a quoted requirement), a reference solution, at least four curated wrong answers (and
 their imports), at least three curated right answers unlike the reference (and their imports),
 its stub in the unit's problem notebook (the cell tagged ``answer-<id>``). A unit is complete
 with: its record (title, introduction, its notebook's import cell, the lesson and how many
 figures it draws), at least one drill, libraries the sandbox knows
-(``autograder/wall/libraries.py``) for its imports, and its row in the README's unit table with
-the registry's problem and point counts.
+(``autograder/wall/libraries.py``) for its imports, its row in the README's unit table with
+the registry's problem and point counts, and its item in the start notebook's unit list
+(``course/00_start_here.ipynb``: its title, lesson and problem notebook, as the registry has them).
 
 ``missing(parts)`` names each gap ("2.7 reference: no orbax_thing in solutions/unit2.py");
 ``parts`` holds where each kind of part is looked up, so a test can take one away and watch the
@@ -35,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MIN_WRONG = 4
 MIN_RIGHT = 3
 MIN_HINTS = 2
+MAX_DEBRIEF = 300  # characters of each half of a debrief (why, next question): read after a result, in a terminal
 
 
 def _hidden(p: registry.Problem):
@@ -157,6 +160,26 @@ def _readme_rows(readme: str) -> dict[int, tuple[int, int]]:
     return rows
 
 
+START = "course/00_start_here.ipynb"
+
+
+def _start_units(root: Path) -> dict[int, str]:
+    """Unit -> its item in the start notebook's unit list (the numbered list after **Units**)."""
+    path = root / START
+    if not path.exists():
+        return {}
+    nb = nbformat.read(str(path), as_version=4)
+    text = next((c.source for c in nb.cells if c.cell_type == "markdown" and "**Units**" in c.source), "")
+    text = text.split("**Units**", 1)[-1]
+    return {int(m.group(1)): " ".join(m.group(2).split())
+            for m in re.finditer(r"^(\d+)\. (.*?)(?=^\d+\. |^\S|\Z)", text, re.M | re.S)}
+
+
+def _start_item(unit) -> str:
+    """How the start notebook's list begins a unit's item."""
+    return f"*{unit.title}* (`{unit.lesson}`, `{unit.notebook}`)"
+
+
 # Learner ids whose hidden draws are counted: a requirement is exercised by the cases each of them gets.
 LEARNERS = ("ada", "grace", "linus", "margaret", "alan", "learner-17")
 MIN_CASES_PER_REQUIREMENT = 2
@@ -165,9 +188,7 @@ REQUIREMENT_WORDS = re.compile(r"(?<![\w-])(never|must|only|exactly|keeps?|kept|
 # Problems whose statements have not been read into a requirements map yet (issue 48): each is a
 # gap to close, listed here so that the check holds every other problem to its map. A problem
 # given a map must leave this list.
-NOT_YET_MAPPED: frozenset[str] = frozenset({
-    "5.1", "5.3", "6.1", "6.2",
-})
+NOT_YET_MAPPED: frozenset[str] = frozenset()
 
 
 def requirement_gaps(p: registry.Problem, hidden, learners=LEARNERS) -> list[str]:
@@ -220,6 +241,11 @@ def missing(parts: Parts | None = None) -> list[str]:
         where = f"{p.id} {p.function}"
         if not p.statement or len(p.hints) < MIN_HINTS or not p.examples:
             gaps.append(f"{where} declaration: needs a statement, {MIN_HINTS}+ hints and a public example")
+        for name in ("why", "next_question"):
+            text = getattr(p, name)
+            if not text.strip() or len(text) > MAX_DEBRIEF:
+                gaps.append(f"{where} debrief: its {name} is {'missing' if not text.strip() else f'{len(text)} characters'}"
+                            f" (autograder/units/unit{p.unit}.py: {MAX_DEBRIEF} characters at most, shown once it is correct)")
         hidden = parts.hidden(p)
         if hidden is None:
             gaps.append(f"{where} hidden cases: no HIDDEN[{p.function!r}] in autograder/hidden/unit{p.unit}.py")
@@ -255,6 +281,9 @@ def missing(parts: Parts | None = None) -> list[str]:
             gaps.append(f"{where} notebook: no stub in problems/{notebook} (python -m autograder notebooks)")
     readme = (parts.root / "README.md").read_text()
     rows = _readme_rows(readme)
+    listed = _start_units(parts.root)
+    for unit in sorted(set(listed) - {p.unit for p in parts.problems}):
+        gaps.append(f"unit {unit} start notebook: {START} lists a unit the registry does not have")
     for unit in sorted({p.unit for p in parts.problems}):
         ps = [p for p in parts.problems if p.unit == unit]
         record = parts.units.get(unit)
@@ -278,4 +307,7 @@ def missing(parts: Parts | None = None) -> list[str]:
         if rows.get(unit) != counts:
             noun = "problem" if counts[0] == 1 else "problems"
             gaps.append(f"unit {unit} README: its table row should say ({counts[0]} {noun}, {counts[1]} points)")
+        if not listed.get(unit, "").startswith(_start_item(record)):
+            gaps.append(f"unit {unit} start notebook: {START}'s unit list should have the item "
+                        f"'{unit}. {_start_item(record)}: ...'")
     return gaps

@@ -2,7 +2,7 @@
 import from a lower floor to a higher one, and no module too long to read whole.
 
 Floors, from the top: the front ends (CLI, batch, Gradescope, nbgrader, practice, drills, progress,
-release, notebook checks), the engine, the course's content (its registry, unit declarations and
+release, notebook checks, revision sheets), the engine, the course's content (its registry, unit declarations and
 hidden tests), the sandbox, the wall (what crosses to a worker), the ground (sources read, limits,
 text). A module may import its own floor and the floors below. ``ckptlab`` (the course's shared
 code) and ``solutions`` import nothing of the grader's."""
@@ -20,7 +20,7 @@ FLOORS = (
                "autograder.nbgrader", "autograder.practice", "autograder.drills",
                "autograder.progress", "autograder.release", "autograder.report", "autograder.public",
                "autograder.notebook", "autograder.problem_notebooks", "autograder.item_analysis",
-               "autograder.similarity")),
+               "autograder.similarity", "autograder.revision")),
     ("engine", ("autograder.engine",)),
     ("content", ("autograder.registry", "autograder.declarations", "autograder.units", "autograder.hidden")),
     ("sandbox", ("autograder.sandbox",)),

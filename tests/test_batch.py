@@ -196,7 +196,7 @@ def test_references_that_write_checkpoints_are_safe_under_concurrency(tmp_path):
 
 
 def test_a_class_graded_for_one_unit_is_scored_fed_back_and_summarised_on_that_unit_only(tmp_path, root):
-    """`grade-batch --unit 1`: totals out of Unit 1's 40 points, feedback and the summary on Unit 1's
+    """`grade-batch --unit 1`: totals out of Unit 1's 45 points, feedback and the summary on Unit 1's
     problems only; graded again for another choice, the results follow it. Before: every learner was
     graded out of 210, with 15 'No function named ...' sections for units nobody assigned."""
     import subprocess
@@ -217,9 +217,9 @@ def test_a_class_graded_for_one_unit_is_scored_fed_back_and_summarised_on_that_u
     unit1 = [p.id for p in registry.PROBLEMS if p.unit == 1]
     rows = run("--unit", "1")
     assert list(rows["ada"]) == ["learner", *unit1, "total", "max_total"]
-    assert rows["ada"]["total"] == "40" and rows["ada"]["max_total"] == "40" and rows["bob"]["total"] == "0"
+    assert rows["ada"]["total"] == "45" and rows["ada"]["max_total"] == "45" and rows["bob"]["total"] == "0"
     feedback = (out / "feedback" / "bob.md").read_text()
-    assert "Total: 0 / 40" in feedback and "2.1" not in feedback and "No function named" in feedback
+    assert "Total: 0 / 45" in feedback and "2.1" not in feedback and "No function named" in feedback
     summary = json.loads((out / "summary.json").read_text())
     assert [r["id"] for r in summary] == unit1
     rows = run("--only", "2.1", "1.1")  # another choice: graded again for it, in the course's order

@@ -40,7 +40,12 @@ def _drop_lesson(root):
 
 def _wrong_count(root):
     path = root / "README.md"
-    path.write_text(path.read_text().replace("(6 problems, 60 points)", "(5 problems, 50 points)"))
+    path.write_text(path.read_text().replace("(6 problems, 90 points)", "(5 problems, 75 points)"))
+
+
+def _drop_start_item(root):
+    path = root / "course" / "00_start_here.ipynb"
+    path.write_text(path.read_text().replace("2. *Sharded save layouts*", "2. *Sharded layouts*"))
 
 
 def _reference_source(p):
@@ -56,6 +61,11 @@ def _without(d, key):
 KINDS = {
     "declaration": (lambda parts, tmp: dataclasses.replace(parts, problems=tuple(
         dataclasses.replace(p, hints=p.hints[:1]) if p is P else p for p in parts.problems)), "2.3 orbax_chunk_shape declaration"),
+    "debrief": (lambda parts, tmp: dataclasses.replace(parts, problems=tuple(
+        dataclasses.replace(p, why="") if p is P else p for p in parts.problems)), "2.3 orbax_chunk_shape debrief: its why is missing"),
+    "a debrief too long": (lambda parts, tmp: dataclasses.replace(parts, problems=tuple(
+        dataclasses.replace(p, next_question=p.next_question * 3) if p is P else p for p in parts.problems)),
+        "2.3 orbax_chunk_shape debrief: its next_question is"),
     "hidden cases": (lambda parts, tmp: dataclasses.replace(
         parts, hidden=lambda p: None if p is P else _hidden(p)), "2.3 orbax_chunk_shape hidden cases"),
     "reference": (lambda parts, tmp: dataclasses.replace(
@@ -86,7 +96,11 @@ KINDS = {
     "drill": (lambda parts, tmp: dataclasses.replace(
         parts, drill_units=parts.drill_units - {2}), "unit 2 drill"),
     "README counts": (lambda parts, tmp: dataclasses.replace(
-        parts, root=_root_without(tmp, _wrong_count)), "unit 2 README: its table row should say (6 problems, 60 points)"),
+        parts, root=_root_without(tmp, _wrong_count)), "unit 2 README: its table row should say (6 problems, 90 points)"),
+    "start notebook's unit list": (lambda parts, tmp: dataclasses.replace(
+        parts, root=_root_without(tmp, _drop_start_item)),
+        "unit 2 start notebook: course/00_start_here.ipynb's unit list should have the item '2. *Sharded save layouts* "
+        "(`02_sharded_save_layouts.ipynb`, `unit2_sharded_save_layouts.ipynb`): ...'"),
 }
 
 

@@ -111,7 +111,7 @@ def test_a_unit_assignment_tried_locally_as_the_readme_says(tmp_path, capsys):
 
     zip_path = tmp_path / "unit1.zip"
     assert main(["gradescope", str(zip_path), "--unit", "1"]) == 0
-    assert "4 problems, 40 points" in capsys.readouterr().out
+    assert "4 problems, 45 points" in capsys.readouterr().out
     with zipfile.ZipFile(zip_path) as z:
         assert json.loads(z.read("assignment.json")) == {"problems": ["1.1", "1.2", "1.3", "1.4"]}
     notebook = tmp_path / "unit1_parameter_accounting.ipynb"

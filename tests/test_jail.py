@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from autograder import sandbox
+from autograder import registry, sandbox
 from autograder.sandbox import cgroups
 
 pytestmark = pytest.mark.skipif(bool(sandbox.strict_missing()), reason="this machine cannot give the strict level")
@@ -398,7 +398,7 @@ def test_where_namespaces_are_refused_the_level_is_strict_without_them_and_says_
                                str(tmp_path / "out"), "--quiet"), cwd=root, capture_output=True, text=True, timeout=300)
     assert batch.returncode == 0 and "Isolation: strict" in batch.stdout, batch.stdout + batch.stderr
     report = json.loads((tmp_path / "out" / "learners" / "ann.json").read_text())
-    assert report["score"] == 60, [(p["id"], p["message"]) for p in report["problems"] if p["score"] == 0]
+    assert report["score"] == sum(p.points for p in registry.PROBLEMS if p.unit == 4), [(p["id"], p["message"]) for p in report["problems"] if p["score"] == 0]
 
 
 # The strict level without namespaces, on this machine: the same jail, chosen directly.
@@ -555,7 +555,7 @@ def test_cgroups_a_killed_grader_left_are_removed_by_the_next_one_but_never_a_li
 
 _MEASURE_WITH_FEW_DESCRIPTORS = """
 import resource, sys
-from autograder import sandbox
+from autograder import registry, sandbox
 resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 print(sandbox.scratch_over(sys.argv[1], int(sys.argv[2]), 10**6))
 """

@@ -68,6 +68,15 @@ PROBLEMS = (
         difficulty="easy",
         category="accounting",
         tags=("linen", "counting"),
+        why=(
+            "A Linen module holds no weights: `init` returns them as a tree, a kernel (in_dim, features) and a "
+            "bias (features,), and the count is the sum of its leaves' sizes. The input matters only through its "
+            "last axis. The per-shard figure is an average: JAX splits each array into equal whole shards only."
+        ),
+        next_question=(
+            "A 7B-parameter model is sharded over 256 devices: why is total / 256 not what the fullest device "
+            "holds, and how would you compute what it really holds?"
+        ),
     ),
     Problem(
         id="1.2",
@@ -99,6 +108,15 @@ PROBLEMS = (
         difficulty="easy",
         category="accounting",
         tags=("nnx", "counting"),
+        why=(
+            "An NNX module keeps its variables on itself, and `nnx.state(model, nnx.Param)` is exactly the tree a"
+            " checkpoint of its parameters holds: the same kernel and bias as Linen's Dense, reached through the "
+            "object rather than returned by `init`."
+        ),
+        next_question=(
+            "The same layer is trained with AdamW in float32: how many bytes does its training checkpoint weigh, "
+            "and which part of it does a server need?"
+        ),
     ),
     Problem(
         id="1.3",
@@ -128,12 +146,21 @@ PROBLEMS = (
         difficulty="easy",
         category="accounting",
         tags=("dtypes", "bytes"),
+        why=(
+            "A checkpoint's bytes are elements x the stored dtype's itemsize. The shapes fix the element count, "
+            "so a cast changes only the itemsize; `jnp.dtype` knows names NumPy alone does not, such as bfloat16 "
+            "and float8_e4m3fn."
+        ),
+        next_question=(
+            "A 70B model trained with float32 master weights is served in bfloat16: how much disk and host memory"
+            " does each copy take, and where could a float32 copy sneak back into the serving path?"
+        ),
     ),
     Problem(
         id="1.4",
         function="nnx_param_table",
         signature=("seed", "layer_sizes"),
-        points=10,
+        points=15,
         title="Per-leaf parameter table of an NNX model",
         statement=(
             "Build `ckptlab.models.MLP(layer_sizes, rngs=nnx.Rngs(seed))` (Linear layers with "
@@ -158,5 +185,14 @@ PROBLEMS = (
         difficulty="medium",
         category="accounting",
         tags=("nnx", "pytrees"),
+        why=(
+            "NNX types its variables: filtering the state by `nnx.Param` keeps kernels, biases and BatchNorm's "
+            "scale and bias, and leaves out its running mean and var (`nnx.BatchStat`). The flat state's paths "
+            "are the names a checkpoint gives its arrays."
+        ),
+        next_question=(
+            "An eval job restores only the `nnx.Param` leaves of a training checkpoint into a model with "
+            "BatchNorm: what does BatchNorm normalise with, and how would you catch it before serving?"
+        ),
     ),
 )

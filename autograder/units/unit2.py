@@ -67,12 +67,21 @@ PROBLEMS = (
         difficulty="easy",
         category="layout",
         tags=("sharding",),
+        why=(
+            "A `NamedSharding` splits dimension i into as many equal shards as the product of the sizes of the "
+            "mesh axes `spec[i]` names. JAX raises rather than pad, so every device's shard has the same shape "
+            "and an uneven dimension is padded by hand."
+        ),
+        next_question=(
+            "Your vocabulary of 50,257 rows must be split over 8 devices: how would you pad it, where would you "
+            "record the real size, and what must every restore then do?"
+        ),
     ),
     Problem(
         id="2.2",
         function="device_index_domains",
         signature=("global_shape", "mesh_shape", "spec"),
-        points=10,
+        points=15,
         title="Which slice each device holds",
         statement=(
             "Return a dict `{device_id: index_domain}` for every device of the mesh, where an "
@@ -96,12 +105,21 @@ PROBLEMS = (
         difficulty="medium",
         category="layout",
         tags=("sharding",),
+        why=(
+            "A device's mesh coordinates come from its row-major position, and a dimension split over ('x', 'y') "
+            "numbers its shards with x most significant. Devices that differ only along axes the spec does not "
+            "use hold the same domain: they are replicas."
+        ),
+        next_question=(
+            "On a real pod the mesh's device order follows the physical topology, not device ids: how would you "
+            "find which host holds which slice, and why does that matter to a save?"
+        ),
     ),
     Problem(
         id="2.3",
         function="orbax_chunk_shape",
         signature=("global_shape", "mesh_shape", "spec", "replica_parallel=True"),
-        points=10,
+        points=15,
         title="The chunk shape Orbax writes",
         statement=(
             "Return, as a tuple, the chunk shape Orbax writes for this array. A chunk is normally "
@@ -130,12 +148,21 @@ PROBLEMS = (
         difficulty="medium",
         category="layout",
         tags=("orbax", "replicas"),
+        why=(
+            "Orbax writes each shard once in total: with replica-parallel saving, the R replicas split it along "
+            "the first dimension R divides and each writes its slice, so the chunk is that slice; otherwise "
+            "replica 0 writes the whole shard. Only who writes changes."
+        ),
+        next_question=(
+            "With replica-parallel on, a replicated bias is saved as eight tiny chunks: what does that cost on "
+            "object storage, and when would you turn it off?"
+        ),
     ),
     Problem(
         id="2.4",
         function="chunk_files",
         signature=("global_shape", "chunk_shape", "zarr_format=2"),
-        points=10,
+        points=15,
         title="The chunk files inside a leaf's folder",
         statement=(
             "Return the names of the chunk files Orbax writes inside an array's folder (the layout "
@@ -159,12 +186,20 @@ PROBLEMS = (
         difficulty="medium",
         category="layout",
         tags=("orbax", "zarr"),
+        why=(
+            "With `use_ocdbt=False` every chunk is its own file, named by its grid position ('0.1' in zarr 2, "
+            "'c/0/1' in zarr 3), and the grid has ceil(global / chunk) chunks per dimension."
+        ),
+        next_question=(
+            "A large model saved one file per chunk writes hundreds of thousands of small files: what does that "
+            "cost on GCS or a parallel file system, and how does OCDBT, Orbax's default, avoid it?"
+        ),
     ),
     Problem(
         id="2.5",
         function="bytes_written_per_device",
         signature=("global_shape", "itemsize", "mesh_shape", "spec", "replica_parallel=True"),
-        points=10,
+        points=20,
         title="Bytes each device writes",
         statement=(
             "Return `{device_id: bytes}` for every device of the mesh (0 for devices that write "
@@ -193,13 +228,22 @@ PROBLEMS = (
         difficulty="hard",
         category="accounting",
         tags=("orbax", "replicas", "bytes"),
+        why=(
+            "A shard's replicas are the devices with its index domain, and together they write it once: "
+            "replica-parallel splits its bytes R ways, otherwise replica 0, the first in the mesh's device order,"
+            " writes it all. The devices' bytes always add up to the array's."
+        ),
+        next_question=(
+            "If replica 0 of every shard sits on one host, what happens to save time, and what would you change "
+            "to spread the writes?"
+        ),
     ),
     Problem(
         id="2.6",
         function="bytes_written_per_host",
         signature=("global_shape", "itemsize", "mesh_shape", "spec", "devices_per_host",
                    "replica_parallel=True"),
-        points=10,
+        points=15,
         title="Bytes each host writes",
         statement=(
             "Devices are grouped into hosts of `devices_per_host` consecutive device ids (host h "
@@ -220,5 +264,13 @@ PROBLEMS = (
         difficulty="medium",
         category="accounting",
         tags=("orbax", "hosts", "bytes"),
+        why=(
+            "A host writes what its devices write, and a save takes about the slowest host's bytes over that "
+            "host's bandwidth: summing problem 2.5's bytes by host gives the very figure that sets the save time."
+        ),
+        next_question=(
+            "A 64-host job takes 10 minutes to checkpoint while the storage could take far more: how would you "
+            "find out whether one host is the bottleneck, and what would you change first?"
+        ),
     ),
 )

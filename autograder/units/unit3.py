@@ -42,7 +42,7 @@ PROBLEMS = (
         id="3.1",
         function="chunks_to_read",
         signature=("global_shape", "chunk_shape", "mesh_shape", "spec"),
-        points=10,
+        points=15,
         title="Which saved chunks each target device reads",
         statement=(
             "A checkpoint stores an array of `global_shape` in chunks of `chunk_shape` (which divides "
@@ -70,12 +70,21 @@ PROBLEMS = (
         difficulty="medium",
         category="layout",
         tags=("restore", "reads"),
+        why=(
+            "A chunk is stored, compressed, as one unit, so a device reads every chunk its slice overlaps, whole:"
+            " along a dimension, start // c to ceil(stop / c) - 1, and the chunks are the product of those "
+            "ranges."
+        ),
+        next_question=(
+            "If the checkpoint were stored uncompressed, could a reader fetch only the bytes its slice needs, and"
+            " what would that cost on disk and on the write side?"
+        ),
     ),
     Problem(
         id="3.2",
         function="read_amplification",
         signature=("global_shape", "chunk_shape", "mesh_shape", "spec", "devices_per_host"),
-        points=10,
+        points=20,
         title="Read amplification of a restore, host by host",
         statement=(
             "With the inputs of problem 3.1, the target devices run on hosts (processes) of "
@@ -105,12 +114,21 @@ PROBLEMS = (
         difficulty="hard",
         category="layout",
         tags=("restore", "reads"),
+        why=(
+            "Within one process Orbax restores identical slices once and TensorStore shares a chunk read in "
+            "flight, but hosts share nothing: each reads every chunk its devices overlap at least once. Read cost"
+            " grows with hosts, not devices; your ratio is that floor."
+        ),
+        next_question=(
+            "A real restore reads 1.6x this floor on one host: what could explain the excess, and how would you "
+            "measure where it comes from?"
+        ),
     ),
     Problem(
         id="3.3",
         function="restore_resharded",
         signature=("ckpt_dir", "mesh", "specs"),
-        points=20,
+        points=15,
         title="Restore a checkpoint onto another mesh",
         statement=(
             "`ckpt_dir` holds a checkpoint saved with `ocp.StandardCheckpointer` on 8 devices; `mesh` is a "
@@ -138,12 +156,21 @@ PROBLEMS = (
         difficulty="medium",
         category="orbax",
         tags=("restore", "orbax"),
+        why=(
+            "A target of `ShapeDtypeStruct`s with shardings tells Orbax where each array must live, and the "
+            "checkpoint's metadata gives shapes and dtypes without a read. Orbax reads each target shard from the"
+            " saved chunks, so the 8-device layout is never built."
+        ),
+        next_question=(
+            "What does each host read if the target mesh spans two hosts, and how would you make that read "
+            "cheaper?"
+        ),
     ),
     Problem(
         id="3.4",
         function="restore_error",
         signature=("saved_shape", "target_shape", "mesh_shape", "spec"),
-        points=10,
+        points=15,
         title="Name the error a bad restore target raises",
         statement=(
             "An array of `saved_shape` was saved; it is restored with a target of `target_shape` sharded "
@@ -170,5 +197,14 @@ PROBLEMS = (
         difficulty="medium",
         category="debugging",
         tags=("restore", "errors"),
+        why=(
+            "Each refusal comes from its own layer: JAX will not build a sharding on an axis the mesh lacks, "
+            "Orbax will not read a shape unlike the stored one, and JAX will not split a dimension the mesh does "
+            "not divide. Only `strict=False` pads or truncates instead."
+        ),
+        next_question=(
+            "Which restore mistakes raise nothing at all, and what check would you run before every production "
+            "restore to catch them?"
+        ),
     ),
 )

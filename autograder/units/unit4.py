@@ -83,12 +83,21 @@ PROBLEMS = (
         difficulty="easy",
         category="formats",
         tags=("safetensors", "format"),
+        why=(
+            "A safetensors file describes itself: 8 bytes of little-endian length, a JSON header, then raw "
+            "row-major data, so every tensor's dtype, shape and offsets are known after 8 + N bytes. Checking N "
+            "against the file's size first keeps a damaged length from a huge read."
+        ),
+        next_question=(
+            "Why is a safetensors file safe to load from an untrusted model hub where a pickled checkpoint is "
+            "not, and what else does its layout make possible?"
+        ),
     ),
     Problem(
         id="4.2",
         function="index_domain_to_byte_runs",
         signature=("bounds", "global_shape", "itemsize", "base"),
-        points=10,
+        points=15,
         title="From a shard's index domain to byte runs",
         statement=(
             "A tensor of `global_shape` is stored row-major (C order) from byte `base` of a file, "
@@ -119,6 +128,15 @@ PROBLEMS = (
         difficulty="medium",
         category="layout",
         tags=("safetensors", "reads"),
+        why=(
+            "In a row-major tensor the trailing dimensions taken whole are contiguous: the first dimension that "
+            "is not whole, walking back from the last, sets each run's length, and a run starts at every index of"
+            " the dimensions before it."
+        ),
+        next_question=(
+            "A column shard of a 4096 x 4096 float32 tensor is 4096 small runs: how long would reading them take "
+            "on object storage at 20 ms a request, and what would you change?"
+        ),
     ),
     Problem(
         id="4.3",
@@ -150,6 +168,15 @@ PROBLEMS = (
         difficulty="easy",
         category="layout",
         tags=("reads",),
+        why=(
+            "Every read has a fixed cost (a system call, a round trip to object storage), so merging runs across "
+            "small gaps trades bytes read in vain for fewer reads; a sorted sweep that keeps the furthest end "
+            "merges touching, overlapping and nested runs alike."
+        ),
+        next_question=(
+            "How would you choose the gap allowance for local NVMe and for GCS, and what measurement would tell "
+            "you it is right?"
+        ),
     ),
     Problem(
         id="4.4",
@@ -193,12 +220,21 @@ PROBLEMS = (
         difficulty="hard",
         category="formats",
         tags=("safetensors", "reads", "io"),
+        why=(
+            "Seeking to each run and reading exactly its bytes from an unbuffered file makes the kernel count "
+            "little beyond the header and the shard; a buffered file fetches a whole buffer per small read, so "
+            "strided runs silently read what lies between them."
+        ),
+        next_question=(
+            "How would you read the same shard from GCS or S3 instead of a local file, and how many requests "
+            "would a column shard take?"
+        ),
     ),
     Problem(
         id="4.5",
         function="best_presharding",
         signature=("global_shape", "itemsize", "mesh_shape", "spec", "candidates", "devices_per_host"),
-        points=10,
+        points=20,
         title="Which pre-sharded chunk shape loads fastest",
         statement=(
             "A weight of `global_shape` (`itemsize` bytes per element) will be loaded onto the mesh "
@@ -226,5 +262,14 @@ PROBLEMS = (
         difficulty="hard",
         category="layout",
         tags=("presharding", "reads"),
+        why=(
+            "A host reads every chunk its devices overlap, once and whole, so the bytes read depend on how the "
+            "chunk grid lines up with the load layout's slices: matching chunks read each byte once per host that"
+            " needs it, misaligned ones read whole chunks on every host."
+        ),
+        next_question=(
+            "A checkpoint pre-sharded for one mesh loads slowly on every other: how would you decide which layout"
+            " to store, or whether to keep two copies?"
+        ),
     ),
 )

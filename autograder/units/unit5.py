@@ -45,7 +45,7 @@ PROBLEMS = (
         id="5.1",
         function="training_state_bytes",
         signature=("params", "specs", "mesh_shape", "devices_per_host", "mu_dtype=None", "accumulate=1"),
-        points=10,
+        points=15,
         title="What a training state weighs on each host",
         statement=(
             "A job trains with `nnx.Optimizer(model, tx, wrt=nnx.Param)`, where `tx = optax.adamw(learning_rate, "
@@ -84,12 +84,21 @@ PROBLEMS = (
         difficulty="medium",
         category="accounting",
         tags=("training", "optimizer", "bytes"),
+        why=(
+            "AdamW's mu and nu are shaped like the parameters and sharded as they are; `mu_dtype` changes mu "
+            "alone, `MultiSteps` adds an accumulator of its own, and the scalar counters are written by replica "
+            "0. Asking optax with `eval_shape` lists every leaf and dtype."
+        ),
+        next_question=(
+            "Your model's optimizer state no longer fits the hosts at checkpoint time: what would you shard, "
+            "offload or cast, and what does each choice cost at resume?"
+        ),
     ),
     Problem(
         id="5.2",
         function="latest_restorable_step",
         signature=("ckpt_root",),
-        points=20,
+        points=15,
         title="The step to resume from, after a preemption",
         statement=(
             "`ckpt_root` is the folder an Orbax `CheckpointManager` saved into, steps 1, 2, ... (or "
@@ -121,6 +130,15 @@ PROBLEMS = (
         difficulty="medium",
         category="fault-tolerance",
         tags=("training", "preemption", "orbax"),
+        why=(
+            "A step is safe only once committed: named by its step alone (the rename finished) and holding "
+            "`commit_success.txt` (the in-place writer finished). Orbax's default checks trust a step written in "
+            "place, and a committed step must still prove itself by restoring."
+        ),
+        next_question=(
+            "Your checkpoints live in a bucket and a preemption hits mid-save: how would you make the resume "
+            "logic robust, and how would you test it before it matters?"
+        ),
     ),
     Problem(
         id="5.3",
@@ -132,7 +150,7 @@ PROBLEMS = (
             "Train `training.make_model(seed)` with `training.make_optimizer(model)` for `total_steps` steps: "
             "training step s (from 0) runs `step(model, optimizer, x, y)`, `step = training.train_step()`, on the "
             "next batch `x, y = next(batches)` of `batches = training.Batches(seed)`. The job checkpoints into "
-            "`ckpt_dir` with an Orbax `CheckpointManager` (or Orbax v1's `ocp.v1.training.Checkpointer`, which keeps one), "
+            "`ckpt_dir` with an Orbax `CheckpointManager` (or Orbax v1's `ocp.v1.training.Checkpointer`, which holds one), "
             "one step per training step: step s holds the state "
             "after s training steps as two items, `state` (`training.train_state(model, optimizer)`) and `data` "
             "(the pipeline's position, `batches.get_state()`). It may be killed at any moment and started again "
@@ -168,5 +186,14 @@ PROBLEMS = (
         difficulty="hard",
         category="fault-tolerance",
         tags=("training", "preemption", "orbax"),
+        why=(
+            "A resume is exact only when the model, the optimizer and the data position come from one committed "
+            "step: the manager's latest step says where to start, a restore into the fresh state's shapes puts "
+            "them back, and waiting for the last commit keeps the final step."
+        ),
+        next_question=(
+            "With async saves, how much training can a preemption cost at worst, and how would you use the "
+            "preemption notice to lose less?"
+        ),
     ),
 )

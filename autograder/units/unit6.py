@@ -55,7 +55,7 @@ PROBLEMS = (
         id="6.1",
         function="restore_for_serving",
         signature=("ckpt_dir", "mesh", "specs"),
-        points=20,
+        points=15,
         title="Restore the parameters for serving, within a memory budget",
         statement=(
             "`ckpt_dir` holds a training checkpoint saved with `ocp.StandardCheckpointer` on 8 devices: "
@@ -91,6 +91,15 @@ PROBLEMS = (
         difficulty="medium",
         category="orbax",
         tags=("serving", "restore", "memory"),
+        why=(
+            "Everything happens in the target: `partial_restore` leaves the moments unread, a bfloat16 dtype has "
+            "TensorStore cast each chunk as it is read, and the serving shardings make each device read its own "
+            "slice, so no float32 copy of the model is ever whole."
+        ),
+        next_question=(
+            "A hundred serving replicas start at once from one checkpoint in a bucket: where is the bottleneck, "
+            "and how would you cut their start-up time?"
+        ),
     ),
     Problem(
         id="6.2",
@@ -133,5 +142,14 @@ PROBLEMS = (
         difficulty="hard",
         category="formats",
         tags=("serving", "safetensors", "conversion", "memory"),
+        why=(
+            "Memory stays near one tensor because each is read by its offsets, placed on the mesh and handed to "
+            "Orbax's partial save before the next is read, and the checkpoint is finalized once; a whole-file "
+            "read or one save of the whole tree holds the model at once."
+        ),
+        next_question=(
+            "The model comes as 30 safetensors files totalling 140 GB: how would you spread the conversion over "
+            "several hosts, and what must they agree on?"
+        ),
     ),
 )

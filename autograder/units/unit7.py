@@ -116,6 +116,15 @@ PROBLEMS = (
         category="orbax",
         seen_in=("Orbax issues #332 and #683 (a restore after a move to fewer devices) and MaxText PR #3192 (a replicated restore on 16 CPU devices, OOM-killed)"),
         tags=("topology", "restore", "memory"),
+        why=(
+            "Without a target, Orbax looks up the saved device ids, which another machine may lack. The metadata "
+            "records each array's shape, dtype and saved spec, and a spec names mesh axes, not sizes, so a target"
+            " built from it places every array once, on the new mesh."
+        ),
+        next_question=(
+            "The new machine's mesh names its axes differently from the saved one ('fsdp' where 'data' was): how "
+            "would you map the saved specs, and what would catch a wrong mapping?"
+        ),
     ),
     Problem(
         id="7.2",
@@ -159,6 +168,15 @@ PROBLEMS = (
         category="orbax",
         seen_in=("Orbax issue #2972 (a smaller target 'silently loads partial weights'), MaxText PR #4341 (missing weights zero-filled) and int32 counters restored as float32"),
         tags=("migration", "restore", "silent failures"),
+        why=(
+            "Orbax's cast on restore and `partial_restore` say nothing when they lose a value, so the checks come"
+            " first, from the metadata alone: every saved leaf placed or dropped on purpose, every target leaf "
+            "provided, every shape and dtype equal. Only then is a partial restore safe."
+        ),
+        next_question=(
+            "After the migration, how would you show that the new model computes what the old one did, and what "
+            "control would prove your check can fail?"
+        ),
     ),
     Problem(
         id="7.3",
@@ -199,6 +217,15 @@ PROBLEMS = (
         difficulty="medium",
         category="debugging",
         tags=("inspection", "comparison"),
+        why=(
+            "The metadata answers missing, extra and mismatched without reading a value. Values need a "
+            "definition: relative, symmetric in x and y, no absolute term, NaN equal to NaN, integers compared "
+            "exactly; one leaf at a time keeps both models out of memory."
+        ),
+        next_question=(
+            "Two 1 TB checkpoints must be compared every night: how would you make that cheap without missing a "
+            "changed value?"
+        ),
     ),
     Problem(
         id="7.4",
@@ -248,5 +275,14 @@ PROBLEMS = (
         category="orbax",
         seen_in=("MaxText's `generate_param_only_checkpoint.py` (`force_unroll`: the whole training state restored, then every layer sliced while the stack is alive) and MaxText issue #528 (layers scanned along `param_scan_axis` 1, not 0)"),
         tags=("migration", "scanned layers", "memory"),
+        why=(
+            "Peak memory is what is alive at once: one array restored to the host as NumPy (one copy, however "
+            "many devices held it), its layers written with Orbax's partial save, both let go before the next. A "
+            "layer's spec is the stack's without its scan-axis entry."
+        ),
+        next_question=(
+            "For a 400B-parameter scanned model, how much host memory does restoring the whole state first take, "
+            "and how would you split the conversion over several hosts?"
+        ),
     ),
 )
