@@ -190,44 +190,6 @@ def cmd_gradescope(args) -> int:
     return 0
 
 
-def cmd_gradescope_try(args) -> int:
-    import tempfile
-    import zipfile
-
-    from autograder.gradescope import try_locally
-
-    tree = Path(args.tree) if args.tree else Path(tempfile.mkdtemp(prefix="gradescope-tree-"))
-    try:
-        previous = [json.loads(Path(p).read_text()) for p in args.previous]
-        from autograder.sandbox.cgroups import parse_bytes
-
-        results = try_locally(Path(args.zip), [Path(p) for p in args.submissions], tree, args.learner, previous=previous,
-                              memory=parse_bytes(args.memory) if args.memory else None, cpus=args.cpus)
-    except (OSError, RuntimeError, ValueError, zipfile.BadZipFile) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"Gradescope tree: {tree} (results/results.json is what Gradescope would show)")
-    measured = tree / "results" / "container.json"
-    if measured.exists():
-        limits = json.loads(measured.read_text())
-        own, total = limits.get("own_peak"), limits.get("memory")
-        print(f"Inside {total / 2**20 if total else 0:,.0f} MiB and {limits['cpus'] or 'all the'} CPUs: graded in "
-              f"{limits['seconds']:.0f} s; the processes' own memory (not the page cache, which the kernel reclaims) peaked at "
-              + (f"{own / 2**20:,.0f} MiB ({own / total:.0%} of the container's)" if own and total else "(not measured here)"))
-    for t in results.get("tests", []):
-        print(f"  {t['name']}: {t['status']}, {t['score']:g}/{t['max_score']:g} (shown to the learner: {t['visibility']})")
-    print(results.get("output", ""))
-    return 0
-
-
-def cmd_gradescope_run(args) -> int:
-    from autograder.gradescope import run
-
-    results = run(Path(args.root), args.isolation)
-    print(f"score {results['score']:g}; results in {Path(args.root) / 'results' / 'results.json'}")
-    return 0
-
-
 def cmd_nbgrader(args) -> int:
     from autograder.nbgrader_course import assignments, write_course
 
@@ -459,11 +421,11 @@ def build_parser() -> argparse.ArgumentParser:
     gt.add_argument("--memory", metavar="SIZE", help="run it within this much memory, as Gradescope's container does "
                                                      "(its default: 768M); emulated with cgroups, as root")
     gt.add_argument("--cpus", type=float, metavar="N", help="and this many CPUs (Gradescope's default: 0.5)")
-    gt.set_defaults(func=cmd_gradescope_try)
+    gt.set_defaults(func=lambda a: importlib.import_module("autograder.gradescope").try_command(a))
     gr = sub.add_parser("gradescope-run", help="(inside Gradescope) grade /autograder/submission")
     gr.add_argument("--root", default="/autograder", help="the Gradescope tree (default: /autograder)")
     isolation_arg(gr, "strict")  # run_autograder passes CKPT_ISOLATION, if the instructor set it
-    gr.set_defaults(func=cmd_gradescope_run)
+    gr.set_defaults(func=lambda a: importlib.import_module("autograder.gradescope").run_command(a))
     c = sub.add_parser("check", help="run every problem's public examples (what the notebook check cells run)")
     submission_args(c, "check")
     c.add_argument("--worker-limits", action="store_true", help="run under the grader's worker limits (memory, files)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 import zipfile
 from pathlib import Path
@@ -349,3 +350,41 @@ def run(root: Path, isolation: str = "strict") -> dict:
     results.setdefault("extra_data", {COUNTED: False})  # (not graded: not an attempt)
     atomic_write(root / "results" / "results.json", json.dumps(results, indent=1))
     return results
+
+
+# --- the command line's gradescope-try and gradescope-run (autograder/cli.py) ---------------------
+
+def try_command(args) -> int:
+    """``python -m autograder gradescope-try``: run a zip's grading of submissions here, as Gradescope would."""
+    import tempfile
+    import zipfile
+
+    tree = Path(args.tree) if args.tree else Path(tempfile.mkdtemp(prefix="gradescope-tree-"))
+    try:
+        previous = [json.loads(Path(p).read_text()) for p in args.previous]
+        from autograder.sandbox.cgroups import parse_bytes
+
+        results = try_locally(Path(args.zip), [Path(p) for p in args.submissions], tree, args.learner, previous=previous,
+                              memory=parse_bytes(args.memory) if args.memory else None, cpus=args.cpus)
+    except (OSError, RuntimeError, ValueError, zipfile.BadZipFile) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"Gradescope tree: {tree} (results/results.json is what Gradescope would show)")
+    measured = tree / "results" / "container.json"
+    if measured.exists():
+        limits = json.loads(measured.read_text())
+        own, total = limits.get("own_peak"), limits.get("memory")
+        print(f"Inside {total / 2**20 if total else 0:,.0f} MiB and {limits['cpus'] or 'all the'} CPUs: graded in "
+              f"{limits['seconds']:.0f} s; the processes' own memory (not the page cache, which the kernel reclaims) peaked at "
+              + (f"{own / 2**20:,.0f} MiB ({own / total:.0%} of the container's)" if own and total else "(not measured here)"))
+    for t in results.get("tests", []):
+        print(f"  {t['name']}: {t['status']}, {t['score']:g}/{t['max_score']:g} (shown to the learner: {t['visibility']})")
+    print(results.get("output", ""))
+    return 0
+
+
+def run_command(args) -> int:
+    """``python -m autograder gradescope-run``: what the zip's run_autograder calls."""
+    results = run(Path(args.root), args.isolation)
+    print(f"score {results['score']:g}; results in {Path(args.root) / 'results' / 'results.json'}")
+    return 0

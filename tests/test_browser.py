@@ -241,7 +241,7 @@ def test_a_class_feedback_page_renders_its_markdown_and_wraps(browser, tmp_path)
     try:
         page.goto((tmp_path / "res" / "feedback" / "ada.html").as_uri())
         body_text = page.inner_text("body")
-        assert "Total: 0 / 40" in body_text and "2.1" not in body_text  # Unit 1 only
+        assert "Total: 0 / 45" in body_text and "2.1" not in body_text  # Unit 1 only
         assert "`" not in body_text  # Markdown code spans render as code, not as backticks
         assert "//" in page.locator("code").all_inner_texts()
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")  # long lines wrap

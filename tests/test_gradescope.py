@@ -122,7 +122,7 @@ def test_a_unit_assignment_tried_locally_as_the_readme_says(tmp_path, capsys):
     results = json.loads((tree / "results" / "results.json").read_text())
     _validate(results)
     assert [t["number"] for t in results["tests"]] == ["1.1", "1.2", "1.3", "1.4"]
-    assert "Total: 0 / 40" in results["output"] and "Total: 0 / 40" in out
+    assert "Total: 0 / 45" in results["output"] and "Total: 0 / 45" in out
     assert (tree / "source" / "run_autograder").is_file() and (tree / "submission" / notebook.name).is_file()
     # The tree must be new: a second run does not mix its files into the first.
     assert main(["gradescope-try", str(zip_path), str(notebook), "--tree", str(tree)]) == 2

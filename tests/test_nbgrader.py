@@ -161,7 +161,7 @@ def test_gradebook_scores_equal_the_autograder(course):
     book = _gradebook(course)
     with open(course / "grades.csv", newline="") as f:
         totals = {row["student_id"]: float(row["score"]) for row in csv.DictReader(f) if row["assignment"] == f"unit{UNIT}"}
-    expected_totals = {"ada": 40.0, "bob": 20.0, "cy": 10.0, "dan": 40.0, "eve": 0.0, "fay": 10.0}
+    expected_totals = {"ada": 45.0, "bob": 20.0, "cy": 10.0, "dan": 45.0, "eve": 0.0, "fay": 10.0}
     assert totals == expected_totals
     for student in STUDENTS:
         report = grade([course / "submitted" / student / f"unit{UNIT}" / NOTEBOOK], student,
@@ -230,7 +230,7 @@ def test_a_notebook_without_test_cells_is_graded_by_function_name(course):
         assert f"def {p.function}(" in sources[test - 1], (p.id, sources[test - 1][:200])
     log = (course / "autograde.log").read_text()
     assert "fay's unit1_parameter_accounting.ipynb has no test cell for 1.1, 1.2, 1.3, 1.4" in log
-    assert "fay's unit1_parameter_accounting.ipynb: 10/40 (1.1 correct, 1.2 incorrect" in log
+    assert "fay's unit1_parameter_accounting.ipynb: 10/45 (1.1 correct, 1.2 incorrect" in log
     assert "SAWarning" not in log  # nbgrader's known, harmless SQLAlchemy warnings are hidden
 
 
