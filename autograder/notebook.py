@@ -154,7 +154,7 @@ class ProblemHandle:
             try:
                 real_args = _real_args(ex.args)
                 with _reading(p) as reads:
-                    got = fn(*real_args)
+                    got = p.returns.run_example(fn, ex.args, real_args)
             except NotImplementedError:
                 return CheckResult(p, "not_attempted", "still the stub: replace `raise NotImplementedError` with your code.")
             except Exception as exc:  # noqa: BLE001 - show the learner their own traceback

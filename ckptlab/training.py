@@ -1,12 +1,15 @@
 """A small training run to checkpoint for real (Unit 5): an NNX model, an ``nnx.Optimizer`` with
-optax's AdamW, batches that depend only on the step, and a loop that saves with Orbax's
-``CheckpointManager`` and resumes from the latest complete step.
+optax's AdamW, a data pipeline with a position (:class:`Batches`), and a loop that saves with
+Orbax's ``CheckpointManager`` and resumes from the latest complete step.
 
-Every batch is a pure function of ``(seed, step)``, so the RNG state to save is the step counter
-itself: a run resumed from step k computes, bit for bit, what an uninterrupted run computes.
+Each step of a manager holds two items: the training state, and the pipeline's position
+(``batches.get_state()``). A run resumed from step k restores both (``batches.set_state``), so it
+trains on the batches that come next and computes, bit for bit, what an uninterrupted run computes.
+(:func:`batch`, a pure function of ``(seed, step)``, is the lesson's batch for timing steps.)
 
 Run as a program (``python -m ckptlab.training ROOT --steps N``) it is the process the lesson
-kills from outside; it prints one line per event (``step k``, ``save k``, ``done``), flushed.
+kills from outside; it prints one line per event (``resume k``, ``step k``, ``save k``, ``done``),
+flushed.
 """
 
 from __future__ import annotations
@@ -140,10 +143,14 @@ def manager(root: str, *, save_every: int = 1, max_to_keep: int | None = 3, comm
     return ocp.CheckpointManager(os.path.abspath(root), options=options)
 
 
-def save_args(state: dict, step: int):
+def save_args(state: dict, position: dict):
+    """What one step of a manager saves: the training state (``StandardSave``) and the data
+    pipeline's position (``JsonSave`` of ``batches.get_state()``), the two items of :data:`ITEMS`."""
     import orbax.checkpoint as ocp
 
-    return ocp.args.Composite(state=ocp.args.StandardSave(state), data=ocp.args.JsonSave({"next_step": step}))
+    if not isinstance(position, dict):
+        raise TypeError(f"the data item is the pipeline's position, batches.get_state() (a dict), not {position!r}")
+    return ocp.args.Composite(state=ocp.args.StandardSave(state), data=ocp.args.JsonSave(position))
 
 
 def restore_args(model, optimizer):
@@ -155,28 +162,30 @@ def restore_args(model, optimizer):
 
 def run(root: str, steps: int, *, seed: int = 0, save_every: int = 1, max_to_keep: int | None = 3,
         commit_file: bool = False, log=None) -> tuple[object, object, list[int]]:
-    """Train to ``steps`` steps, resuming from the latest step in ``root``; save every
-    ``save_every`` steps and at the end. Returns (model, optimizer, the steps this call ran)."""
+    """Train to ``steps`` steps on ``Batches(seed)``, resuming from the latest step in ``root`` (a
+    step is the number of steps trained: its training state and the pipeline's position, both
+    restored); save every ``save_every`` steps and at the end. Returns (model, optimizer, the steps
+    this call ran)."""
     model = make_model(seed)
     optimizer = make_optimizer(model)
+    batches = Batches(seed)
     step_fn = train_step()
     mngr = manager(root, save_every=save_every, max_to_keep=max_to_keep, commit_file=commit_file)
-    start = 0
-    latest = mngr.latest_step()
-    if latest is not None:
-        restored = mngr.restore(latest, args=restore_args(model, optimizer))
+    start = mngr.latest_step() or 0
+    if start:
+        restored = mngr.restore(start, args=restore_args(model, optimizer))
         load_train_state(model, optimizer, restored["state"])
-        start = restored["data"]["next_step"]
+        batches.set_state(restored["data"])
     say = log or (lambda line: None)
     say(f"resume {start}")
     ran = []
     for step in range(start, steps):
-        x, y = batch(seed, step)
+        x, y = next(batches)
         step_fn(model, optimizer, x, y)
         ran.append(step)
         say(f"step {step}")
         if (step + 1) % save_every == 0 or step + 1 == steps:
-            mngr.save(step + 1, args=save_args(train_state(model, optimizer), step + 1))
+            mngr.save(step + 1, args=save_args(train_state(model, optimizer), batches.get_state()))
             say(f"save {step + 1}")
     mngr.wait_until_finished()
     mngr.close()
@@ -201,6 +210,23 @@ def uninterrupted_params(total_steps: int, seed: int) -> dict:
     for _ in range(int(total_steps)):
         x, y = next(batches)
         step(model, optimizer, x, y)
+    return params_of(model)
+
+
+def resumed_without_position(total_steps: int, seed: int, at: int) -> dict:
+    """What a run of problem 5.3 ends with when it is started again at step ``at`` and restores the
+    training state but not the pipeline's position: the state after ``at`` steps, then the steps that
+    remain on a fresh ``Batches(seed)``, epoch 0 again (a resume that saved the step as its data item,
+    or never called ``batches.set_state``). The notebook's check tells this mistake by it."""
+    model = make_model(seed)
+    optimizer = make_optimizer(model)
+    step = train_step()
+    batches = Batches(seed)
+    for _ in range(int(at)):
+        step(model, optimizer, *next(batches))
+    batches = Batches(seed)  # the position lost
+    for _ in range(int(total_steps) - int(at)):
+        step(model, optimizer, *next(batches))
     return params_of(model)
 
 
@@ -232,9 +258,10 @@ def planted_runs(total_steps: int, seed: int, plant_seed: int) -> dict:
     after s steps, of a run the learner cannot compute (another model, another pipeline, from
     ``plant_seed``), which the grader writes into that step in place of the saved one; and
     ``final[s]``, the parameters a run ends with (by :func:`params_of`'s paths) when it restores
-    that planted state and the saved data position and trains the steps that remain; and
-    ``uninterrupted``, the parameters after all the steps, nothing planted
-    (:func:`uninterrupted_params`)."""
+    that planted state and the saved data position and trains the steps that remain;
+    ``fresh_data[s]``, what it ends with when it restores the planted state but not the position (a
+    fresh pipeline, epoch 0 again: the mistake the grader names); and ``uninterrupted``, the
+    parameters after all the steps, nothing planted (:func:`uninterrupted_params`)."""
     total_steps = int(total_steps)
     step = train_step()
     # One model and optimizer for every run, loaded with each run's values: a new model would
@@ -263,16 +290,18 @@ def planted_runs(total_steps: int, seed: int, plant_seed: int) -> dict:
     saved = states(seed, seed)
     uninterrupted = params_of(model)
     other = states(plant_seed, plant_seed)
-    final = {}
+    final, fresh_data = {}, {}
     for s in range(1, total_steps + 1):
-        load(other[s][0])
-        batches = Batches(seed)
-        batches.set_state(saved[s][1])
-        for _ in range(total_steps - s):
-            step(model, optimizer, *next(batches))
-        final[s] = params_of(model)
+        for out, position in ((final, saved[s][1]), (fresh_data, None)):
+            load(other[s][0])
+            batches = Batches(seed)
+            if position is not None:
+                batches.set_state(position)
+            for _ in range(total_steps - s):
+                step(model, optimizer, *next(batches))
+            out[s] = params_of(model)
     return {"saved": {s: v[0] for s, v in saved.items()}, "planted": {s: v[0] for s, v in other.items()},
-            "final": final, "uninterrupted": uninterrupted}
+            "final": final, "fresh_data": fresh_data, "uninterrupted": uninterrupted}
 
 
 def main(argv=None) -> int:

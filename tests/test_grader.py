@@ -449,3 +449,47 @@ def test_a_notebook_check_leaves_no_files_behind(tmp_path, monkeypatch, root):
     assert problem("4.4").check(namespace["read_shard"]).passed
     assert problem("4.4").check(lambda *args: None).status == "incorrect"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("ckpt-example-")], list(tmp_path.iterdir())
+
+
+# What the notebook's check of 5.3 says of a curated wrong answer: its second example, a run stopped
+# after step 2 committed and started again, names the rule broken.
+CHECKED_5_3 = {
+    "copies_the_lessons_old_resume": "a resumed run must continue the data where it stopped",
+    "forgets_the_batches_position": "a resumed run must continue the data where it stopped",
+    "never_restores": "a run must go on from the latest committed step (2 here): restore it",
+    "starts_over": "a run must go on from the latest committed step (2 here): restore it",
+    "never_saves": "its last step must be committed on disk",
+    "parameters_only": "restore the whole training state",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHECKED_5_3))
+def test_the_notebook_check_of_5_3_catches_a_resume_that_loses_its_place(name):
+    """Issue 49's miss: a resume copied from Lesson 5 as it was (the step saved as the data item, the
+    batches drawn from a fresh pipeline) passed the check, whose only example was a fresh folder, and
+    failed the grader. The second example fails it, and the other wrong resumes, with the rule."""
+    from autograder.notebook import problem
+
+    source = next(s for n, s, *_ in WRONG["5.3"] if n == name)
+    namespace: dict = {}
+    exec(HEADERS["5.3"] + source, namespace)  # noqa: S102 - a curated wrong answer, run as a notebook would
+    result = problem("5.3").check(namespace["train_with_preemption"])
+    assert result.status == "incorrect" and result.message.startswith("example 2: "), result
+    assert CHECKED_5_3[name] in result.message, result
+
+
+def test_the_notebook_check_of_5_3_passes_the_reference_and_every_right_answer():
+    """Its second example holds no curated right answer back: each names its step folders its own way
+    (step_4, 00000004), or saves with Orbax v1's training Checkpointer, and each runs first to step 2
+    in the folder it then resumes from."""
+    from autograder.notebook import problem
+    from solutions import unit5
+    from tests.right_answers import HEADERS as RIGHT_HEADERS, RIGHT
+
+    assert len(registry.get("5.3").examples) == 2
+    assert problem("5.3").check(unit5.train_with_preemption).status == "correct"
+    for name, source in RIGHT["5.3"]:
+        namespace: dict = {}
+        exec(RIGHT_HEADERS["5.3"] + source, namespace)  # noqa: S102 - a curated right answer
+        result = problem("5.3").check(namespace["train_with_preemption"])
+        assert result.status == "correct", (name, result)

@@ -209,6 +209,11 @@ def test_every_variant_of_every_kind_has_words():
         "is changed>")
     folder = kinds.RunFolder(kills=(("commit", 2), ("mid_save", 3)), plant=7)
     assert "7" not in in_words(folder) and "SIGKILL" in in_words(folder)
+    left = in_words(kinds.RunFolder(left_at=2))  # a run stopped after step 2, started again (5.3's example 2)
+    assert "already run once, with total_steps 2" in left and "started again" in left and "fresh" not in left, left
+    # (the hidden cases' folders, left_at 0, keep the repr they had)
+    assert repr(folder) == "RunFolder(kills=(('commit', 2), ('mid_save', 3)), plant=7)"
+    assert repr(kinds.RunFolder(left_at=2)) == "RunFolder(kills=(), plant=0, left_at=2)"
     assert repr(kinds.MeshArg((("x", 2),))) == "MeshArg(axes=(('x', 2),))"
     assert in_words((kinds.MeshArg((("x", 2),)),)) == "(Mesh {'x': 2},)"
     assert in_words({"w": kinds.SpecArg((None, ("x", "y")))}) == "{'w': PartitionSpec(None, ('x', 'y'))}"

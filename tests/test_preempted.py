@@ -213,6 +213,51 @@ def train_with_preemption(ckpt_dir, total_steps, seed):
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+_STEPS = """
+import os
+import time
+
+
+def train_with_preemption(ckpt_dir, total_steps, seed):
+    os.makedirs(ckpt_dir, exist_ok=True)
+    done = sorted(int(n) for n in os.listdir(ckpt_dir)
+                  if n.isdigit() and os.path.exists(os.path.join(ckpt_dir, n, "commit_success.txt")))
+    first = FIRST
+    if total_steps < 0:
+        raise ValueError("no such run")
+    for step in range(first + 1, total_steps + 1):
+        folder = os.path.join(ckpt_dir, str(step))
+        os.makedirs(folder, exist_ok=True)
+        time.sleep(0.05)
+        open(os.path.join(folder, "commit_success.txt"), "w").write("ok")
+    return {}, first
+"""
+
+
+@pytest.mark.parametrize(("first", "left_at", "restarted", "error"), [
+    ("done[-1] if done else 0", 2, False, None),  # goes on from where the first run stopped
+    ("0", 2, True, None),                          # starts over: it saves steps 1 and 2 again
+    ("done[-1] if done else 0", -1, False, "ValueError"),  # the first run raises: its error is the case's
+])
+def test_a_run_left_at_a_step_runs_first_to_that_step_then_starts_again(first, left_at, restarted, error):
+    """5.3's second public example in the grader, as the notebook's check runs it: a first worker,
+    given total_steps=left_at, ends by itself (nothing killed); the case's run starts in the folder it
+    left, and the outcome says where it should have resumed (the step that first run committed)."""
+    workdir = sandbox.new_workdir()
+    args = files.realize((kinds.RunFolder(left_at=left_at), 5, 0), workdir)
+    try:
+        outcome, last, made = preempted.run_case(_STEPS.replace("FIRST", first), "train_with_preemption", args, (),
+                                                 timeout=30, workdir=workdir, level=best_isolation(), left_at=left_at)
+        assert made == 0, outcome
+        if error:
+            assert outcome["error"]["type"] == error and "value" not in outcome, outcome
+            return
+        assert outcome["resumed_at"] == 2 and outcome["committed_after"] == 5, outcome
+        assert outcome["restarted"] == restarted and outcome["value"][1] == (0 if restarted else 2), outcome
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def test_problem_5_3_is_graded_through_real_kills():
     p = registry.get("5.3")
     assert p.mode == "preempted" and p.returns.describe.startswith("a tuple (params, first_step)")

@@ -131,6 +131,30 @@ def test_orbax_default_check_trusts_a_save_cut_short_in_place(tmp_path):
         ocp.StandardCheckpointer().restore(half / "state")
 
 
+def test_the_courses_run_saves_the_pipelines_position_and_resumes_from_it(tmp_path):
+    """Lesson 5's loop (training.run) is what problem 5.3 asks for: each step's data item is the
+    pipeline's position (batches.get_state() after that many steps), and a run started again restores
+    it and the state and ends, bit for bit, as a run never interrupted; one that restored the state
+    but not the position (the mistake 5.3's second example tells) ends elsewhere."""
+    import json
+
+    from ckptlab import training
+
+    root = tmp_path / "run"
+    _, _, ran = training.run(str(root), 2, seed=3)
+    batches = training.Batches(3)
+    next(batches), next(batches)
+    assert json.loads((root / "2" / "data" / "metadata").read_text()) == batches.get_state()
+    model, optimizer, ran_again = training.run(str(root), 4, seed=3)
+    assert (ran, ran_again) == ([0, 1], [2, 3])
+    got, want = training.params_of(model), training.uninterrupted_params(4, 3)
+    assert sorted(got) == sorted(want) and all(np.array_equal(got[k], want[k]) for k in want)
+    lost = training.resumed_without_position(4, 3, 2)
+    assert not all(np.array_equal(got[k], lost[k]) for k in got)
+    with pytest.raises(TypeError, match="pipeline's position"):  # the lesson's old call, save_args(state, step)
+        training.save_args(training.train_state(model, optimizer), 2)
+
+
 def _train(root, out, kill_after=None, steps=8):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_"))}
     proc = subprocess.Popen([sys.executable, "-m", "ckptlab.training", str(root), "--steps", str(steps),

@@ -109,7 +109,8 @@ def plant_state(folder: str, step: int, table: dict, *, workdir: str, level: str
 
 
 def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: float, workdir: str, level: str,
-             memory_bytes: int = sandbox.DEFAULT_MEMORY, plant_table=None) -> tuple[dict | None, sandbox.RunResult, int]:
+             memory_bytes: int = sandbox.DEFAULT_MEMORY, plant_table=None,
+             left_at: int = 0) -> tuple[dict | None, sandbox.RunResult, int]:
     """Run one case to its end, preempting it at each of ``kills``. Returns (the case's outcome as
     the last worker gave it, with ``preempted`` (kills made), ``planned`` and ``restarted`` (a run
     saved again a step at or below where it should have resumed), or None when the last worker
@@ -119,9 +120,15 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
     With ``plant_table`` (a function giving :func:`autograder.sandbox.trusted.planted_runs`'s table for this case), once every
     kill is made and before the last run starts, the latest
     committed step is read back and another state planted in it (:func:`plant_state`): the outcome
-    then says ``planted_at`` (that step) and ``plant_expected`` (the parameters a run restoring it
-    ends with), or ``plant_problem`` (why the step could not be planted). The trusted computation
-    this needs runs beside the learner's first runs."""
+    then says ``planted_at`` (that step), ``plant_expected`` (the parameters a run restoring it
+    ends with) and ``plant_fresh_data`` (those of a run restoring it but not the data's position:
+    a mistake the hidden tests name), or ``plant_problem`` (why the step could not be planted). The trusted computation
+    this needs runs beside the learner's first runs.
+
+    With ``left_at`` (k, a :class:`~autograder.wall.kinds.RunFolder`'s), a worker first runs the
+    function in the fresh folder with ``total_steps=k``, to its end, unkilled, as the notebook's
+    check runs that public example; the case's runs then start in what it left. A first run that
+    gives no answer, or raises, is the case's outcome (its error is the one to report)."""
     folder = next(leaf for leaf in codec.leaves(args) if isinstance(leaf, str) and os.path.basename(leaf).startswith("run-"))
     step_of("0")  # (Orbax, which reads step names, imported here: not on the watcher's thread, mid-run)
     made = 0
@@ -142,17 +149,21 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
 
         computing = threading.Thread(target=compute, daemon=True, name="ckpt-planted-runs")
         computing.start()
+    leading = bool(left_at)  # the first run, with total_steps=left_at, still to come
     for _ in range(MAX_RUNS):
         start = max(committed_steps(folder), default=0)
-        kill = kills[made] if made < len(kills) else None
+        kill = None if leading else kills[made] if made < len(kills) else None
         if computing is not None and kill is None and made and start and not planted:
             computing.join()
             if "failure" in table:
                 raise table["failure"]
             problem, expected = plant_state(folder, start, table, workdir=workdir, level=level)
-            planted.update({"plant_problem": problem} if problem else {"planted_at": start, "plant_expected": expected})
+            planted.update({"plant_problem": problem} if problem else {
+                "planted_at": start, "plant_expected": expected,
+                "plant_fresh_data": table.get("fresh_data", {}).get(start)})
         since = time.time()
-        worker = sandbox.Worker(source, function, [args], timeout=timeout, workdir=workdir, level=level,
+        run_args = (args[0], int(left_at), *args[2:]) if leading else args
+        worker = sandbox.Worker(source, function, [run_args], timeout=timeout, workdir=workdir, level=level,
                                 memory_bytes=memory_bytes, keep_scratch=True, exit_when_done=True,
                                 compile_cache=True)
         killed, again = threading.Event(), threading.Event()
@@ -185,6 +196,9 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
             made += 1
             killed_seconds += last.seconds
             continue
+        if leading and last.status == "ok" and not last.setup and last.cases and "value" in last.cases[0]:
+            leading = False  # it ended by itself, as asked: the case's own runs start in what it left
+            continue
         break
     last.seconds, last.code_seconds, last.killed_seconds = total, code, killed_seconds
     outcome = last.cases[0] if last.status == "ok" and not last.setup and last.cases else None
@@ -213,7 +227,8 @@ def run(plan, prepared, level: str) -> sandbox.RunResult:
             run_folder = next(leaf for leaf in codec.leaves(case.args) if isinstance(leaf, kinds.RunFolder))
             outcome, last, made = run_case(plan.source, plan.problem.function, args, run_folder.kills,
                                            timeout=plan.timeout, workdir=workdir, level=level,
-                                           plant_table=_table_for(plan, run_folder, args))
+                                           plant_table=_table_for(plan, run_folder, args),
+                                           left_at=run_folder.left_at)
             result.seconds += last.seconds
             result.code_seconds += last.code_seconds
             result.killed_seconds += last.killed_seconds

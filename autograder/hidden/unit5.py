@@ -362,11 +362,14 @@ def _uninterrupted_params(total_steps: int, seed: int) -> dict:
 
 def _expected_after(expected, out):
     """Where the grader planted a state before the last run (engine/preempted.plant_state): the
-    parameters a run restoring it ends with; the uninterrupted run's stay third, and whether a run
-    saved again a step it should have resumed from fourth (for diagnoses)."""
+    parameters a run restoring it ends with; the uninterrupted run's stay third, whether a run
+    saved again a step it should have resumed from fourth, and the parameters of a run that
+    restored the planted state but not the data's position fifth (None where nothing was planted;
+    for diagnoses)."""
     params, first = expected
     planted = out.get("plant_expected")
-    return (params if planted is None else planted, first, params, bool(out.get("restarted")))
+    return (params if planted is None else planted, first, params, bool(out.get("restarted")),
+            None if planted is None else out.get("plant_fresh_data"))
 
 
 def _run_outcome(args, out):
@@ -388,6 +391,8 @@ def _diagnose_run(args, actual, expected):
         return "keys"
     if len(expected) > 3 and expected[3]:
         return "restarted"  # (a run that started over ends as if nothing had been planted, too)
+    if len(expected) > 4 and expected[4] is not None and ExactArrays().equal(actual[0], expected[4]):
+        return "position_lost"  # the planted state restored, the batches drawn again from epoch 0
     if len(expected) > 2 and expected[0] is not expected[2] and ExactArrays().equal(actual[0], expected[2]):
         return "not_from_disk"  # a state was planted, and the run ended as if none had been
     return None
@@ -415,6 +420,10 @@ RUN = Hidden(
                          "the grader replaced that step's state with another valid one, and your run ended as if it "
                          "had not (it trained again from scratch, or from a copy kept elsewhere). Restore the state "
                          "and the position from the step itself.",
+        "position_lost": "A resumed run must continue the data where it stopped: yours restored the training "
+                         "state, then trained on the batches of a fresh pipeline (epoch 0 again). Save the "
+                         "pipeline's position, `batches.get_state()`, as each step's `data` item, and after "
+                         "restoring the step put it back with `batches.set_state(...)`.",
         "restarted": "Right parameters, but after a kill your run saved again a step that was already committed: "
                      "it started over instead of resuming from the latest committed step.",
         "lost_final_save": "Right parameters, but the last save was lost: your function returned while it was "

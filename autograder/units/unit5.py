@@ -173,13 +173,17 @@ PROBLEMS = (
             "One save holds both items (`ocp.args.Composite`: a `StandardSave` and a `JsonSave`), and a restore "
             "asks for them the same way: the state with a target built from your freshly made state (its shapes, "
             "dtypes and shardings), the position as JSON. `training.load_train_state` and `batches.set_state` "
-            "put them back.",
+            "put them back (Lesson 5's `training.save_args(state, batches.get_state())` and "
+            "`training.restore_args(model, optimizer)` build the two `Composite`s).",
             "`save()` returns before its step commits, and your process ends with your function: wait for the "
             "manager before returning. A fresh `Batches` serves epoch 0 again: a run that does not restore the "
             "position trains on the wrong batches.",
         ),
         examples=(
             Example((RunFolder(), 3, 0), None, "three steps in a fresh folder, not interrupted"),
+            Example((RunFolder(left_at=2), 4, 0), None,
+                    "a run stopped after step 2 committed (your function, called first with total_steps 2), "
+                    "started again for 4 steps: it must go on from step 2, on the batches that come next"),
         ),
         timeout=60.0,
         mode="preempted",

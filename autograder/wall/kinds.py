@@ -363,10 +363,24 @@ class RunFolder:
     step at least k beyond where it started is under way. The folder outlives each worker: the next
     one, started with the same arguments, finds what the last one left. ``plant``, when not 0, seeds
     the state the grader plants in the latest committed step before the last run
-    (:func:`autograder.engine.preempted.plant_state`): hidden, so no learner can compute it."""
+    (:func:`autograder.engine.preempted.plant_state`): hidden, so no learner can compute it.
+
+    ``left_at``, when not 0, makes the folder one a run has already trained in: before the case's
+    run, the same function runs once in the fresh folder with ``total_steps=left_at``, to its end
+    (its steps 1 to ``left_at`` committed), and the case's run starts again in what it left: it must
+    go on from step ``left_at``, on the batches that come next. The notebook's check can kill no
+    run (the learner's code runs in the kernel), so this is how a public example stops one
+    (:meth:`autograder.wall.problem_returns.ResumedRun.run_example`); the grader does the same
+    (:func:`autograder.engine.preempted.run_case`), so the example means one thing in both."""
 
     kills: tuple = ()
     plant: int = 0
+    left_at: int = 0
+
+    def __repr__(self) -> str:
+        # as the dataclass wrote it before left_at: the hidden cases' folders (left_at 0) read the same
+        extra = f", left_at={self.left_at!r}" if self.left_at else ""
+        return f"RunFolder(kills={self.kills!r}, plant={self.plant!r}{extra})"
 
 
 @dataclass(frozen=True)

@@ -134,23 +134,69 @@ class ResumedRun(ReturnSpec):
         """The parameters only: where a run started is the hidden tests' to check."""
         return ExactArrays().equal(actual[0], expected[0])
 
+    def run_example(self, fn, args, real_args):
+        """In a folder a run has already trained in (:class:`~autograder.wall.kinds.RunFolder`'s
+        ``left_at``, k): the function first runs there with ``total_steps=k``, to its end, as the
+        grader runs it (a notebook cannot kill it), then again with the example's arguments, the run
+        started again. The latest committed step between the two calls, where the second must go on
+        from, is noted on the path (``left``) for :meth:`check_example`."""
+        from autograder.wall.kinds import RunFolder
+        from ckptlab.preempt import committed_steps
+
+        folder = args[0]
+        if isinstance(folder, RunFolder) and folder.left_at:
+            fn(real_args[0], folder.left_at, *real_args[2:])
+            real_args[0].left = max(committed_steps(real_args[0]), default=0)
+        return fn(*real_args)
+
     def check_example(self, args, real_args, got) -> str | None:
-        """A public example's run is never interrupted: it starts at 0 and ends as training never
-        saved does (:func:`ckptlab.training.uninterrupted_params`, computed in this same process)."""
-        from ckptlab.training import uninterrupted_params
+        """A public example's run is never killed: in a fresh folder it starts at 0; in a folder a run
+        of k steps left (``left_at``), it must go on from step k. Either way it ends as training never
+        saved does (:func:`ckptlab.training.uninterrupted_params`, computed in this same process), and
+        a resume that ends otherwise is told the rule it broke (the data's position lost, told by
+        :func:`ckptlab.training.resumed_without_position`, or the state)."""
+        from ckptlab.training import resumed_without_position, uninterrupted_params
 
         bad = self.type_error(got)
         if bad:
             return bad
-        want = uninterrupted_params(args[1], args[2])
+        total, seed = int(args[1]), int(args[2])
+        left_at = getattr(args[0], "left_at", 0)
+        want = uninterrupted_params(total, seed)
         if set(got[0]) != set(want):
             return "the keys are not the model's parameter paths: return training.params_of(model)"
-        if not self.equal(got, (want, 0)):
-            return ("the parameters differ from a run of the same steps never interrupted: check the batches "
-                    "(one next(batches) per step) and the number of steps")
-        if int(got[1]) != 0:
-            return f"first_step is {got[1]}, but a run in a fresh folder starts from step 0"
-        return None
+        first = int(got[1])
+        if not left_at:
+            if not self.equal(got, (want, 0)):
+                return ("the parameters differ from a run of the same steps never interrupted: check the batches "
+                        "(one next(batches) per step) and the number of steps")
+            if first != 0:
+                return f"first_step is {got[1]}, but a run in a fresh folder starts from step 0"
+            return None
+        at = getattr(real_args[0], "left", None)
+        if at != left_at:
+            found = f"step {at}" if at else "no committed step"
+            return (f"when your function returns, its last step must be committed on disk: after it ran with "
+                    f"total_steps {left_at} in a fresh folder, the folder held {found}, not step {left_at}. Save step "
+                    "s + 1 after training step s, and wait for the manager (wait_until_finished) before returning")
+        if first != at:
+            if first == 0:
+                return (f"a run must go on from the latest committed step ({at} here): restore it (the manager's "
+                        "latest_step()) instead of training from step 0, train only the steps that remain, and "
+                        "return that step as first_step")
+            return (f"first_step is {first}, but a run must go on from the latest committed step ({at} here): "
+                    "restore that step, train only the steps that remain, and return it as first_step")
+        if self.equal(got, (want, at)):
+            return None
+        if self.equal(got, (resumed_without_position(total, seed, at), at)):
+            return (f"a resumed run must continue the data where it stopped: this one went on from step {at} with "
+                    "a fresh pipeline, which serves epoch 0 again, so it trained on the wrong batches. Save the "
+                    "pipeline's position, batches.get_state(), as each step's data item, and after restoring the "
+                    "step put it back with batches.set_state(...)")
+        return (f"resumed from step {at}, the run does not end with the parameters of a run never interrupted: "
+                "restore the whole training state (training.load_train_state: the optimizer's moments and step "
+                "too, not only the parameters) and the pipeline's position (batches.set_state), then train only "
+                "the steps that remain")
 
 
 @dataclass(frozen=True)

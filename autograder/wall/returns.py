@@ -71,6 +71,12 @@ class ReturnSpec(Protocol):
         where :attr:`checks_examples`; by default there is nothing to say."""
         return None
 
+    def run_example(self, fn, args, real_args):
+        """Call ``fn`` on a public example in the learner's kernel, as the notebook's check does, and
+        return what it returned; by default once, on ``real_args``. A spec whose example needs more
+        than one call (a run started again in the folder an earlier run left) says how here."""
+        return fn(*real_args)
+
 
 def type_name(value, detail: bool = True) -> str:
     """What the learner returned. Without ``detail`` (hidden cases) no shape or dtype is shown: a

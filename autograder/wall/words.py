@@ -174,7 +174,12 @@ def _preempted_root(arg: PreemptedRootArg) -> str:
 
 def _run_folder(arg: RunFolder) -> str:
     # (``plant`` stays unsaid: the grader's own, hidden)
-    text = "<a path for the run's checkpoints (a fresh folder: it does not exist yet)"
+    if arg.left_at:
+        text = (f"<a path for the run's checkpoints where this same function has already run once, with total_steps "
+                f"{arg.left_at}, to its end (its last step, {arg.left_at}, committed): this call is the run started "
+                "again there")
+    else:
+        text = "<a path for the run's checkpoints (a fresh folder: it does not exist yet)"
     if arg.kills:
         kills = [f"once {_plural(k, 'step')} beyond where it started had committed" if point == "commit"
                  else f"during a save of a step at least {k} beyond where it started" for point, k in arg.kills]

@@ -144,7 +144,36 @@ def _train(prepare="pass", latest="mngr.latest_step()", load="training.load_trai
 RUN = [
     ("parameters_only", _train(load="nnx_state = restored['state']['model']; "
                                     "__import__('flax').nnx.update(model, nnx_state)"), "incorrect", "optimizer's moments"),
-    ("forgets_the_batches_position", _train(position="pass"), "incorrect", "batches' position"),
+    ("forgets_the_batches_position", _train(position="pass"), "incorrect", "continue the data where it stopped"),
+    # Lesson 5's resume as it once was, copied: the step as the data item ({'next_step': s + 1}), read
+    # back as where to start, and the batches drawn from a fresh pipeline (no set_state). It passed
+    # the notebook's check while its only example was a fresh folder.
+    ("copies_the_lessons_old_resume", """
+import jax
+from ckptlab import training
+
+
+def train_with_preemption(ckpt_dir, total_steps, seed):
+    model = training.make_model(seed)
+    optimizer = training.make_optimizer(model)
+    batches = training.Batches(seed)
+    step = training.train_step()
+    mngr = ocp.CheckpointManager(ckpt_dir)
+    start = 0
+    latest = mngr.latest_step()
+    if latest is not None:
+        restored = mngr.restore(latest, args=training.restore_args(model, optimizer))
+        training.load_train_state(model, optimizer, restored["state"])
+        start = restored["data"]["next_step"]
+    for s in range(start, total_steps):
+        x, y = next(batches)
+        step(model, optimizer, x, y)
+        mngr.save(s + 1, args=ocp.args.Composite(state=ocp.args.StandardSave(training.train_state(model, optimizer)),
+                                                 data=ocp.args.JsonSave({"next_step": s + 1})))
+    mngr.wait_until_finished()
+    mngr.close()
+    return training.params_of(model), start
+""", "incorrect", "continue the data where it stopped"),
     ("resumes_one_step_too_far", _train(first="(latest + 1) if latest is not None else 0"), "incorrect",
      "train only the steps that remain"),
     ("never_saves", _train(save="pass"), "incorrect", "save a checkpoint after every step"),
