@@ -215,6 +215,9 @@ PROBLEMS = (
                      ((1, 3), (0, 5))), None,
                     "rows 1:3 of an int8 tensor stored after a 256 KiB one: it starts at data_start + "
                     "data_offsets[0], not where the data section starts"),
+            Example((SafetensorsArg((("step", (), "int64"), ("mask", (6, 4), "bool")), 1), "mask",
+                     ((2, 5), (0, 4))), None,
+                    "rows 2:5 of a BOOL tensor: one byte per element, returned as NumPy's bool"),
         ),
         count_reads=True,
         difficulty="hard",
