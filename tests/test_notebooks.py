@@ -109,7 +109,7 @@ SHOWS = {
         "save_interval_steps=2; save() saved at steps [1, 2, 4, 6, 8, 10]",
         # the bound from a plain synced write, the bytes counted by the kernel; the rest is the save's own work
         "every save at or above the one-host bound: True", "closer to its bound than the default save on 16 shards: True",
-        "the resumed run's parameters equal the uninterrupted run's, bit for bit: True",
+        "the resumed run's parameters equal the uninterrupted run's, bit for bit, and training.uninterrupted_params(12, 0)'s: True",
         # Orbax v1's training Checkpointer beside the manager: its policies, its blocking save, no restore
         "v1, every 2 or the first, latest 3  steps 1 to 10 offered: saved [1, 2, 4, 6, 8, 10], kept [6, 8, 10]",
         "ckptr.restore(latest): AttributeError: 'Checkpointer' object has no attribute 'restore'",
