@@ -7,13 +7,15 @@ local disk. Each command's text says what it reads; ``--json`` prints the same a
     python -m ckptlab measure PATH --mesh ... [--spec ...] [--hosts N]   # ckptlab.planning, for real
 
 Exit codes: 0 done (diff: the same model), 1 diff found a difference, 2 a path or an option this
-tool cannot use (the message says what to pass instead).
+tool cannot use (the message says what to pass instead). A checkpoint someone else wrote: see
+ckptlab.untrusted (plan, measure and diff take --max-chunks N and --max-bytes B).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import re
@@ -53,7 +55,29 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--hosts", type=int, default=1, help="processes the devices are split over (default 1)")
         cmd.add_argument("--step", type=int, default=None, help="the step of a CheckpointManager root")
         cmd.add_argument("--json", action="store_true", help="print JSON instead of text")
+    for name in ("plan", "measure", "diff"):  # what a checkpoint may declare beyond what it stores
+        sub.choices[name].add_argument("--max-chunks", type=int, default=None, metavar="N",
+                                       help="walk a chunk grid of up to N chunks (default: 65,536 and 64 per chunk "
+                                            "stored; a checkpoint declaring more is refused)")
+        sub.choices[name].add_argument("--max-bytes", default=None, metavar="B",
+                                       help="accept up to B bytes of values (64GiB; default: 1 GiB and 1,024 times "
+                                            "the bytes stored; plan counts no bytes)")
     return parser
+
+
+def _bounds(args) -> dict:
+    """--max-chunks and --max-bytes, as the functions take them (ckptlab.untrusted)."""
+    from ckptlab.untrusted import parse_size
+
+    return {"max_chunks": args.max_chunks, "max_bytes": None if args.max_bytes is None else parse_size(args.max_bytes)}
+
+
+def _step_metadata_warning(record) -> bool:
+    """False for absl's warning that a step's ``_CHECKPOINT_METADATA`` is not in the item folder read
+    (Orbax looks for it there on every metadata read of a manager's step, where the step folder, not
+    its item, holds it): the one record this tool's runs drop."""
+    return not (str(record.msg).startswith("Metadata file does not exist") and record.args
+                and str(record.args[0]).endswith("_CHECKPOINT_METADATA"))
 
 
 def main(argv=None) -> int:
@@ -65,6 +89,8 @@ def main(argv=None) -> int:
         if count >= 20 and sys.stderr.isatty():
             print(f"\r[{done}/{count}] {path[:60]:60}", end="" if path else "\n", file=sys.stderr, flush=True)
 
+    absl = logging.getLogger("absl")  # Orbax logs through absl's logger: filtered for this run only
+    absl.addFilter(_step_metadata_warning)
     try:
         if args.command == "inspect":
             if args.figure:  # the figure asks JAX for the saved mesh's devices; reading the metadata starts JAX
@@ -88,10 +114,11 @@ def main(argv=None) -> int:
 
             setup_devices(max(16, math.prod(mesh.values())))
             if args.command == "plan":
-                plan = planning.plan_restore(args.path, mesh, specs, args.hosts, args.step, progress=progress)
+                plan = planning.plan_restore(args.path, mesh, specs, args.hosts, args.step, progress=progress,
+                                             **_bounds(args))
                 print(json.dumps(plan.as_dict(), indent=1, default=list) if args.json else plan.text())
             else:
-                result = planning.measure_restore(args.path, mesh, specs, args.hosts, args.step)
+                result = planning.measure_restore(args.path, mesh, specs, args.hosts, args.step, **_bounds(args))
                 if args.json:
                     print(json.dumps({**result, "plan": result["plan"].as_dict()}, indent=1, default=list))
                 else:
@@ -99,9 +126,11 @@ def main(argv=None) -> int:
             return 0
         from ckptlab.diffing import diff_checkpoints
 
-        report = diff_checkpoints(args.a, args.b, args.rtol, progress=progress)
+        report = diff_checkpoints(args.a, args.b, args.rtol, progress=progress, **_bounds(args))
         print(json.dumps(report.as_dict(), indent=1) if args.json else report.text())
         return 0 if report.same else 1
     except (NotACheckpoint, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        absl.removeFilter(_step_metadata_warning)

@@ -14,7 +14,8 @@ and ``{"x": {"y": b}}`` are two leaves, the first printed quoted, ``"x/y"``):
 - ``shape``: another shape (values not compared); ``dtype``: another dtype; ``sharding``: saved
   with another mesh or spec (the values are compared all the same: a re-shard keeps them);
 - ``values``: leaves whose values differ: for an array, how many elements differ, the largest
-  difference found, and how many are a NaN against a number; for a leaf that is not an array (a
+  difference found, and how many are a NaN against a number, and where: the first element that
+  differs in row-major order, its index and its value on each side (``first``); for a leaf that is not an array (a
   string, kept outside the arrays), its value on each side (as Orbax restores it).
 
 Every leaf of either is in one of these, or among those compared and found the same.
@@ -31,6 +32,12 @@ nothing cached: it never holds both checkpoints, nor one whole array. Its memory
 chunks a block touches (TensorStore decodes a chunk whole: one of ``a``'s, and ``b``'s that overlap
 it), so it stays flat in the size of the checkpoints and grows with the size of their chunks. The tree, shapes, dtypes and shardings come
 from :mod:`ckptlab.inspection`, which reads the metadata only.
+
+It reads only what is stored: a chunk neither side stores a byte of holds the fill value on both
+(a sparse save, or a checkpoint from elsewhere declaring far more than it holds), and is not read
+where the two fill values are the same (:func:`stored_blocks`). A checkpoint declaring far more
+chunks or bytes than it stores is refused, unless ``max_chunks``/``max_bytes`` (``--max-chunks``,
+``--max-bytes``) accept it (:mod:`ckptlab.untrusted`).
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ckptlab.inspection import ArrayInfo, CheckpointInfo, inspect_checkpoint, leaf_keys, path_text
+from ckptlab.inspection import ArrayInfo, CheckpointInfo, inspect_checkpoint, leaf_keys, natural_key, path_text
 
 BLOCK_BYTES = 8 * 2**20
 
@@ -62,6 +69,9 @@ class DiffReport:
     not_arrays: list = field(default_factory=list)  # leaves that are not arrays in both (compared by value)
     kind: dict = field(default_factory=dict)  # path -> {"a": what a holds, "b": what b holds}
     unread: dict = field(default_factory=dict)  # path -> why its value could not be read (not compared)
+    # path -> where an array's values first differ (row-major): {"index": (i, j, ...), "a": its value in a,
+    # "b": in b, each as brief text}
+    first: dict = field(default_factory=dict)
     leaves: tuple = (0, 0)  # leaves in a, in b
 
     @property
@@ -74,7 +84,9 @@ class DiffReport:
     def as_dict(self) -> dict:
         return {"a": self.a, "b": self.b, "rtol": self.rtol, "same": self.same, "missing": self.missing,
                 "extra": self.extra, "kind": self.kind, "shape": self.shape, "dtype": self.dtype,
-                "sharding": self.sharding, "values": {p: _plain(d) for p, d in self.values.items()},
+                "sharding": self.sharding,
+                "values": {p: {**_plain(d), **({"first": {**self.first[p], "index": list(self.first[p]["index"])}}
+                                              if p in self.first else {})} for p, d in self.values.items()},
                 "compared": self.compared, "not_arrays": self.not_arrays, "unread": self.unread,
                 "leaves": {"a": self.leaves[0], "b": self.leaves[1]}}
 
@@ -95,15 +107,17 @@ class DiffReport:
         for p, why in self.unread.items():
             lines.append(f"not compared: {p} (its value could not be read: {why})")
         for p, d in self.values.items():
-            lines.append(f"values differ: {p} ({_difference(d)})")
+            lines.append(f"values differ: {p} ({_difference(d, self.first.get(p))})")
         lines.append("the same model" if self.same else "not the same")
         return "\n".join(lines)
 
 
-def _difference(d: dict) -> str:
+def _difference(d: dict, first: dict | None = None) -> str:
     if "elements" not in d:  # a leaf that is not an array
         return f"{d['a']!r} in a, {d['b']!r} in b"
     parts = [f"{d['elements']:,} element(s)"]
+    if first is not None:
+        parts[0] += f", first at {first['index']}: {first['a']} in a, {first['b']} in b"
     if d["max_abs"] is not None:
         parts.append(f"largest difference {d['max_abs']:.3g}")
     if d["nan"]:
@@ -160,14 +174,57 @@ def blocks(shape, itemsize: int, block_bytes: int = BLOCK_BYTES, chunk_shape=Non
         yield tuple(slice(c * b, min((c + 1) * b, n)) for c, b, n in zip(corner, block, shape))
 
 
+def stored_blocks(x: ArrayInfo, y: ArrayInfo, ta, tb, itemsize: int, block_bytes: int = BLOCK_BYTES,
+                  rtol: float = 0.0):
+    """The :func:`blocks` of ``x`` (``a``'s array, opened as ``ta``; ``y``, ``b``'s, as ``tb``) that
+    hold a chunk either side stores, in order: a chunk of ``x``'s grid that neither stores a byte of
+    is left out, each side reading its fill value there (only where the two fill values are the same),
+    so the blocks follow the chunks stored, not the size the records declare."""
+    from ckptlab.layout import grid_size, iter_chunks_overlapped
+
+    def present(info: ArrayInfo, chunk: tuple) -> set:  # its stored chunks' positions inside its grid
+        grid = [-(-n // c) for n, c in zip(info.shape, chunk)]
+        return {p for p in info.chunk_sizes if len(p) == len(grid) and all(0 <= i < g for i, g in zip(p, grid))}
+
+    shape = tuple(int(n) for n in x.shape)
+    cx, cy = (tuple(int(c) for c in (i.chunk_shape or i.shape)) for i in (x, y))
+    whole = not shape or any(len(c) != len(shape) or min(c) < 1 for c in (cx, cy))
+    if whole or not _same_fill(ta, tb, rtol):
+        yield from blocks(shape, itemsize, block_bytes, x.chunk_shape)
+        return
+    px, py = present(x, cx), present(y, cy)
+    if len(px) == grid_size(shape, cx) or len(py) == grid_size(shape, cy):  # every chunk stored (a save's own)
+        yield from blocks(shape, itemsize, block_bytes, cx)
+        return
+    wanted = set(px)
+    for q in py:  # b's stored chunks, on a's grid
+        wanted.update(iter_chunks_overlapped([(i * k, min((i + 1) * k, n)) for i, k, n in zip(q, cy, shape)], cx))
+    for corner in sorted(wanted):
+        start = [k * c for k, c in zip(corner, cx)]
+        extent = tuple(max(0, min(c, n - s)) for c, n, s in zip(cx, shape, start))
+        for inner in blocks(extent, itemsize, block_bytes):
+            yield tuple(slice(s + i.start, s + i.stop) for s, i in zip(start, inner))
+
+
+def _same_fill(ta, tb, rtol: float) -> bool:
+    """Whether the two arrays' fill values (what a chunk never stored reads as; zero where none is
+    given) are the same, as their values are compared."""
+    fills = [np.asarray(0 if t.fill_value is None else t.fill_value, dtype=t.dtype.numpy_dtype).reshape(1)
+             for t in (ta, tb)]
+    if rtol == 0 and fills[0].dtype != fills[1].dtype:
+        return False  # exactly: another dtype differs already
+    return _differing(*fills, rtol)[0] == 0
+
+
 def _wide(x: np.ndarray, complex_: bool) -> np.ndarray:
     """Values as float64, or complex128 where either side is complex (float64 would drop the imaginary part)."""
     return x.astype(np.complex128 if complex_ else np.float64).reshape(-1)
 
 
-def _differing(x: np.ndarray, y: np.ndarray, rtol: float) -> tuple[int, float | None, int]:
+def _differing(x: np.ndarray, y: np.ndarray, rtol: float) -> tuple[int, float | None, int, tuple | None]:
     """(elements that differ, the largest |x - y| among those where neither is a NaN (None if there is
-    none), how many differ as a NaN against a number) for one block."""
+    none), how many differ as a NaN against a number, and the first that differs in the block (row-major):
+    (its index in the block, its value in x, in y, as text), None if none) for one block."""
     complex_ = x.dtype.kind == "c" or y.dtype.kind == "c"
     if rtol == 0:
         size = x.dtype.itemsize  # the same dtype: another one was reported without reading
@@ -185,37 +242,55 @@ def _differing(x: np.ndarray, y: np.ndarray, rtol: float) -> tuple[int, float | 
             bad = ~(both_nan | np.where(either_inf, xf == yf, close))
     n = int(np.count_nonzero(bad))
     if not n:
-        return 0, 0.0, 0
+        return 0, 0.0, 0, None
+    at = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), x.shape))
+    first = (at, *_values_at(x[at], y[at]))
     xs, ys = x.reshape(-1)[bad], y.reshape(-1)[bad]
     if xs.dtype.kind in "iub" and ys.dtype.kind in "iub":  # exactly, as Python integers
-        return n, float(np.abs(xs.astype(object) - ys.astype(object)).astype(np.float64).max()), 0
+        return n, float(np.abs(xs.astype(object) - ys.astype(object)).astype(np.float64).max()), 0, first
     xf, yf = _wide(xs, complex_), _wide(ys, complex_)
     nan_x, nan_y = np.isnan(xf), np.isnan(yf)
     numbers = ~(nan_x | nan_y)  # both NaN: another payload or sign, the same value (a difference of bytes)
     with np.errstate(invalid="ignore", over="ignore"):
         gaps = np.abs(xf[numbers] - yf[numbers])
     largest = float(gaps.max()) if gaps.size else None
-    return n, largest, int(np.count_nonzero(nan_x ^ nan_y))
+    return n, largest, int(np.count_nonzero(nan_x ^ nan_y)), first
+
+
+def _values_at(u, v) -> tuple[str, str]:
+    """Two differing elements as brief text (NumPy's shortest digits for the dtype: ``0.5``, ``-0.0``,
+    ``nan``); where the texts are alike (two NaNs of other bytes), their bytes beside them."""
+    a, b = str(u), str(v)
+    if a == b:
+        a, b = (f"{t} (0x{np.asarray(w).tobytes()[::-1].hex()})" for t, w in ((a, u), (b, v)))
+    return a, b
 
 
 def diff_checkpoints(a, b, rtol: float = 0.0, block_bytes: int = BLOCK_BYTES, step_a: int | None = None,
-                     step_b: int | None = None, progress=None) -> DiffReport:
+                     step_b: int | None = None, progress=None, max_chunks: int | None = None,
+                     max_bytes: int | None = None) -> DiffReport:
     """Compare checkpoint ``b`` with checkpoint ``a`` (see the module's text). ``progress``, if given,
-    is called with (leaves done, leaves in all, path) before each leaf."""
+    is called with (leaves done, leaves in all, path) before each leaf. A checkpoint declaring far more
+    chunks or bytes than it stores is refused unless ``max_chunks``/``max_bytes`` allow it
+    (:mod:`ckptlab.untrusted`)."""
+    from ckptlab.untrusted import check_bounded
+
     if not (rtol >= 0 and math.isfinite(rtol)):
         raise ValueError(f"rtol must be a number at or above 0, not {rtol!r}")
     ia, ib = inspect_checkpoint(a, step_a), inspect_checkpoint(b, step_b)
+    for info in (ia, ib):
+        check_bounded(info, max_chunks, max_bytes)
     # by each leaf's keys, never its printed path alone: two leaves are never merged
     ma, mb = {x.keys: x for x in ia.arrays}, {x.keys: x for x in ib.arrays}
     oa, ob = {o.keys: o for o in ia.others}, {o.keys: o for o in ib.others}
     la, lb = ma.keys() | oa.keys(), mb.keys() | ob.keys()
     report = DiffReport(str(ia.path), str(ib.path), float(rtol), leaves=(len(la), len(lb)))
-    report.missing = [path_text(k) for k in sorted(la - lb)]
-    report.extra = [path_text(k) for k in sorted(lb - la)]
-    for k in sorted((ma.keys() & ob.keys()) | (oa.keys() & mb.keys())):
+    report.missing = [path_text(k) for k in sorted(la - lb, key=natural_key)]  # layers_2 before layers_10
+    report.extra = [path_text(k) for k in sorted(lb - la, key=natural_key)]
+    for k in sorted((ma.keys() & ob.keys()) | (oa.keys() & mb.keys()), key=natural_key):
         report.kind[path_text(k)] = {"a": _what(ma.get(k) or oa[k]), "b": _what(mb.get(k) or ob[k])}
-    _compare_others(ia, ib, sorted(oa.keys() & ob.keys()), report)
-    common = sorted(ma.keys() & mb.keys())
+    _compare_others(ia, ib, sorted(oa.keys() & ob.keys(), key=natural_key), report)
+    common = sorted(ma.keys() & mb.keys(), key=natural_key)
     for done, keys in enumerate(common):
         path = path_text(keys)
         if progress is not None:
@@ -232,15 +307,19 @@ def diff_checkpoints(a, b, rtol: float = 0.0, block_bytes: int = BLOCK_BYTES, st
                 continue  # exactly: another dtype is a difference already
         ta, tb = _open(ia, x), _open(ib, y)
         itemsize = max(ta.dtype.numpy_dtype.itemsize, tb.dtype.numpy_dtype.itemsize)
-        elements, largest, nan = 0, None, 0
-        for index in blocks(x.shape, itemsize, block_bytes, x.chunk_shape):
-            n, gap, k = _differing(np.asarray(ta[index].read().result()), np.asarray(tb[index].read().result()), rtol)
+        elements, largest, nan, first = 0, None, 0, None
+        for index in stored_blocks(x, y, ta, tb, itemsize, block_bytes, rtol):
+            n, gap, k, at = _differing(np.asarray(ta[index].read().result()), np.asarray(tb[index].read().result()), rtol)
+            spot = at and tuple(s.start + i for s, i in zip(index, at[0]))  # in the array, not the block
+            if at and (first is None or spot < first[0]):
+                first = (spot, *at[1:])
             elements, nan = elements + n, nan + k
             if gap is not None and n:
                 largest = gap if largest is None else max(largest, gap)
         report.compared += 1
         if elements:
             report.values[path] = {"elements": elements, "max_abs": largest, "nan": nan}
+            report.first[path] = {"index": first[0], "a": first[1], "b": first[2]}
     if progress is not None:
         progress(len(common), len(common), "")
     return report

@@ -27,12 +27,15 @@ checkpoint missing a record is refused with what to pass (or do) instead.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ckptlab.untrusted import check_contained
 
 _TMP = ".orbax-checkpoint-tmp"
 _PARTIAL = ".partial_save"  # Orbax v1's partial saves (PARTIAL_SAVE_SUFFIX in its partial/path.py)
@@ -69,6 +72,14 @@ class ArrayInfo:
     @property
     def nbytes(self) -> int:
         return int(math.prod(self.shape)) * _itemsize(self.dtype) if self.shape is not None else 0
+
+    @property
+    def grid(self) -> int:
+        """The chunks its records declare, by arithmetic (``chunks`` is those stored): the product of
+        ``ceil(dim / chunk)``, never a list of them."""
+        from ckptlab.layout import grid_size
+
+        return grid_size(self.shape, self.chunk_shape or self.shape)
 
 
 @dataclass
@@ -143,6 +154,12 @@ def path_text(keys) -> str:
     a quote) is quoted as JSON, so that ``{"x/y": a}`` (``"x/y"``) and ``{"x": {"y": b}}`` (``x/y``)
     never print alike."""
     return "/".join(json.dumps(k) if not k or "/" in k or k.startswith('"') else k for k in keys)
+
+
+def natural_key(keys) -> tuple:
+    """A sort key for a leaf's keys in natural order: the numbers in a key by value, so that
+    ``layers_2`` comes before ``layers_10`` (and ``2`` before ``10``); the keys themselves break ties."""
+    return tuple((tuple(int(t) if i % 2 else t for i, t in enumerate(re.split(r"(\d+)", k))), k) for k in keys)
 
 
 def leaf_keys(keypath) -> tuple:
@@ -245,7 +262,9 @@ def locate(path, step: int | None = None) -> tuple[Path, int | None, Path | None
     if not path.exists():
         raise NotACheckpoint(f"{path} does not exist: pass an Orbax checkpoint folder")
     if not path.is_dir():
-        raise NotACheckpoint(f"{path} is a file: pass the checkpoint's folder (the one holding _METADATA)")
+        from ckptlab.files import why_not_a_folder
+
+        raise NotACheckpoint(why_not_a_folder(path))
     if _TMP in path.name:
         raise NotACheckpoint(f"{path} is a checkpoint still being written (or abandoned by a killed save): "
                              "pass a committed step")
@@ -321,7 +340,7 @@ def _records(item: Path) -> bool:
     what = "Restore the folder from a copy, or pass another checkpoint"
     try:
         record = json.loads((item / "_METADATA").read_text())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # (nested deeper than Python's JSON reader goes)
         raise Damaged(f"{item}/_METADATA is damaged (not the JSON Orbax writes: {exc}): the tree it records "
                              f"cannot be read. {what}") from None
     if not isinstance(record, dict) or "tree_metadata" not in record:
@@ -336,6 +355,8 @@ def _records(item: Path) -> bool:
 def _orbax_tree(item: Path):
     import orbax.checkpoint as ocp
 
+    collecting = gc.isenabled()
+    gc.disable()  # Orbax makes objects per leaf, kept: a collection now and then would scan them all again
     try:
         meta = ocp.StandardCheckpointer().metadata(item)
         return meta.item_metadata.tree
@@ -343,12 +364,16 @@ def _orbax_tree(item: Path):
         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0]}" if str(exc) else type(exc).__name__
         raise Damaged(f"{item}: Orbax could not read its metadata ({reason}): a record it needs is missing or "
                              "damaged. Restore the folder from a copy, or pass another checkpoint") from exc
+    finally:
+        if collecting:
+            gc.enable()
 
 
 # ------------------------------------------------------------------------------ the whole
 def inspect_checkpoint(path, step: int | None = None) -> CheckpointInfo:
     """What the checkpoint at ``path`` holds, array by array (see the module's text)."""
     item, step, root = locate(path, step)
+    check_contained(item, absolute(path))  # before a byte of it is read: nothing outside the folder given
     try:
         ocdbt = _records(item)
         try:
@@ -363,28 +388,31 @@ def inspect_checkpoint(path, step: int | None = None) -> CheckpointInfo:
         raise Damaged(f"{exc}{_older(_steps(root), step)}") from None
     arrays, others = _leaves(item, tree, ocdbt, sizes)
     pending = sorted(p.name for p in root.iterdir() if _TMP in p.name) if root is not None else []
+    arrays, others = (sorted(x, key=lambda leaf: natural_key(leaf.keys)) for x in (arrays, others))  # layers_2, layers_10
     return CheckpointInfo(item, "ocdbt" if ocdbt else "zarr", step, arrays, others, pending, tree_bytes, tree)
 
 
 def _leaves(item: Path, tree, ocdbt: bool, sizes: dict) -> tuple[list, list]:
     import jax
 
+    from ckptlab.layout import chunk_index
+
     arrays, others = [], []
+    index = chunk_index(sizes) if ocdbt else {}  # every key read once, not once per array
     for keypath, meta in jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda x: hasattr(x, "storage"))[0]:
         keys = leaf_keys(keypath)
         if not hasattr(meta, "shape") or not hasattr(meta, "storage"):
             others.append(OtherInfo(path_text(keys), keys, kind_of(meta)))
             continue
         key = getattr(meta, "name", None) or ".".join(keys)
-        found = sizes.items() if ocdbt else _zarr_sizes(item, key).items()
-        # a chunk's key is the array's, "/", its grid position: not a header, nor another array's
-        # chunk under a longer name ("x/y/0" is not a chunk of "x")
-        chunks = {k: v for k, v in found if k.startswith(key + "/") and _grid_position(k[len(key) + 1:]) is not None}
+        found = sizes if ocdbt else _zarr_sizes(item, key)
+        positions = index.get(key, {}) if ocdbt else chunk_index(found).get(key, {})
+        chunks = {k: found[k] for k in positions}
         writers: dict = {}
         grid = {}
         for k, (n, writer) in chunks.items():
             writers[writer] = writers.get(writer, 0) + n
-            grid[_grid_position(k[len(key) + 1:])[: len(meta.shape)]] = n  # a scalar's one chunk: position ()
+            grid[positions[k][: len(meta.shape)]] = n  # a scalar's one chunk: position ()
         mesh, spec, devices, replicas, saved_on = _sharding(meta)
         storage = getattr(meta, "storage", None)
         chunk_shape = tuple(storage.chunk_shape) if storage is not None and storage.chunk_shape is not None else None
@@ -402,17 +430,6 @@ def kind_of(meta) -> str:
     if hasattr(meta, "shape") and hasattr(meta, "dtype"):
         return f"array {meta.dtype} {tuple(meta.shape)}"
     return name.removesuffix("Metadata").lower() or name
-
-
-def _grid_position(name: str):
-    """A chunk's grid position from its key: ``0.3`` (zarr 2), ``c/0/3`` or ``c.0.3`` (zarr 3); None
-    for a key that is not a chunk (``.zarray``, ``zarr.json``)."""
-    if name == "c":
-        return ()
-    if name.startswith(("c/", "c.")):
-        name = name[2:]
-    parts = re.split(r"[./]", name)
-    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
 
 
 def _key(entry) -> str:
@@ -456,6 +473,8 @@ def placement_figure(info: CheckpointInfo, array_path: str, out):
     a = found[array_path]
     if len(a.shape) not in (1, 2):
         raise NotACheckpoint(f"{array_path} has {len(a.shape)} dimensions: a figure draws a 1-D or 2-D array")
+    if a.grid > 4096:  # each chunk is drawn and named: more is unreadable, and a checkpoint may declare any number
+        raise NotACheckpoint(f"{array_path} has {a.grid:,} chunks: a figure draws at most 4,096; pass another array")
     mesh = a.mesh or {"device": 1}
     if len(jax.devices()) < math.prod(mesh.values()):
         raise NotACheckpoint(f"{array_path} was saved on {math.prod(mesh.values())} devices and JAX runs with "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 
 import numpy as np
 
@@ -62,10 +63,59 @@ def chunk_name(index, zarr_format: int = 2) -> str:
     return ".".join(map(str, index)) if zarr_format == 2 else "c/" + "/".join(map(str, index))
 
 
+def chunk_position(name: str):
+    """A chunk's grid position from its key (the inverse of :func:`chunk_name`): ``0.3`` (zarr 2),
+    ``c/0/3`` or ``c.0.3`` (zarr 3); None for a key that is not a chunk (``.zarray``, ``zarr.json``)."""
+    if name == "c":
+        return ()
+    if name.startswith(("c/", "c.")):
+        name = name[2:]
+    parts = re.split(r"[./]", name)
+    if not all(p.isascii() and p.isdigit() and len(p) <= 30 for p in parts):
+        return None  # (a number too long to be a position: never one a save wrote)
+    return tuple(int(p) for p in parts)
+
+
+def chunk_index(keys) -> dict:
+    """{array key: {storage key: grid position}} for the ``keys`` that are chunks, each key read
+    once: a chunk's key is the array's, "/", its grid position (``x/0.1``, ``x/c/0/1``), not a header
+    (``x/.zarray``) nor another array's chunk under a longer name (``x/y/0`` is not one of ``x``'s). A
+    key that splits into an array and a position at several of its "/" counts for each such array, as
+    a look under each array's name would find it; a position has at most 32 dimensions (TensorStore's
+    most), so only a key's last 33 "/" are tried."""
+    index: dict = {}
+    for k in keys:
+        parts = k.split("/")
+        for at in range(max(1, len(parts) - 33), len(parts)):
+            position = chunk_position("/".join(parts[at:]))
+            if position is not None:
+                index.setdefault("/".join(parts[:at]), {})[k] = position
+    return index
+
+
 def chunks_overlapped(domain, chunk_shape) -> list[tuple[int, ...]]:
-    """Grid positions of the chunks an index domain overlaps: the chunks a device reads, whole."""
-    ranges = [range(start // c, -(-stop // c)) for (start, stop), c in zip(domain, chunk_shape)]
-    return sorted(itertools.product(*ranges))
+    """Grid positions of the chunks an index domain overlaps: the chunks a device reads, whole (in
+    order; :func:`iter_chunks_overlapped` yields them one at a time, :func:`count_chunks_overlapped`
+    counts them without listing one)."""
+    return list(iter_chunks_overlapped(domain, chunk_shape))
+
+
+def iter_chunks_overlapped(domain, chunk_shape):
+    """:func:`chunks_overlapped`, one position at a time (row-major order), never a list of them."""
+    return itertools.product(*(range(start // c, -(-stop // c)) for (start, stop), c in
+                               zip(domain, (max(1, int(c)) for c in chunk_shape))))
+
+
+def count_chunks_overlapped(domain, chunk_shape) -> int:
+    """How many chunks an index domain overlaps, by arithmetic: ``len(chunks_overlapped(...))``."""
+    return math.prod(max(0, -(-stop // c) - start // c) for (start, stop), c in
+                     zip(domain, (max(1, int(c)) for c in chunk_shape)))
+
+
+def grid_size(shape, chunk_shape) -> int:
+    """The chunks of a chunk grid, by arithmetic: the product of ``ceil(dim / chunk)`` (a scalar has
+    one; a dimension of size 0, none)."""
+    return math.prod(-(-int(n) // max(1, int(c))) for n, c in zip(shape, chunk_shape))
 
 
 def mesh_device_ids(mesh_shape) -> np.ndarray:

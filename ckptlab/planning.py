@@ -28,8 +28,10 @@ Reads exclude the checkpoint's metadata files (a few KiB to a few MiB: the B+tre
 when the floor is above what is needed, saving the checkpoint once in the target layout (one chunk
 per target shard, the chunk shape given) makes each host read exactly what it needs. It is
 suggested for an array only where that lowers some host's reads by a real margin (a tenth of its
-floor and 4 KiB): otherwise the saved chunks already suit the target. Leaves that are not arrays
-(strings) are listed, neither planned nor restored by ``measure``.
+floor and 4 KiB), or its ceiling by as much where that is 1.5x its floor or more (devices reading
+chunks they share, on one host as on many), with a pre-sharded copy's floor and ceiling per host.
+Leaves replicated by fallback (no spec asked, none saved that fits the mesh) are counted and named,
+with what they hold and read. Leaves that are not arrays are listed, neither planned nor restored.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ from ckptlab.inspection import ArrayInfo, inspect_checkpoint, leaf_keys, path_te
 # Pre-sharding is suggested where it saves some host at least this share of an array's floor, and
 # this many bytes: below that, the gain is noise in what the chunks compressed to, not the layout.
 PRESHARD_MARGIN, PRESHARD_MIN_BYTES = 0.1, 4096
+# A ceiling this many times the floor is a restore whose reads can land far above the least it needs
+# (Lesson 3: a misaligned target read up to a few times its floor), on one host as on many.
+CEILING_RATIO = 1.5
 SPEC_HELP = ("a spec is the mesh axis per dimension, comma-separated: 'model' or 'None,model' or 'data+model,None' "
              "(one dimension over two axes); '' replicates")
 
@@ -114,6 +119,9 @@ class ArrayPlan:
     held: list
     presharded_chunk: tuple | None  # the chunk shape that would make floor == needed, where that is worth it
     keys: tuple = ()  # the leaf's keys (its path as printed is ``path``)
+    # per host, the ceiling of a copy saved in the target layout (each device reads its own shard's
+    # one chunk: what its devices hold, at the stored bytes per element)
+    presharded_ceiling: list = field(default_factory=list)
 
 
 @dataclass
@@ -132,39 +140,84 @@ class Plan:
         """Per host, the floor once every array the plan would pre-shard is saved in its target layout."""
         return [sum((a.needed if a.presharded_chunk else a.floor)[h] for a in self.arrays) for h in range(self.hosts)]
 
+    def presharded_ceiling(self) -> list:
+        """Per host, the ceiling once every array the plan would pre-shard is saved in its target layout."""
+        return [sum((a.presharded_ceiling if a.presharded_chunk else a.ceiling)[h] for a in self.arrays)
+                for h in range(self.hosts)]
+
+    def fallback(self) -> list:
+        """The arrays replicated for want of a spec: none asked, and none saved that fits the mesh."""
+        return [a for a in self.arrays if a.why.startswith("replicated")]
+
     def as_dict(self) -> dict:
         return {"path": self.path, "mesh": self.mesh, "hosts": self.hosts,
                 "per_host": {k: self.total(k) for k in ("floor", "ceiling", "needed", "held")},
-                "presharded_floor": self.presharded_reads(), "metadata_bytes": self.metadata_bytes,
+                "presharded_floor": self.presharded_reads(), "presharded_ceiling": self.presharded_ceiling(),
+                "replicated_by_fallback": [a.path for a in self.fallback()], "metadata_bytes": self.metadata_bytes,
                 "arrays": [a.__dict__ for a in self.arrays], "not_arrays": self.not_arrays}
 
     def text(self, top: int = 5) -> str:
         from ckptlab.inspection import human
 
+        floor, ceiling = self.total("floor"), self.total("ceiling")
         lines = [f"{self.path} onto a mesh {' x '.join(f'{k} {v}' for k, v in self.mesh.items())}, "
                  f"{self.hosts} host(s) of {math.prod(self.mesh.values()) // self.hosts} device(s)"]
         for h in range(self.hosts):
-            lines.append(f"host {h}: reads {human(self.total('floor')[h])} (floor: one read per chunk) to "
-                         f"{human(self.total('ceiling')[h])} (ceiling: no read shared); needs {human(self.total('needed')[h])}; "
+            lines.append(f"host {h}: reads {human(floor[h])} (floor: one read per chunk) to "
+                         f"{human(ceiling[h])} (ceiling: no read shared); needs {human(self.total('needed')[h])}; "
                          f"its devices hold {human(self.total('held')[h])} (the peak's lower bound on CPU devices)")
         worst = sorted(self.arrays, key=lambda a: -max(a.floor))[:top]
-        lines.append("the arrays that dominate (floor per host):")
+        lines.append(f"the arrays that dominate (floor per host{'' if len(self.arrays) <= top else f'; {len(worst)} of {len(self.arrays)}'}):")
         for a in worst:
             lines.append(f"  {a.path}: {', '.join(human(x) for x in a.floor)}; spec {a.spec} ({a.why})")
+        wide = [(h, c / f) for h, (f, c) in enumerate(zip(floor, ceiling))
+                if f and c >= CEILING_RATIO * f and c - f >= PRESHARD_MIN_BYTES]
+        if wide:  # one host or many: the reads can land anywhere between the two
+            lines.append("the ceiling is well above the floor (" + ", ".join(f"{r:.1f}x on host {h}" for h, r in wide)
+                         + "): a restore's reads land between the two, the higher the more its devices each read "
+                         "chunks they share (Lesson 3 measured a misaligned target at up to a few times its floor)")
         pre = [a for a in self.arrays if a.presharded_chunk]
         if pre:
-            after = self.presharded_reads()
-            lines.append(f"pre-sharding {len(pre)} array(s) (saved once in the target layout) would make each host read "
-                         + ", ".join(human(x) for x in after) + " instead of " + ", ".join(human(x) for x in self.total("floor")))
-            for a in sorted(pre, key=lambda a: -max(x - y for x, y in zip(a.floor, a.needed)))[:top]:
+            after_floor, after_ceiling = self.presharded_reads(), self.presharded_ceiling()
+            lines.append(f"pre-sharding {len(pre)} array(s) (saved once in the target layout, one chunk per target "
+                         "shard) would make " + "; ".join(
+                             f"host {h} read {human(after_floor[h])} (floor) to {human(after_ceiling[h])} (ceiling) "
+                             f"instead of {human(floor[h])} to {human(ceiling[h])}" for h in range(self.hosts))
+                         + (f" (the {top} that gain most below; --json lists each)" if len(pre) > top else ""))
+            for a in sorted(pre, key=_gain)[:top]:
                 lines.append(f"  {a.path}: chunk {a.presharded_chunk}")
+            still = [(h, c / f) for h, (f, c) in enumerate(zip(after_floor, after_ceiling))
+                     if f and c >= CEILING_RATIO * f and c - f >= PRESHARD_MIN_BYTES]
+            if still:
+                lines.append("after it, the ceiling stays " + ", ".join(f"{r:.1f}x the floor on host {h}" for h, r in still)
+                             + ": replicas, each device reading its own copy"
+                             + (" (the arrays replicated by fallback, below, among them)" if self.fallback() else ""))
+        elif wide:
+            lines.append("pre-sharding would not lower the ceiling: the devices reading the same chunks hold the same "
+                         "pieces (replicas, each read alone at the ceiling)")
         else:
             lines.append(f"the saved chunks already suit this layout: pre-sharding would lower no host's reads of an "
                          f"array by {PRESHARD_MARGIN:.0%} of its floor (and {human(PRESHARD_MIN_BYTES)}) or more")
+        fallback = self.fallback()
+        if fallback:  # a cost the layout did not ask for: every device holds (and may read) a whole copy
+            held = [sum(a.held[h] for a in fallback) for h in range(self.hosts)]
+            reads = [sum(a.ceiling[h] for a in fallback) for h in range(self.hosts)]
+            per_host = math.prod(self.mesh.values()) // self.hosts
+            lines.append(f"{len(fallback)} array(s) replicated by fallback (no spec asked, none saved that fits this "
+                         f"mesh), {human(held[0] // per_host)} of values: each device holds a whole copy; per host, "
+                         f"{', '.join(human(x) for x in held)} held and up to {', '.join(human(x) for x in reads)} read "
+                         "(ceiling); give them a spec (--spec PATTERN=SPEC) to shard them:")
+            for a in fallback:
+                lines.append(f"  {a.path} ({human(a.held[0] // per_host)}): {a.why.split(': ', 1)[1]}")
         lines.append(f"not counted: the metadata files, {human(self.metadata_bytes)}")
         if self.not_arrays:
             lines.append(f"not arrays, not planned: {', '.join(self.not_arrays)}")
         return "\n".join(lines)
+
+
+def _gain(a: ArrayPlan) -> float:
+    """What pre-sharding ``a`` saves its host that gains most, on the floor or the ceiling (negated: a sort key)."""
+    return -max(max(f - n, c - p) for f, n, c, p in zip(a.floor, a.needed, a.ceiling, a.presharded_ceiling or a.ceiling))
 
 
 def _spec_for(array: ArrayInfo, mesh: dict, specs: dict) -> tuple[tuple, str]:
@@ -174,14 +227,24 @@ def _spec_for(array: ArrayInfo, mesh: dict, specs: dict) -> tuple[tuple, str]:
             return spec, "asked"
     saved = array.spec
     if saved is not None and array.mesh is not None:
-        axes = {a for e in saved if e is not None for a in ((e,) if isinstance(e, str) else e)}
-        fits = axes <= set(mesh) and len(saved) <= len(array.shape) and all(
-            e is None or n % math.prod(mesh[a] for a in ((e,) if isinstance(e, str) else e)) == 0
-            for e, n in zip(saved, array.shape))
-        if fits:
+        lacking = sorted({a for e in saved if e is not None for a in _axes(e)} - set(mesh))
+        if lacking:
+            return (), (f"replicated: no spec asked, and the saved {spec_text(saved)} names "
+                        f"{', '.join(map(repr, lacking))}, which this mesh lacks")
+        for dim, (e, n) in enumerate(zip(saved, array.shape)):
+            ways = math.prod(mesh[a] for a in _axes(e))
+            if n % ways:
+                return (), (f"replicated: no spec asked, and the saved {spec_text(saved)} would split dimension "
+                            f"{dim} ({n}) into {ways} on this mesh")
+        if len(saved) <= len(array.shape):
             return tuple(saved), "as saved"
-        return (), "replicated: no spec asked, and the saved one does not fit this mesh"
-    return (), "replicated: no spec asked, none saved"
+        return (), f"replicated: no spec asked, and the saved {spec_text(saved)} does not fit this mesh"
+    return (), f"replicated: no spec asked, and none saved (it was saved from {array.saved_on or 'one device'})"
+
+
+def _axes(entry) -> tuple:
+    """A spec entry's mesh axes: ``None`` -> (), ``"x"`` -> ("x",), ``("x", "y")`` -> ("x", "y")."""
+    return () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
 
 
 def _check_spec(array: ArrayInfo, spec: tuple, mesh: dict, pattern: str) -> None:
@@ -193,11 +256,21 @@ def _check_spec(array: ArrayInfo, spec: tuple, mesh: dict, pattern: str) -> None
     if len(spec) > len(array.shape):
         raise ValueError(f"{array.path} {array.shape}: {asked} has {len(spec)} entries, more than its "
                          f"{len(array.shape)} dimension(s); {fix}")
+    unknown = [a for e in spec for a in _axes(e) if a not in mesh]
+    if unknown:
+        raise ValueError(f"{array.path}: {asked} names the axis {unknown[0]!r}, which the mesh has not: its axes are "
+                         f"{', '.join(f'{a!r} ({n})' for a, n in mesh.items())}; name one of them, 'None' to keep a "
+                         "dimension whole, or '' to replicate the leaf")
+    dims: dict = {}
+    for dim, entry in enumerate(spec):
+        for a in _axes(entry):
+            if a in dims:
+                where = f"dimensions {dims[a]} and {dim}" if dims[a] != dim else f"dimension {dim} twice"
+                raise ValueError(f"{array.path}: {asked} names the axis {a!r} twice ({where}): a mesh axis splits "
+                                 "at most one dimension, once; name it once (two axes on one dimension: 'x+y')")
+            dims[a] = dim
     for dim, (entry, n) in enumerate(zip(spec, array.shape)):
-        axes = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
-        unknown = [a for a in axes if a not in mesh]
-        if unknown:
-            raise ValueError(f"{array.path}: {asked} names the axis {unknown[0]!r}, which the mesh {mesh} has not")
+        axes = _axes(entry)
         ways = math.prod(mesh[a] for a in axes)
         if n % ways:
             raise ValueError(f"{array.path} {array.shape}: dimension {dim} ({n}) does not split into {ways} "
@@ -205,19 +278,29 @@ def _check_spec(array: ArrayInfo, spec: tuple, mesh: dict, pattern: str) -> None
 
 
 def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, step: int | None = None,
-                 progress=None) -> Plan:
+                 progress=None, max_chunks: int | None = None, max_bytes: int | None = None, restoring=False) -> Plan:
     """What restoring ``path`` onto ``mesh`` (its axes and sizes) with ``specs`` ({fnmatch pattern on
     the leaf's path: spec}; others as saved where that fits, else replicated) reads and holds per
     host of ``hosts``. Needs JAX with at least the mesh's number of devices (``setup_devices``).
-    ``progress``, if given, is called with (arrays done, arrays in all, path) before each array."""
-    from ckptlab.layout import chunks_overlapped, real_index_domains
+    ``progress``, if given, is called with (arrays done, arrays in all, path) before each array. A checkpoint
+    declaring far more chunks than it stores (``restoring``: or bytes) is refused (:mod:`ckptlab.untrusted`)."""
+    from collections import Counter
+    from functools import cache
+
+    from ckptlab.layout import iter_chunks_overlapped, real_index_domains
+    from ckptlab.untrusted import check_bounded
 
     mesh = {str(k): int(v) for k, v in mesh.items()}
+    index_domains = cache(lambda shape, spec: real_index_domains(shape, mesh, spec))  # leaves alike share theirs
     devices = math.prod(mesh.values())
     if hosts < 1 or devices % hosts:
-        raise ValueError(f"{devices} devices cannot be split over {hosts} hosts evenly")
+        fewer = ", ".join(str(n) for n in range(1, devices) if devices % n == 0)
+        raise ValueError(f"{devices} devices cannot be split over {hosts} hosts evenly: pass --hosts "
+                         f"{' or '.join(filter(None, (fewer, str(devices))))} (a divisor of the mesh's {devices} "
+                         "devices: each host holds as many)")
     per_host = devices // hosts
     info = inspect_checkpoint(path, step)
+    check_bounded(info, max_chunks, max_bytes, values=restoring)  # before a chunk grid is walked
     plan = Plan(str(info.path), mesh, hosts, not_arrays=[f"{o.path} ({o.kind})" for o in info.others])
     plan.metadata_bytes = max(0, sum(p.stat().st_size for p in info.path.rglob("*") if p.is_file()) - info.stored_bytes)
     for done, array in enumerate(info.arrays):
@@ -229,7 +312,7 @@ def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, st
             domains = {d: () for d in range(devices)}
         else:
             try:
-                domains = real_index_domains(array.shape, mesh, spec)
+                domains = index_domains(array.shape, spec)
             except Exception as exc:
                 raise ValueError(f"{array.path}: spec {spec} on mesh {mesh}: {type(exc).__name__}: {exc}") from exc
         chunk = tuple(array.chunk_shape or array.shape)
@@ -238,16 +321,23 @@ def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, st
         floor, ceiling, needed, held = [], [], [], []
         for h in range(hosts):
             mine = [d for d in range(h * per_host, (h + 1) * per_host)]
-            reads = {d: chunks_overlapped(domains[d], chunk) if array.shape else [()] for d in mine}
-            floor.append(sum(size.get(c, default) for c in {c for d in mine for c in reads[d]}))
-            ceiling.append(sum(size.get(c, default) for d in mine for c in reads[d]))
+            reads = [iter_chunks_overlapped(domains[d], chunk) if array.shape else [()] for d in mine]
+            counts = Counter(c for r in reads for c in r)  # each chunk the host reads, and by how many devices
+            floor.append(sum(size.get(c, default) for c in counts))
+            ceiling.append(sum(size.get(c, default) * k for c, k in counts.items()))
             share = _shares({tuple(map(tuple, domains[d])) for d in mine}, chunk, array.shape)
             needed.append(sum(size.get(c, default) * part for c, part in share.items()))
             held.append(sum(math.prod(b - a for a, b in domains[d]) for d in mine) * itemsize)
         target_shard = tuple(b - a for a, b in domains[0]) if array.shape else ()
-        worth = any(f - n >= max(PRESHARD_MARGIN * f, PRESHARD_MIN_BYTES) for f, n in zip(floor, needed))
+        # saved in the target layout, each device reads its own shard's one chunk: its bytes pro rata
+        per_element = array.stored_bytes / max(1, math.prod(array.shape))
+        after = [x / max(1, itemsize) * per_element for x in held]
+        worth = any(f - n >= max(PRESHARD_MARGIN * f, PRESHARD_MIN_BYTES) for f, n in zip(floor, needed)) or any(
+            c >= CEILING_RATIO * f and c - p >= max(PRESHARD_MARGIN * c, PRESHARD_MIN_BYTES)
+            for f, c, p in zip(floor, ceiling, after))
         presharded = target_shard if worth and target_shard != chunk else None
-        plan.arrays.append(ArrayPlan(array.path, spec, why, floor, ceiling, needed, held, presharded, array.keys))
+        plan.arrays.append(ArrayPlan(array.path, spec, why, floor, ceiling, needed, held, presharded, array.keys,
+                                     after))
     if progress is not None:
         progress(len(info.arrays), len(info.arrays), "")
     return plan
@@ -256,13 +346,13 @@ def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, st
 def _shares(pieces, chunk: tuple, shape: tuple) -> dict:
     """{chunk grid position: the part of that chunk (0 to 1) the distinct ``pieces`` (index domains
     of one host's devices, disjoint) cover}: what a host needs of each chunk it reads."""
-    from ckptlab.layout import chunks_overlapped
+    from ckptlab.layout import iter_chunks_overlapped
 
     if not shape:
         return {(): 1.0}
     covered: dict = {}
     for piece in pieces:
-        for c in chunks_overlapped(piece, chunk):
+        for c in iter_chunks_overlapped(piece, chunk):
             box = [(i * k, min((i + 1) * k, n)) for i, k, n in zip(c, chunk, shape)]
             inside = math.prod(max(0, min(b, q) - max(a, p)) for (a, b), (p, q) in zip(box, piece))
             covered[c] = covered.get(c, 0.0) + inside / max(1, math.prod(b - a for a, b in box))
@@ -362,14 +452,14 @@ if args["hosts"] > 1:
 
 
 def measure_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, step: int | None = None,
-                    timeout: float = 600) -> dict:
+                    timeout: float = 600, max_chunks: int | None = None, max_bytes: int | None = None) -> dict:
     """Restore ``path`` for real onto ``mesh`` with the plan's specs, in ``hosts`` fresh processes
     joined by ``jax.distributed`` on localhost (CPU devices), each counting what it read (the
     kernel's ``rchar``, after a warm-up restore) and its peak resident set above where it started
     (``VmHWM`` reset before the restore). Returns the plan beside the measurement."""
     from ckptlab.twohost import free_port, run_hosts
 
-    plan = plan_restore(path, mesh, specs, hosts, step)
+    plan = plan_restore(path, mesh, specs, hosts, step, max_chunks=max_chunks, max_bytes=max_bytes, restoring=True)
     chosen = [[list(a.keys), [list(e) if isinstance(e, tuple) else e for e in a.spec]] for a in plan.arrays]
     port = free_port()
     per_host = math.prod(plan.mesh.values()) // hosts

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass
@@ -77,6 +78,10 @@ def run_hosts(commands: list[list[str]], timeout: float, what: str = "host proce
     order. A process that fails raises, with its last messages."""
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
     env["JAX_PLATFORMS"] = "cpu"
+    # never the current folder on a child's import path (``-c`` puts it first: a checkpoint's folder,
+    # run from inside, could hold a json.py), and this package's own folder where no install names it
+    env["PYTHONSAFEPATH"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH"))))
     procs = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for command in commands]
     outputs = []

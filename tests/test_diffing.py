@@ -101,6 +101,33 @@ def test_one_changed_element_is_found_block_by_block(pair):
     assert list(v1.values) == ["params/w"] and v1.values["params/w"]["elements"] == 1, v1.text()
 
 
+def test_a_difference_is_located_the_first_index_the_count_and_the_values_there(tmp_path, capsys):
+    """Three elements changed, in chunks that split the columns: the chunk grid's first chunk holds
+    (37, 2) and (60, 0), a later one (2, 13), the first in row-major order; block by block or whole."""
+    from ckptlab.cli import main
+
+    mesh = course_mesh({"x": 4})
+    w = np.arange(64 * 16, dtype=np.float32).reshape(64, 16)
+    v = w.copy()
+    v[37, 2], v[2, 13], v[60, 0] = -1.5, np.nan, v[60, 0] + 0.25
+    a = _save(tmp_path / "a", {"w": jax.device_put(w, NamedSharding(mesh, P(None, "x")))})
+    b = _save(tmp_path / "b", {"w": jax.device_put(v, NamedSharding(mesh, P(None, "x")))})
+    for block_bytes in (64, 64 * MiB):
+        report = diff_checkpoints(a, b, block_bytes=block_bytes)
+        assert report.values["w"]["elements"] == 3 and report.first["w"] == {"index": (2, 13), "a": "45.0", "b": "nan"}
+    assert "values differ: w (3 element(s), first at (2, 13): 45.0 in a, nan in b, largest difference 596, 1 of them a NaN" in \
+        report.text(), report.text()
+    assert main(["diff", "--json", str(a), str(b)]) == 1
+    said = json.loads(capsys.readouterr().out)["values"]["w"]
+    assert said["elements"] == 3 and said["first"] == {"index": [2, 13], "a": "45.0", "b": "nan"}
+    # a one-dimensional leaf, a value changed in the last place float32 keeps: told apart, whole digits
+    x = np.linspace(0, 1, 8, dtype=np.float32)
+    y = x.copy()
+    y[5] = np.nextafter(y[5], np.float32(2))
+    c, d = _save(tmp_path / "c", {"x": x}), _save(tmp_path / "d", {"x": y})
+    assert diff_checkpoints(c, d).first["x"] == {"index": (5,), "a": str(x[5]), "b": str(y[5])} and str(x[5]) != str(y[5])
+
+
 @pytest.mark.parametrize(("name", "found"), [
     ("renamed", {"missing": ["params/w"], "extra": ["params/kernel"]}),
     ("reshaped", {"shape": ["params/w"]}),
@@ -220,7 +247,8 @@ def test_complex_values_compare_as_complex_and_a_nan_is_said(odd):
     exact = diff_checkpoints(odd["c_a"], odd["c_b"])
     assert exact.values["c"] == {"elements": 1, "max_abs": 1.0, "nan": 0}, exact.text()  # the imaginary part
     assert exact.values["f"] == {"elements": 1, "max_abs": None, "nan": 1}
-    assert "values differ: f (1 element(s), largest difference NaN: a NaN against a number)" in exact.text()
+    assert ("values differ: f (1 element(s), first at (1,): 1.0 in a, nan in b, largest difference NaN: a NaN against "
+            "a number)") in exact.text()
     # |(2+3j) - (2+2j)| = 1 against max(|2+3j|, |2+2j|) = 3.6: beyond 10%, within 30%
     assert diff_checkpoints(odd["c_a"], odd["c_b"], rtol=0.1).values["c"]["elements"] == 1
     assert "c" not in diff_checkpoints(odd["c_a"], odd["c_b"], rtol=0.3).values

@@ -140,6 +140,85 @@ def test_a_manager_root_reads_its_newest_committed_step_and_names_the_unfinished
     assert json.loads(capsys.readouterr().out)["pending"] == ["30.orbax-checkpoint-tmp-1234"]
 
 
+def test_the_tool_logs_no_step_metadata_warning_and_leaves_absl_as_it_was(saved, capsys):
+    """Orbax warns through absl on every read of a manager step's item (its _CHECKPOINT_METADATA is in
+    the step's folder, not the item's): the tool's own runs drop that one record, nothing else, and
+    put absl's logger back as it was."""
+    import logging
+
+    from ckptlab.cli import main
+
+    root, _ = saved
+    absl = logging.getLogger("absl")
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    keep, level, filters = Keep(), absl.level, list(absl.filters)
+    absl.addHandler(keep)
+    absl.setLevel(logging.WARNING)
+    try:
+        inspect_checkpoint(root / "manager")  # the control: Orbax, called directly, warns
+        assert any(m.endswith("/20/default/_CHECKPOINT_METADATA") for m in seen), seen
+        seen.clear()
+        assert main(["inspect", str(root / "manager")]) == 0 and main(["diff", str(root / "manager"),
+                                                                        str(root / "manager")]) == 0
+        assert not [m for m in seen if "_CHECKPOINT_METADATA" in m], seen
+        absl.warning("another warning")  # not this one: still said
+        assert seen == ["another warning"] and absl.filters == filters
+    finally:
+        absl.removeHandler(keep)
+        absl.setLevel(level)
+    capsys.readouterr()
+
+
+def test_rows_are_in_natural_order_in_inspect_plan_and_diff(tmp_path, capsys):
+    """layers_2 before layers_10 (as text, layers_10 sorts first), in each command's rows."""
+    from ckptlab.cli import main
+    from ckptlab.diffing import diff_checkpoints
+    from ckptlab.planning import plan_restore
+
+    tree = {f"layers_{i}": {"w": np.full((4,), i, np.float32)} for i in (10, 2, 1)}
+    with ocp.StandardCheckpointer() as checkpointer:
+        checkpointer.save(tmp_path / "a", tree)
+        checkpointer.save(tmp_path / "b", {k: {"w": v["w"] + 1} for k, v in tree.items()})
+        checkpointer.save(tmp_path / "none", {"other": np.zeros(1, np.float32)})
+    natural = ["layers_1/w", "layers_2/w", "layers_10/w"]
+    assert [a.path for a in inspect_checkpoint(tmp_path / "a").arrays] == natural
+    assert main(["inspect", str(tmp_path / "a")]) == 0
+    rows = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("layers_")]
+    assert rows == natural, rows
+    assert [a.path for a in plan_restore(tmp_path / "a", {"x": 16}).arrays] == natural
+    assert main(["plan", str(tmp_path / "a"), "--mesh", "x=16"]) == 0
+    out = capsys.readouterr().out
+    assert [out.index(f"  {p} (") for p in natural] == sorted(out.index(f"  {p} (") for p in natural), out
+    assert list(diff_checkpoints(tmp_path / "a", tmp_path / "b").values) == natural
+    assert diff_checkpoints(tmp_path / "a", tmp_path / "none").missing == natural
+    assert main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
+    out = capsys.readouterr().out
+    assert [out.index(f"values differ: {p} ") for p in natural] == sorted(out.index(f"values differ: {p} ")
+                                                                          for p in natural), out
+
+
+def test_a_safetensors_file_is_told_what_the_tool_can_do_with_it(saved, tmp_path, capsys):
+    from safetensors.numpy import save_file
+
+    from ckptlab.cli import main
+
+    root, _ = saved
+    save_file({"w": np.ones((2, 2), np.float32), "b": np.zeros(2, np.float32)}, str(tmp_path / "model.safetensors"))
+    (tmp_path / "renamed.bin").write_bytes((tmp_path / "model.safetensors").read_bytes())
+    for name in ("model.safetensors", "renamed.bin"):  # told by its header, whatever its name
+        assert main(["inspect", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        assert f"{tmp_path / name} is a safetensors file of 2 tensor(s), not an Orbax checkpoint" in err, err
+        assert "ckptlab.serving.convert_safetensors(path, out_dir, rename, mesh, specs)" in err and "pass out_dir" in err
+    with pytest.raises(NotACheckpoint, match="pass the checkpoint's folder, the one holding _METADATA"):
+        inspect_checkpoint(root / "ocdbt" / "_METADATA")
+
+
 def _tree_of(step):
     return {"w": np.full((8, 4), step, np.float32)}
 

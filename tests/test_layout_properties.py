@@ -65,3 +65,31 @@ def test_bytes_written_cover_the_array_exactly_once(layout, replica_parallel, it
     chunk = unit2.orbax_chunk_shape(shape, mesh_shape, spec, replica_parallel)
     files = unit2.chunk_files(shape, chunk)
     assert len(files) * math.prod(chunk) == math.prod(shape)
+
+
+# The checkpoint tool's chunk arithmetic (ckptlab.layout): counts without lists, keys read once.
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40), st.integers(1, 9)), min_size=0, max_size=3))
+def test_chunk_counts_by_arithmetic_equal_the_positions_listed(dims):
+    from ckptlab.layout import chunks_overlapped, count_chunks_overlapped, grid_size
+
+    domain = [(min(a, b), max(a, b)) for a, b, _ in dims]
+    chunk = [c for _, _, c in dims]
+    listed = chunks_overlapped(domain, chunk)
+    assert listed == sorted(listed) and count_chunks_overlapped(domain, chunk) == len(listed)
+    shape = [b for _, b in domain]
+    assert grid_size(shape, chunk) == len(chunks_overlapped([(0, n) for n in shape], chunk))
+
+
+_PARTS = st.sampled_from(["x", "y", "c", "0", "1", "12", "0.1", "c.0", ".zarray", "zarr.json", "w.b"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(_PARTS, min_size=1, max_size=5).map("/".join), max_size=12),
+       st.lists(_PARTS, min_size=1, max_size=3).map("/".join))
+def test_keys_indexed_once_find_what_a_scan_per_array_finds(keys, array):
+    from ckptlab.layout import chunk_index, chunk_position
+
+    scanned = {k: chunk_position(k[len(array) + 1:]) for k in keys
+               if k.startswith(array + "/") and chunk_position(k[len(array) + 1:]) is not None}
+    assert chunk_index(keys).get(array, {}) == scanned

@@ -131,7 +131,9 @@ def test_the_commands_print_the_plan_and_say_what_is_wrong(maxtext, capsys, tmp_
     rules.write_text("# the experts' weights FSDP on d_model\n*/mlp/wi=None,None,expert+fsdp,None  # 16 ways\n\n")
     assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--hosts", "2", "--rules", str(rules)]) == 0
     out = capsys.readouterr().out
-    assert "host 1: reads" in out and "pre-sharding 1 array(s)" in out and "params/params/decoder/layers/mlp/wi" in out
+    # the experts' weights for their floor and ceiling; the query kernel and the embedding, kept as saved (two
+    # devices each reading a chunk they share), for their ceiling (twice their floor)
+    assert "host 1: reads" in out and "pre-sharding 3 array(s)" in out and "params/params/decoder/layers/mlp/wi" in out
     # the command line's --spec is tried before the rules file's
     assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--hosts", "2", "--rules", str(rules), "--json",
                  "--spec", "*/wi=None,expert,None,None"]) == 0
@@ -141,9 +143,55 @@ def test_the_commands_print_the_plan_and_say_what_is_wrong(maxtext, capsys, tmp_
     assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--rules", str(tmp_path / "none.txt")]) == 2
     assert "rules file" in capsys.readouterr().err
     assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--hosts", "3"]) == 2
-    assert "cannot be split over 3 hosts" in capsys.readouterr().err
+    assert "cannot be split over 3 hosts evenly: pass --hosts 1, 2, 4, 8 or 16" in capsys.readouterr().err
     assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--spec", "*/wi=None,nope,None,None"]) == 2
-    assert "nope" in capsys.readouterr().err
+    assert "names the axis 'nope', which the mesh has not: its axes are 'expert' (4), 'fsdp' (4)" in capsys.readouterr().err
+    assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--spec", "*/wi=None,fsdp,fsdp,None"]) == 2
+    err = capsys.readouterr().err
+    assert "P(None, 'fsdp', 'fsdp', None) of the pattern '*/wi' names the axis 'fsdp' twice (dimensions 1 and 2)" in err
+    assert "DuplicateSpecError" not in err, err  # JAX's own error, raw, before
+    assert main(["plan", str(maxtext), "--mesh", "expert=4,fsdp=4", "--spec", "*/wi=None,None,fsdp+fsdp,None"]) == 2
+    assert "names the axis 'fsdp' twice (dimension 2 twice)" in capsys.readouterr().err
+
+
+def test_one_host_whose_ceiling_is_far_above_its_floor_is_told_what_pre_sharding_brings(maxtext):
+    """Expert-parallel chunks restored FSDP 16 ways on one host: the floor is what the host needs (it
+    reads every chunk, whole, and holds all of it), but each device's shard cuts across every chunk of
+    the experts' weights, so the ceiling is 16 times the floor (Lesson 3: a real restore lands between,
+    run to run). The plan says so, and what a pre-sharded copy's floor and ceiling would be; the two
+    arrays no spec places (their saved axis 'expert' is not in this mesh) counted as replicated by
+    fallback, each named with its bytes, beside what they cost."""
+    from ckptlab.inspection import human
+
+    plan = plan_restore(maxtext, {"fsdp": 16}, {"*/mlp/wi": (None, None, "fsdp", None)}, hosts=1)
+    wi = next(a for a in plan.arrays if a.path.endswith("mlp/wi"))
+    assert wi.floor == pytest.approx(wi.needed) and wi.ceiling[0] == pytest.approx(16 * wi.floor[0]), wi
+    assert wi.presharded_chunk == (LAYERS, EXPERTS, D // 16, F) and wi.presharded_ceiling[0] == pytest.approx(
+        wi.floor[0], rel=0.01)
+    floor, ceiling = plan.total("floor")[0], plan.total("ceiling")[0]
+    after_floor, after_ceiling = plan.presharded_reads()[0], plan.presharded_ceiling()[0]
+    assert after_floor == pytest.approx(floor) and after_ceiling == pytest.approx(ceiling - wi.ceiling[0] + wi.floor[0],
+                                                                                  rel=0.01)
+    text = plan.text()
+    assert f"the ceiling is well above the floor ({ceiling / floor:.1f}x on host 0)" in text, text
+    assert (f"pre-sharding 1 array(s) (saved once in the target layout, one chunk per target shard) would make host 0 "
+            f"read {human(after_floor)} (floor) to {human(after_ceiling)} (ceiling) instead of {human(floor)} to "
+            f"{human(ceiling)}") in text, text
+    assert "already suit" not in text, text
+    fallback = ["params/params/decoder/layers/self_attention/query/kernel", "params/params/token_embedder/embedding"]
+    assert [a.path for a in plan.fallback()] == fallback == plan.as_dict()["replicated_by_fallback"]
+    held = sum(a.held[0] for a in plan.fallback())
+    assert held == 16 * 4 * (LAYERS * D * 1024 + 2048 * D)  # every device a whole copy
+    assert f"2 array(s) replicated by fallback (no spec asked, none saved that fits this mesh), {human(held // 16)} " \
+           f"of values: each device holds a whole copy; per host, {human(held)} held" in text, text
+    assert ("  params/params/token_embedder/embedding (512.0 KiB): no spec asked, and the saved P(('expert', 'fsdp')) "
+            "names 'expert', which this mesh lacks") in text, text
+    # every leaf given a spec: pre-sharding brings the floor and the ceiling together
+    specs = {"*/mlp/wi": (None, None, "fsdp", None), "*/query/kernel": (None, None, "fsdp"), "*/embedding": ("fsdp",)}
+    whole = plan_restore(maxtext, {"fsdp": 16}, specs, hosts=1)
+    assert not whole.fallback() and len([a for a in whole.arrays if a.presharded_chunk]) == 3
+    assert whole.presharded_ceiling()[0] == pytest.approx(whole.presharded_reads()[0], rel=0.01)
+    assert "replicated by fallback" not in whole.text()
 
 
 @pytest.fixture(scope="module")
