@@ -188,9 +188,9 @@ def absolute(path) -> Path:
 
 def _steps(root: Path) -> dict:
     """{step: folder} for the committed step folders of ``root``, named as Orbax names them (``12``,
-    ``ckpt_000012``, ``step_12``: its own parser, :func:`ckptlab.preempt.step_of`); a prefixed name
+    ``ckpt_000012``, ``step_12``: its own parser, :func:`ckptlab.steps.step_of`); a prefixed name
     counts only with Orbax's step record inside (a folder ``layer_1`` of something else does not)."""
-    from ckptlab.preempt import step_of
+    from ckptlab.steps import step_of
 
     steps: dict = {}
     for p in sorted(root.iterdir()):
@@ -282,7 +282,7 @@ def locate(path, step: int | None = None) -> tuple[Path, int | None, Path | None
             raise Damaged(f"{exc}{_older(steps, step)}") from None
     if step is not None:
         raise NotACheckpoint(f"{path} is not a CheckpointManager root (no step folders): drop --step")
-    from ckptlab.preempt import step_of
+    from ckptlab.steps import step_of
 
     item = _item(path)  # a step (or a v1 folder) and its one item
     number = step_of(path.name)

@@ -417,7 +417,7 @@ from absl import logging
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ckptlab.readcount import count_reads
-from ckptlab.serving import reset_peak, status_bytes
+from ckptlab.memory import reset_peak, status_bytes
 
 logging.set_verbosity(logging.ERROR)
 devices = np.array(sorted(jax.devices(), key=lambda d: d.id)).reshape(tuple(args["mesh"].values()))

@@ -50,7 +50,7 @@ import orbax.checkpoint as ocp
 from absl import logging
 from jax.sharding import NamedSharding, PartitionSpec
 
-from ckptlab.serving import status_bytes as status
+from ckptlab.memory import status_bytes as status
 from ckptlab.topology import digest
 
 logging.set_verbosity(logging.ERROR)

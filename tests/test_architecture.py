@@ -5,11 +5,17 @@ Floors, from the top: the front ends (CLI, batch, Gradescope, nbgrader, practice
 release, notebook checks, revision sheets), the engine, the course's content (its registry, unit declarations and
 hidden tests), the sandbox, the wall (what crosses to a worker), the ground (sources read, limits,
 text). A module may import its own floor and the floors below. ``ckptlab`` (the course's shared
-code) and ``solutions`` import nothing of the grader's."""
+code) and ``solutions`` import nothing of the grader's.
+
+The grader reaches no lesson's module and not the tool (``ckptlab``'s map says which is which), by
+any chain of imports: a fix to a lesson must not move a baseline. It takes from Lesson 5's
+``ckptlab.preempt`` its saver alone (problem 5.2's roots); the names of a root's step folders come
+from ``ckptlab.steps``, its memory tools from ``ckptlab.memory``."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +34,14 @@ FLOORS = (
     ("ground", ("autograder.source", "autograder.limits", "autograder.text", "autograder.outputs", "autograder.stack",
                 "autograder.invoke", "autograder")),
 )
+# What the grader never imports, directly or through another module: the lessons' own modules...
+LESSON_MODULES = ("ckptlab.serving", "ckptlab.explore", "ckptlab.twohost", "ckptlab.topology", "ckptlab.memcount",
+                  "ckptlab.restorecount", "ckptlab.loadcount", "ckptlab.claims")
+# ... and the tool (python -m ckptlab).
+TOOL_MODULES = ("ckptlab.__main__", "ckptlab.cli", "ckptlab.inspection", "ckptlab.planning", "ckptlab.diffing",
+                "ckptlab.files", "ckptlab.untrusted")
+# A lesson's module that is also a problem's own model: the names the grader may take from it.
+TAKEN_ALONE = {"ckptlab.preempt": ("SaverSpec", "kill_savers")}
 MAX_LINES = 500
 LONG_ALLOWED = ("autograder/hidden/", "ckptlab/plotting.py")
 
@@ -125,6 +139,46 @@ def test_the_shared_code_and_the_references_import_nothing_of_the_graders():
             for b in targets if b.startswith("autograder")] == []
 
 
+def _lessons_reached(graph: dict[str, set[str]]) -> list[str]:
+    """Each grader module that reaches a lesson's module or the tool, by any chain of imports."""
+    never = set(LESSON_MODULES + TOOL_MODULES)
+    found = []
+    for start in sorted(m for m in graph if m.startswith("autograder")):
+        seen, todo = set(), [start]
+        while todo:
+            for target in graph.get(todo.pop(), ()):
+                if target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+        found += [f"{start} reaches {m}" for m in sorted(seen & never)]
+    return found
+
+
+def _taken(source: str, module: str) -> set[str]:
+    """The names ``source`` takes from ``module`` (``*`` for the module whole, imported as one)."""
+    parent, _, leaf = module.rpartition(".")
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module == module:
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module == parent and any(a.name == leaf for a in node.names):
+            names.add("*")
+        elif isinstance(node, ast.Import) and any(a.name == module for a in node.names):
+            names.add("*")
+    return names
+
+
+def test_the_grader_imports_no_lessons_module_nor_the_tool():
+    assert _lessons_reached(_graph()) == []
+
+
+def test_the_grader_takes_from_a_problems_lesson_module_only_what_the_problem_is():
+    extra = [f"{name}: {sorted(_taken(path.read_text(), module) - set(allowed))}"
+             for name, path in _modules().items() if name.startswith("autograder")
+             for module, allowed in TAKEN_ALONE.items() if _taken(path.read_text(), module) - set(allowed)]
+    assert extra == []
+
+
 def test_no_module_is_too_long_to_read_whole():
     long = []
     for path in _modules().values():
@@ -141,6 +195,27 @@ def test_the_checks_can_fail():
     assert _floor("autograder.wall.codec") > _floor("autograder.engine.grade") > _floor("autograder.cli")
     assert _floor("autograder.hidden.unit5") == _floor("autograder.registry")
     assert _floor("autograder.source") == len(FLOORS) - 1 and _floor("ckptlab.layout") is None
+    planted = {"autograder.wall.memory": {"ckptlab.steps"}, "ckptlab.steps": {"ckptlab.serving"},
+               "autograder.engine.grade": {"ckptlab.memory"}, "ckptlab.memory": set()}
+    assert _lessons_reached(planted) == ["autograder.wall.memory reaches ckptlab.serving"]
+    assert _lessons_reached({"autograder.cli": {"ckptlab.inspection"}}) == ["autograder.cli reaches ckptlab.inspection"]
+    assert _taken("from ckptlab.preempt import SaverSpec, step_of\n", "ckptlab.preempt") == {"SaverSpec", "step_of"}
+    assert _taken("def f():\n    from ckptlab import preempt\n", "ckptlab.preempt") == {"*"}
+    assert _taken("import ckptlab.preempt\nfrom ckptlab.steps import step_of\n", "ckptlab.preempt") == {"*"}
+
+
+def test_each_ckptlab_module_is_of_one_kind():
+    """A module the grader may import is one the lessons' and the tool's lists leave out: each one
+    the package's map names on the line of its kind (see ckptlab/__init__.py)."""
+    import ckptlab
+
+    doc = ckptlab.__doc__ or ""
+    lessons = doc[doc.index("- the lessons' own:"):doc.index("- the tool")]
+    tool = doc[doc.index("- the tool"):]
+    named = re.compile(r"`(ckptlab\.[\w.]+)`")
+    assert sorted(named.findall(lessons)) == sorted(LESSON_MODULES)
+    assert sorted(named.findall(tool)) == sorted(TOOL_MODULES)
+    assert [m for m in (*LESSON_MODULES, *TOOL_MODULES, *TAKEN_ALONE) if m not in _modules()] == []
 
 
 def test_each_package_map_names_every_module_it_holds():
@@ -148,7 +223,7 @@ def test_each_package_map_names_every_module_it_holds():
     import importlib
 
     missing = []
-    for package in ("autograder.engine", "autograder.sandbox", "autograder.wall"):
+    for package in ("autograder.engine", "autograder.sandbox", "autograder.wall", "ckptlab"):
         doc = importlib.import_module(package).__doc__ or ""
         folder = ROOT.joinpath(*package.split("."))
         missing += [f"{package}.{p.stem}" for p in sorted(folder.glob("*.py"))

@@ -267,7 +267,7 @@ _MEASURE = textwrap.dedent(r"""
     import numpy as np, tensorstore as ts
     from ckptlab.diffing import diff_checkpoints
     from ckptlab.inspection import inspect_checkpoint
-    from ckptlab.serving import status_bytes
+    from ckptlab.memory import status_bytes
     a, b, how = sys.argv[1:]
     diff_checkpoints(a, b, block_bytes=1 << 20)  # warm-up: what a first call loads once
     before = status_bytes("VmRSS")

@@ -300,7 +300,7 @@ def test_a_memory_measured_workers_inputs_are_not_on_a_tmpfs(monkeypatch):
     import shutil
     import tempfile
 
-    from ckptlab.serving import measured_tempdir, on_tmpfs
+    from ckptlab.memory import measured_tempdir, on_tmpfs
 
     if not on_tmpfs("/dev/shm") or on_tmpfs("/var/tmp"):
         pytest.skip("needs a tmpfs at /dev/shm and a disk at /var/tmp")

@@ -270,7 +270,7 @@ def test_step_folders_are_read_as_orbax_names_them(tmp_path):
     ``step_2``, ... read as a run that never saved (0/20, told to save after every step)."""
     import orbax.checkpoint as ocp
 
-    from ckptlab.preempt import step_of
+    from ckptlab.steps import step_of
 
     for prefix, length in ((None, None), ("step", None), (None, 8), ("ckpt", 3), ("my_run", 5)):
         fmt = ocp.step.standard_name_format(step_prefix=prefix, step_format_fixed_length=length)

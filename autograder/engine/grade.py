@@ -24,7 +24,7 @@ from autograder.engine.results import ProblemResult, Report, problem_result
 from autograder.engine.shared import SharedCases
 from autograder.source import serialize_syntax_trees
 from autograder.wall import codec, files, kinds
-from ckptlab.serving import give_back_freed_memory
+from ckptlab.memory import give_back_freed_memory
 
 _DEVICES = threading.Lock()
 

@@ -16,7 +16,7 @@ import time
 
 from autograder import sandbox
 from autograder.wall import codec, kinds, plant
-from ckptlab.preempt import (
+from ckptlab.steps import (
     COMMIT_FILE,
     TMP_MARK,
     committed,
@@ -38,7 +38,7 @@ MAX_ENTRIES = 64
 # The run folder is the learner's: it is listed here, never read, and no link in it is followed
 # (a link to a folder elsewhere would make the moment of a kill say what that folder holds). Its
 # step folders are named as the learner's CheckpointManager names them (a step prefix, a fixed
-# length): read with Orbax's own parsing (ckptlab.preempt.step_of).
+# length): read with Orbax's own parsing (ckptlab.steps.step_of).
 
 def _saving(folder: str, beyond: int) -> bool:
     """Whether a save of a step >= ``beyond`` is under way: a temporary folder (atomic rename) or a

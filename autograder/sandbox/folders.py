@@ -17,10 +17,10 @@ def new_workdir(on_disk: bool = False) -> str:
     """A fresh directory for one worker; it is removed when the worker is done (its name holds this
     grader's pid: one a grader killed outright leaves is removed by the next, see
     :func:`sweep_orphaned_workdirs`). ``on_disk``: for a memory-measured worker, off a tmpfs where
-    the machine has a disk folder (see :func:`ckptlab.serving.measured_tempdir`)."""
+    the machine has a disk folder (see :func:`ckptlab.memory.measured_tempdir`)."""
     prefix = f"ckpt-worker-{os.getpid()}-"
     if on_disk:
-        from ckptlab.serving import measured_tempdir
+        from ckptlab.memory import measured_tempdir
 
         folder = measured_tempdir(prefix)
     else:

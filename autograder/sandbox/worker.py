@@ -148,7 +148,7 @@ class Worker:
         self.timeout, self.level, self.count_reads = timeout, level, count_reads
         self.measure_memory = measure_memory
         self.memory_base: tuple[int, int] | None = None  # (pid, resident bytes) before the learner's code
-        self.anonymous = None  # its anonymous memory's peak, sampled from then on (ckptlab.serving.AnonymousPeak)
+        self.anonymous = None  # its anonymous memory's peak, sampled from then on (ckptlab.memory.AnonymousPeak)
         self.held = None  # what any other worker's process holds, sampled less often from its start (_watch_memory)
         self.keep_scratch = keep_scratch  # the scratch folder (and workdir) outlive it: the caller removes them
         self.workdir = workdir or folders.new_workdir()
@@ -337,7 +337,7 @@ class Worker:
         base = proctree.proc_number(pid, "status", b"VmRSS:")
         self.memory_base = None if base is None else (pid, base * 1024)
         if base is not None:
-            from ckptlab.serving import AnonymousPeak
+            from ckptlab.memory import AnonymousPeak
 
             self.anonymous = AnonymousPeak(pid)
 
@@ -419,7 +419,7 @@ class Worker:
         """Sample what the learner's process holds itself (anonymous and shared memory, every 20 ms),
         from its start: should the kernel's OOM killer end it, this says whether it was the one
         holding the memory (:meth:`_stop`)."""
-        from ckptlab.serving import AnonymousPeak
+        from ckptlab.memory import AnonymousPeak
 
         pid = self._learner_pid()
         if pid is not None and not self.measure_memory:

@@ -38,7 +38,7 @@ def damage_root(root: str, damage: tuple) -> None:
     """Apply a :class:`~autograder.wall.kinds.PreemptedRootArg`'s ``damage`` to its root (see there)."""
     import shutil
 
-    from ckptlab.preempt import committed_folders
+    from ckptlab.steps import committed_folders
 
     for kind, n in damage:
         folders = [committed_folders(root)[s] for s in sorted(committed_folders(root), reverse=True)]

@@ -3,7 +3,7 @@
 peak of its anonymous memory, sampled; see :class:`autograder.sandbox.worker.Worker`).
 
 Before that point the worker (trusted code, no learner code yet) makes the measure about the
-learner's code alone, as Lesson 6 measures (:func:`ckptlab.serving.prepare_measurement`): it imports
+learner's code alone, as Lesson 6 measures (:func:`ckptlab.memory.prepare_measurement`): it imports
 the libraries that code imports, does one tiny Orbax save and restore (what the first restore of a
 process allocates once), and has large blocks given back to the kernel when freed (else a freed
 block stays resident and the next case starts above the last one's peak).
@@ -66,7 +66,7 @@ def prepare(modules, scratch: str) -> None:
             importlib.import_module(name)
         except ImportError:  # ("from numpy import pi" names no module: only modules are preloaded)
             pass
-    from ckptlab.serving import prepare_measurement
+    from ckptlab.memory import prepare_measurement
 
     prepare_measurement(scratch)
 

@@ -141,7 +141,7 @@ class ResumedRun(ReturnSpec):
         started again. The latest committed step between the two calls, where the second must go on
         from, is noted on the path (``left``) for :meth:`check_example`."""
         from autograder.wall.kinds import RunFolder
-        from ckptlab.preempt import committed_steps
+        from ckptlab.steps import committed_steps
 
         folder = args[0]
         if isinstance(folder, RunFolder) and folder.left_at:
