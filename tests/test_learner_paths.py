@@ -156,6 +156,16 @@ def test_a_lab_terminal_runs_the_course_commands_in_the_course_environment(lab, 
         assert rc == 0 and "Traceback" not in out and "progress" in out.lower(), out  # (whatever the store holds)
         rc, out = term.run("echo $VIRTUAL_ENV")
         assert out.strip() == str(ROOT / ".venv")
+        # What the start notebook says to type for practice, typed here: a set starts (its first prompt and
+        # its practice file), and q stops it without grading.
+        before = set((ROOT / "practice").glob("session-*.py"))
+        try:
+            rc, out = term.run("echo q | make -s -o .venv/.installed practice MINUTES=10 UNIT=1")
+            assert rc == 0 and "Practice: 1 problem(s)" in out and "[1/1] Problem 1." in out, out
+            assert "Stopped without grading" in out and "ModuleNotFoundError" not in out, out
+        finally:
+            for path in set((ROOT / "practice").glob("session-*.py")) - before:
+                path.unlink()
     finally:
         term.close()
 
