@@ -84,6 +84,7 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from ckptlab.inspection import NotACheckpoint, as_json, inspect_checkpoint
+    from ckptlab.twohost import HostFailed
 
     def progress(done, count, path):  # on a terminal, for checkpoints of many arrays
         if count >= 20 and sys.stderr.isatty():
@@ -131,6 +132,9 @@ def main(argv=None) -> int:
         return 0 if report.same else 1
     except (NotACheckpoint, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except HostFailed as exc:  # measure's restoring processes: the checkpoint did not restore there
+        print(f"error: the restore measure times did not finish: {exc}", file=sys.stderr)
         return 2
     finally:
         absl.removeFilter(_step_metadata_warning)

@@ -33,6 +33,10 @@ class HostReport:
     seconds: float
 
 
+
+class HostFailed(RuntimeError):
+    """A process :func:`run_hosts` started ended without its report; the message holds its last lines."""
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -98,7 +102,7 @@ def run_hosts(commands: list[list[str]], timeout: float, what: str = "host proce
         lines = [line for line in out.splitlines() if line.startswith("{")]
         if code != 0 or not lines:
             tail = "\n".join(err.strip().splitlines()[-15:])
-            raise RuntimeError(f"{what} {i} failed (exit code {code}). Its last messages:\n{tail}")
+            raise HostFailed(f"{what} {i} failed (exit code {code}). Its last messages:\n{tail}")
         reports.append(json.loads(lines[-1]))
     return reports
 

@@ -290,6 +290,11 @@ def test_no_code_of_the_checkpoint_runs_even_run_from_inside_it(real, tmp_path):
     (path / "checkpoint").write_bytes(pickle.dumps(Payload()))  # where old Orbax kept a tree (msgpack, not pickle)
     for command in commands:
         assert main([c if c != "." else str(path) for c in command]) == 0 and not marker.exists(), command
+    # measure restores it, in processes of its own, which Orbax refuses (not msgpack): said in a line, no traceback
+    ran = _run(tmp_path, "measure", str(path), "--mesh", "x=2")
+    assert ran.code == 2 and not marker.exists(), ran.err[-2000:]
+    assert ran.err.startswith("error: the restore measure times did not finish: restoring host 0 failed"), ran.err[-2000:]
+    assert "Traceback" not in ran.err.split("Its last messages:")[0], ran.err[-2000:]
 
 
 def test_a_file_whose_header_nests_too_deep_is_told_apart_without_a_traceback(tmp_path):
