@@ -24,7 +24,7 @@ def pins() -> dict[str, str]:
         if "extra ==" in requirement:
             continue
         name, _, version = requirement.partition("==")
-        out[name.strip().lower()] = version.split(";")[0].strip()
+        out[name.split("[")[0].strip().lower()] = version.split(";")[0].strip()  # moto[s3]: the distribution moto
     return out
 
 

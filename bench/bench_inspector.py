@@ -66,8 +66,8 @@ def main() -> None:
     setup_devices(16)
     from absl import logging
 
-    from ckptlab.inspection import inspect_checkpoint
-    from ckptlab.planning import plan_restore
+    from ckptlab.tool.inspection import inspect_checkpoint
+    from ckptlab.tool.planning import plan_restore
 
     logging.set_verbosity(logging.ERROR)
     sizes = [int(n) for n in args.leaves.split(",")]

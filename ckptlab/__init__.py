@@ -3,28 +3,39 @@
 Importing this package does not import JAX: call :func:`setup_devices` first, before anything
 else touches JAX, so that the 16 simulated CPU devices can still be created.
 
-Its modules, by what they are (``tests/test_architecture.py`` holds the grader to it: the grader
-imports the shared code, the measuring tools and the problems' own models, never a lesson's module
-or the tool, so that a fix to a lesson cannot move a baseline):
+Its modules, in wings (``WINGS`` below is the map; ``tests/test_architecture.py`` holds every
+module to exactly one wing, and the wings to their rules):
 
-- shared: `ckptlab.devices` (the 16 devices), `ckptlab.layout` (layout math), `ckptlab.models`
-  (small Flax models), `ckptlab.plotting` (every figure), `ckptlab.steps` (a CheckpointManager's
-  step folders, as Orbax names them, and which committed), `ckptlab.adapters` (the only doors into
-  the libraries' private names);
-- measuring tools: `ckptlab.memory` (a peak of host memory, measured as the grader measures it),
-  `ckptlab.readcount` (bytes read, as the kernel counts them);
-- the problems' own models, lessons' too: `ckptlab.training` (Lesson 5's run, problem 5.3's),
-  `ckptlab.preempt` (Lesson 5's killed savers, problem 5.2's roots: the grader takes its saver
-  alone), `ckptlab.unstacking` (Lesson 7's scanned model, problem 7.4's);
-- the lessons' own: `ckptlab.explore` (the shard-placement explorer), `ckptlab.serving` (Lesson 6),
-  `ckptlab.twohost` (two real hosts), `ckptlab.topology` (another machine's devices),
-  `ckptlab.memcount`, `ckptlab.restorecount` and `ckptlab.loadcount` (a re-shard's memory, a
-  restore's and Orbax's safetensors loader's reads, in fresh processes), `ckptlab.claims` (a lesson's
-  claims, checked);
-- the tool (``python -m ckptlab``, `ckptlab.__main__`): `ckptlab.cli`, `ckptlab.inspection`,
-  `ckptlab.planning`, `ckptlab.diffing`, `ckptlab.files`, `ckptlab.untrusted`.
+- shared: the 16 devices (`ckptlab.devices`), layout math (`ckptlab.layout`), small Flax models
+  (`ckptlab.models`), every figure (`ckptlab.plotting`), a CheckpointManager's step folders as Orbax
+  names them (`ckptlab.steps`), and the only doors into the libraries' private names
+  (`ckptlab.adapters`, `ckptlab.adapters.errors`, `ckptlab.adapters.jax_internals`,
+  `ckptlab.adapters.orbax_internals`);
+- measuring tools: host memory and its peak (`ckptlab.memory`), bytes read as the kernel counts them
+  (`ckptlab.readcount`), a re-shard's memory, a restore's and Orbax's safetensors loader's reads in
+  fresh processes (`ckptlab.memcount`, `ckptlab.restorecount`, `ckptlab.loadcount`), real hosts on
+  localhost (`ckptlab.twohost`), an S3-compatible server counting each client's reads
+  (`ckptlab.s3server`): the grader may import these;
+- the problems' own models, the lessons' too: Lesson 5's run (`ckptlab.training`, problem 5.3's),
+  its killed savers (`ckptlab.preempt`: the grader takes its saver alone, problem 5.2's), Lesson 7's
+  scanned model (`ckptlab.unstacking`, problem 7.4's);
+- the lessons' own: the shard-placement explorer (`ckptlab.explore`), Lesson 6's serving
+  (`ckptlab.serving`), another machine's devices (`ckptlab.topology`), a lesson's claims checked
+  (`ckptlab.claims`): never the grader's;
+- the tool (``python -m ckptlab``, `ckptlab.__main__`): the folder `ckptlab.tool` (its own map in
+  its ``__init__``), importing no lesson's module; never the grader's.
 """
 
 from ckptlab.devices import NUM_DEVICES, DeviceSetupError, setup_devices
 
-__all__ = ["NUM_DEVICES", "DeviceSetupError", "setup_devices"]
+WINGS = {
+    "shared": ("devices", "layout", "models", "plotting", "steps", "adapters", "adapters.errors",
+               "adapters.jax_internals", "adapters.orbax_internals"),
+    "measuring": ("memory", "readcount", "memcount", "restorecount", "loadcount", "twohost", "s3server"),
+    "problem models": ("training", "preempt", "unstacking"),
+    "lessons": ("explore", "serving", "topology", "claims"),
+    "tool": ("tool", "tool.cli", "tool.inspection", "tool.planning", "tool.measuring", "tool.diffing",
+             "tool.figures", "tool.files", "tool.objectstore", "tool.untrusted"),
+}
+
+__all__ = ["NUM_DEVICES", "WINGS", "DeviceSetupError", "setup_devices"]

@@ -6,7 +6,7 @@ link is followed (the grader reads a learner's run folder with these, every few 
     step_of("step_12.orbax-checkpoint-tmp")    # -> 12 (a save under way: TMP_MARK in its name)
     committed_steps("runs/ckpt")               # -> [8, 10, 12]
 
-Lesson 5 (:mod:`ckptlab.preempt`), the tool (:mod:`ckptlab.inspection`) and the grader's problems
+Lesson 5 (:mod:`ckptlab.preempt`), the tool (:mod:`ckptlab.tool.inspection`) and the grader's problems
 5.2 and 5.3 all read roots with these.
 """
 

@@ -14,9 +14,10 @@ def exercise(folder: str) -> None:
     from jax.sharding import PartitionSpec as P
     from safetensors.numpy import save_file
 
-    from ckptlab import inspection, layout, serving, training, unstacking
-    from ckptlab.diffing import diff_checkpoints
+    from ckptlab import layout, serving, training, unstacking
     from ckptlab.explore import placement, save_for_real
+    from ckptlab.tool import inspection
+    from ckptlab.tool.diffing import diff_checkpoints
 
     try:
         mesh = layout.course_mesh({"x": 16})

@@ -18,6 +18,8 @@ import ast
 import re
 from pathlib import Path
 
+from ckptlab import WINGS
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("autograder", "ckptlab", "solutions")
 FLOORS = (
@@ -34,12 +36,11 @@ FLOORS = (
     ("ground", ("autograder.source", "autograder.limits", "autograder.text", "autograder.outputs", "autograder.stack",
                 "autograder.invoke", "autograder")),
 )
-# What the grader never imports, directly or through another module: the lessons' own modules...
-LESSON_MODULES = ("ckptlab.serving", "ckptlab.explore", "ckptlab.twohost", "ckptlab.topology", "ckptlab.memcount",
-                  "ckptlab.restorecount", "ckptlab.loadcount", "ckptlab.claims")
-# ... and the tool (python -m ckptlab).
-TOOL_MODULES = ("ckptlab.__main__", "ckptlab.cli", "ckptlab.inspection", "ckptlab.planning", "ckptlab.diffing",
-                "ckptlab.files", "ckptlab.untrusted")
+# ckptlab's map (its WINGS): what the grader never imports, directly or through another module, is
+# the lessons' own modules and the tool; the tool imports no lesson's module either.
+_WINGS = {wing: tuple(f"ckptlab.{m}" for m in modules) for wing, modules in WINGS.items()}
+LESSON_MODULES = _WINGS["lessons"]
+TOOL_MODULES = ("ckptlab.__main__", *_WINGS["tool"])
 # A lesson's module that is also a problem's own model: the names the grader may take from it.
 TAKEN_ALONE = {"ckptlab.preempt": ("SaverSpec", "kill_savers")}
 MAX_LINES = 500
@@ -172,6 +173,34 @@ def test_the_grader_imports_no_lessons_module_nor_the_tool():
     assert _lessons_reached(_graph()) == []
 
 
+def test_every_ckptlab_module_is_in_one_wing_of_its_map():
+    mapped = [m for modules in _WINGS.values() for m in modules]
+    assert sorted(m for m in set(mapped) if mapped.count(m) > 1) == []
+    found = {m for m in _modules() if m.startswith("ckptlab.") and m not in ("ckptlab.__main__", "ckptlab.adapters.__main__")}
+    assert sorted(found - set(mapped)) == [], "a module of ckptlab missing from its map (ckptlab.WINGS)"
+    assert sorted(set(mapped) - found) == [], "the map names a module that is not there"
+    assert all(m.startswith("ckptlab.tool") for m in _WINGS["tool"])  # the tool's wing is its folder
+    assert sorted(m for m in found if m.startswith("ckptlab.tool")) == sorted(_WINGS["tool"])
+
+
+def _reached(graph: dict, starts, never) -> list[str]:
+    found = []
+    for start in sorted(starts):
+        seen, todo = set(), [start]
+        while todo:
+            for target in graph.get(todo.pop(), ()):
+                if target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+        found += [f"{start} reaches {m}" for m in sorted(seen & set(never))]
+    return found
+
+
+def test_the_tool_imports_no_lessons_module():
+    graph = _graph()
+    assert _reached(graph, [m for m in graph if m in TOOL_MODULES], LESSON_MODULES + _WINGS["problem models"]) == []
+
+
 def test_the_grader_takes_from_a_problems_lesson_module_only_what_the_problem_is():
     extra = [f"{name}: {sorted(_taken(path.read_text(), module) - set(allowed))}"
              for name, path in _modules().items() if name.startswith("autograder")
@@ -198,23 +227,27 @@ def test_the_checks_can_fail():
     planted = {"autograder.wall.memory": {"ckptlab.steps"}, "ckptlab.steps": {"ckptlab.serving"},
                "autograder.engine.grade": {"ckptlab.memory"}, "ckptlab.memory": set()}
     assert _lessons_reached(planted) == ["autograder.wall.memory reaches ckptlab.serving"]
-    assert _lessons_reached({"autograder.cli": {"ckptlab.inspection"}}) == ["autograder.cli reaches ckptlab.inspection"]
+    assert _reached({"ckptlab.tool.cli": {"ckptlab.twohost"}, "ckptlab.twohost": {"ckptlab.explore"}},
+                    ["ckptlab.tool.cli"], LESSON_MODULES) == ["ckptlab.tool.cli reaches ckptlab.explore"]
+    assert _lessons_reached({"autograder.cli": {"ckptlab.tool.inspection"}}) == ["autograder.cli reaches ckptlab.tool.inspection"]
     assert _taken("from ckptlab.preempt import SaverSpec, step_of\n", "ckptlab.preempt") == {"SaverSpec", "step_of"}
     assert _taken("def f():\n    from ckptlab import preempt\n", "ckptlab.preempt") == {"*"}
     assert _taken("import ckptlab.preempt\nfrom ckptlab.steps import step_of\n", "ckptlab.preempt") == {"*"}
 
 
 def test_each_ckptlab_module_is_of_one_kind():
-    """A module the grader may import is one the lessons' and the tool's lists leave out: each one
-    the package's map names on the line of its kind (see ckptlab/__init__.py)."""
+    """The package's text and its map say the same: each wing's line names its modules (see
+    ckptlab/__init__.py)."""
     import ckptlab
 
     doc = ckptlab.__doc__ or ""
-    lessons = doc[doc.index("- the lessons' own:"):doc.index("- the tool")]
-    tool = doc[doc.index("- the tool"):]
     named = re.compile(r"`(ckptlab\.[\w.]+)`")
-    assert sorted(named.findall(lessons)) == sorted(LESSON_MODULES)
-    assert sorted(named.findall(tool)) == sorted(TOOL_MODULES)
+    heads = {"shared": "- shared:", "measuring": "- measuring tools:", "problem models": "- the problems' own models",
+             "lessons": "- the lessons' own:", "tool": "- the tool"}
+    starts = sorted((doc.index(head), wing) for wing, head in heads.items())
+    for (start, wing), (end, _) in zip(starts, [*starts[1:], (len(doc), None)]):
+        expected = ("ckptlab.__main__", "ckptlab.tool") if wing == "tool" else _WINGS[wing]
+        assert sorted(named.findall(doc[start:end])) == sorted(expected), wing
     assert [m for m in (*LESSON_MODULES, *TOOL_MODULES, *TAKEN_ALONE) if m not in _modules()] == []
 
 
@@ -223,9 +256,21 @@ def test_each_package_map_names_every_module_it_holds():
     import importlib
 
     missing = []
-    for package in ("autograder.engine", "autograder.sandbox", "autograder.wall", "ckptlab"):
+    for package in ("autograder.engine", "autograder.sandbox", "autograder.wall", "ckptlab", "ckptlab.tool"):
         doc = importlib.import_module(package).__doc__ or ""
         folder = ROOT.joinpath(*package.split("."))
         missing += [f"{package}.{p.stem}" for p in sorted(folder.glob("*.py"))
                     if p.stem != "__init__" and f"{package}.{p.stem}`" not in doc]
     assert missing == []
+
+
+def test_the_tools_public_face_is_four_functions_and_imports_no_jax():
+    import subprocess
+    import sys
+
+    code = ("import sys, ckptlab.tool as t; assert 'jax' not in sys.modules, 'jax imported'; "
+            "print(sorted(t.__all__), [getattr(t, n).__module__ for n in sorted(t.__all__)])")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert "['diff_checkpoints', 'inspect_checkpoint', 'measure_restore', 'plan_restore']" in run.stdout
+    assert "'ckptlab.tool.measuring'" in run.stdout

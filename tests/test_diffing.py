@@ -1,4 +1,4 @@
-"""``ckptlab.diffing`` (``python -m ckptlab diff``): each planted difference found and nothing else,
+"""``ckptlab.tool.diffing`` (``python -m ckptlab diff``): each planted difference found and nothing else,
 on checkpoints saved for real (strings beside the arrays, a leaf that changed kind, keys holding a
 "/", complex values, NaNs); block by block, so its memory stays flat in the checkpoints' size
 (measured by the kernel in fresh processes, beside a whole-array read that grows: the control)."""
@@ -18,8 +18,8 @@ import orbax.checkpoint as ocp
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from ckptlab.diffing import blocks, diff_checkpoints
 from ckptlab.layout import course_mesh
+from ckptlab.tool.diffing import blocks, diff_checkpoints
 
 MiB = 2**20
 
@@ -104,7 +104,7 @@ def test_one_changed_element_is_found_block_by_block(pair):
 def test_a_difference_is_located_the_first_index_the_count_and_the_values_there(tmp_path, capsys):
     """Three elements changed, in chunks that split the columns: the chunk grid's first chunk holds
     (37, 2) and (60, 0), a later one (2, 13), the first in row-major order; block by block or whole."""
-    from ckptlab.cli import main
+    from ckptlab.tool.cli import main
 
     mesh = course_mesh({"x": 4})
     w = np.arange(64 * 16, dtype=np.float32).reshape(64, 16)
@@ -180,7 +180,7 @@ def test_blocks_cover_every_element_once_within_the_bound(shape):
 
 
 def test_the_command_exits_0_when_the_same_1_when_not_2_on_a_bad_path(pair, tmp_path, capsys):
-    from ckptlab.cli import main
+    from ckptlab.tool.cli import main
 
     a, made = pair
     assert main(["diff", str(a), str(made["copy"])]) == 0 and "the same model" in capsys.readouterr().out
@@ -224,7 +224,7 @@ def test_leaves_that_are_not_arrays_are_compared_by_value(odd):
 
 
 def test_a_leaf_that_changed_kind_is_a_difference(odd, capsys):
-    from ckptlab.cli import main
+    from ckptlab.tool.cli import main
 
     report = diff_checkpoints(odd["a"], odd["name_an_array"])
     assert not report.same and report.kind == {"name": {"a": "a string", "b": "an array int32 (2,)"}}, report.text()
@@ -265,8 +265,8 @@ _MEASURE = textwrap.dedent(r"""
     from ckptlab import setup_devices
     setup_devices(1)
     import numpy as np, tensorstore as ts
-    from ckptlab.diffing import diff_checkpoints
-    from ckptlab.inspection import inspect_checkpoint
+    from ckptlab.tool.diffing import diff_checkpoints
+    from ckptlab.tool.inspection import inspect_checkpoint
     from ckptlab.memory import status_bytes
     a, b, how = sys.argv[1:]
     diff_checkpoints(a, b, block_bytes=1 << 20)  # warm-up: what a first call loads once

@@ -1,4 +1,4 @@
-"""``python -m ckptlab`` on a checkpoint someone else wrote: each promise of ``ckptlab.untrusted``
+"""``python -m ckptlab`` on a checkpoint someone else wrote: each promise of ``ckptlab.tool.untrusted``
 attacked with a checkpoint crafted from a real one (saved with Orbax, then its records edited), each
 beside the same command on the real checkpoint, which works.
 
@@ -37,12 +37,13 @@ import pytest
 import tensorstore as ts
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from ckptlab.cli import main
-from ckptlab.diffing import _open, blocks, diff_checkpoints, stored_blocks
-from ckptlab.inspection import inspect_checkpoint
 from ckptlab.layout import course_mesh
-from ckptlab.planning import measure_restore, plan_restore
-from ckptlab.untrusted import Unbounded
+from ckptlab.tool.cli import main
+from ckptlab.tool.diffing import _open, blocks, diff_checkpoints, stored_blocks
+from ckptlab.tool.inspection import inspect_checkpoint
+from ckptlab.tool.measuring import measure_restore
+from ckptlab.tool.planning import plan_restore
+from ckptlab.tool.untrusted import Unbounded
 
 ROOT = Path(__file__).resolve().parents[1]
 RESIDENT = 512 * 2**20  # the most a command may hold on these (a plan of the real one: about 200 MiB)
@@ -300,7 +301,7 @@ def test_no_code_of_the_checkpoint_runs_even_run_from_inside_it(real, tmp_path):
 def test_a_file_whose_header_nests_too_deep_is_told_apart_without_a_traceback(tmp_path):
     """A file passed where a folder is wanted, whose 'safetensors header' nests 100,000 lists deep:
     told to pass a folder, no RecursionError. Control: a real safetensors file is named as one."""
-    from ckptlab.files import why_not_a_folder
+    from ckptlab.tool.files import why_not_a_folder
 
     deep = b"[" * 100_000 + b"]" * 100_000
     path = tmp_path / "deep.bin"

@@ -1,4 +1,4 @@
-"""``ckptlab.inspection`` (``python -m ckptlab inspect``) against what Orbax's metadata and the files
+"""``ckptlab.tool.inspection`` (``python -m ckptlab inspect``) against what Orbax's metadata and the files
 say, on checkpoints saved for real: 1, 8 and 16 devices, OCDBT and plain zarr, v0 and v1, a
 CheckpointManager root with a step still being written, roots whose steps Orbax names with a prefix,
 a folder of plain saves, a v1 partial save, keys holding a "/"; and its refusals, damaged
@@ -18,8 +18,8 @@ import orbax.checkpoint as ocp
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from ckptlab.inspection import NotACheckpoint, human, inspect_checkpoint, locate
 from ckptlab.layout import course_mesh
+from ckptlab.tool.inspection import NotACheckpoint, human, inspect_checkpoint, locate
 
 ROWS, COLS = 512, 256  # 512 KiB of float32
 
@@ -127,7 +127,7 @@ def test_inline_chunks_are_said_as_encoded_beside_the_tree_s_own_bytes_on_disk(t
 
 
 def test_a_manager_root_reads_its_newest_committed_step_and_names_the_unfinished_one(saved, capsys):
-    from ckptlab.cli import main
+    from ckptlab.tool.cli import main
 
     root, _ = saved
     info = inspect_checkpoint(root / "manager")
@@ -146,7 +146,7 @@ def test_the_tool_logs_no_step_metadata_warning_and_leaves_absl_as_it_was(saved,
     put absl's logger back as it was."""
     import logging
 
-    from ckptlab.cli import main
+    from ckptlab.tool.cli import main
 
     root, _ = saved
     absl = logging.getLogger("absl")
@@ -176,9 +176,9 @@ def test_the_tool_logs_no_step_metadata_warning_and_leaves_absl_as_it_was(saved,
 
 def test_rows_are_in_natural_order_in_inspect_plan_and_diff(tmp_path, capsys):
     """layers_2 before layers_10 (as text, layers_10 sorts first), in each command's rows."""
-    from ckptlab.cli import main
-    from ckptlab.diffing import diff_checkpoints
-    from ckptlab.planning import plan_restore
+    from ckptlab.tool.cli import main
+    from ckptlab.tool.diffing import diff_checkpoints
+    from ckptlab.tool.planning import plan_restore
 
     tree = {f"layers_{i}": {"w": np.full((4,), i, np.float32)} for i in (10, 2, 1)}
     with ocp.StandardCheckpointer() as checkpointer:
@@ -205,7 +205,7 @@ def test_rows_are_in_natural_order_in_inspect_plan_and_diff(tmp_path, capsys):
 def test_a_safetensors_file_is_told_what_the_tool_can_do_with_it(saved, tmp_path, capsys):
     from safetensors.numpy import save_file
 
-    from ckptlab.cli import main
+    from ckptlab.tool.cli import main
 
     root, _ = saved
     save_file({"w": np.ones((2, 2), np.float32), "b": np.zeros(2, np.float32)}, str(tmp_path / "model.safetensors"))
@@ -263,7 +263,7 @@ def test_a_folder_of_plain_saves_lists_its_own_pending_steps(roots):
 
 def test_a_relative_path_reads_as_its_absolute_one(saved, monkeypatch, capsys):
     """Orbax's metadata() reads nothing from a relative path (its item metadata is None)."""
-    from ckptlab.cli import main
+    from ckptlab.tool.cli import main
 
     root, _ = saved
     monkeypatch.chdir(root)
@@ -299,7 +299,7 @@ def partial(tmp_path_factory):
 
 
 def test_a_partial_save_never_finalized_says_to_finalize_it(partial, capsys):
-    from ckptlab.cli import main
+    from ckptlab.tool.cli import main
 
     pending = next((partial.parent / (partial.name + ".partial_save")).iterdir())
     for path in (partial, partial.parent / (partial.name + ".partial_save"), pending, pending / "state"):
@@ -341,7 +341,7 @@ def _copy(source, where):
 
 
 def test_a_damaged_checkpoint_says_what_is_missing_and_what_to_do(saved, tmp_path, capsys):
-    from ckptlab.cli import main
+    from ckptlab.tool.cli import main
 
     root, _ = saved
     garbage = _copy(root / "ocdbt", tmp_path / "garbage")
@@ -372,7 +372,7 @@ def test_a_damaged_checkpoint_says_what_is_missing_and_what_to_do(saved, tmp_pat
 
 
 def test_the_command_prints_the_table_and_json_and_exits_2_on_a_bad_path(saved, tmp_path, capsys):
-    from ckptlab.cli import main
+    from ckptlab.tool.cli import main
 
     root, _ = saved
     assert main(["inspect", str(root / "ocdbt")]) == 0
@@ -389,7 +389,7 @@ def test_the_command_prints_the_table_and_json_and_exits_2_on_a_bad_path(saved, 
 
 def test_a_placement_figure_per_array_on_request(saved, tmp_path, capsys, monkeypatch):
     from ckptlab import plotting
-    from ckptlab.cli import main
+    from ckptlab.tool.cli import main
 
     root, _ = saved
     out = tmp_path / "w.png"

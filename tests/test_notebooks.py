@@ -193,6 +193,10 @@ SHOWS = {
         "more than one copy: True",
         # pre-sharding's saving, measured per host on two real hosts
         "expert-parallel: each host read the whole tensor: True", "pre-sharded: each host read only its half: True",
+        # in object storage: each host's range GETs, counted by the server, inside the plan's bracket
+        "s3_ep16: each host's bytes, counted by the server, between the plan's floor and its ceiling (plus metadata): True",
+        "s3_fsdp16: each host's bytes, counted by the server", "expert-parallel: each host paid about its ceiling (95% of it or more): True",
+        "more than 6x fewer bytes from the store, and more than 4x fewer GETs: True",
         "removed: True"),
 }
 

@@ -1,4 +1,4 @@
-"""``ckptlab.planning`` (``python -m ckptlab plan|measure``): the plan's floor and ceiling bracket
+"""``ckptlab.tool.planning`` (``python -m ckptlab plan|measure``): the plan's floor and ceiling bracket
 what real restores read per host (two processes joined by ``jax.distributed``), the devices hold
 what it says, and its pre-sharding suggestion, applied with Orbax, cuts the reads measured; on a
 MaxText-style checkpoint (scanned layers under ``params/params/decoder``, expert-parallel chunks).
@@ -15,17 +15,10 @@ import orbax.checkpoint as ocp
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from ckptlab.cli import main
 from ckptlab.layout import course_mesh
-from ckptlab.planning import (
-    measure_restore,
-    parse_mesh,
-    parse_spec,
-    parse_specs,
-    plan_restore,
-    restore_targets,
-    restored_bytes,
-)
+from ckptlab.tool.cli import main
+from ckptlab.tool.measuring import measure_restore, restore_targets, restored_bytes
+from ckptlab.tool.planning import parse_mesh, parse_spec, parse_specs, plan_restore
 
 MiB = 2**20
 SLACK = 512 * 1024  # metadata files and the modules a restore loads on first use: reads besides the chunks
@@ -161,7 +154,7 @@ def test_one_host_whose_ceiling_is_far_above_its_floor_is_told_what_pre_sharding
     run to run). The plan says so, and what a pre-sharded copy's floor and ceiling would be; the two
     arrays no spec places (their saved axis 'expert' is not in this mesh) counted as replicated by
     fallback, each named with its bytes, beside what they cost."""
-    from ckptlab.inspection import human
+    from ckptlab.tool.inspection import human
 
     plan = plan_restore(maxtext, {"fsdp": 16}, {"*/mlp/wi": (None, None, "fsdp", None)}, hosts=1)
     wi = next(a for a in plan.arrays if a.path.endswith("mlp/wi"))

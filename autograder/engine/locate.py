@@ -51,7 +51,7 @@ def locate(problem, sub: extract.Submission) -> ProblemResult | None:
 
 
 def _uses(sub: extract.Submission, problem) -> str | None:
-    """The first of ``problem.forbidden`` the function's code (its closure) imports or names."""
+    """The first module of ``problem.forbidden`` (or below one) the function's code (its closure) imports or names."""
     if not problem.forbidden:
         return None
     for block in sub.closure(problem.function):
@@ -64,7 +64,6 @@ def _uses(sub: extract.Submission, problem) -> str | None:
             elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
                 names = [f"{node.value.id}.{node.attr}"]
             for name in names:
-                hit = next((f for f in problem.forbidden if name == f or name.startswith(f + ".")), None)
-                if hit:
-                    return hit
+                if any(name == f or name.startswith(f + ".") for f in problem.forbidden):
+                    return name  # as the learner wrote it: ckptlab.tool.diffing, under ckptlab.tool
     return None

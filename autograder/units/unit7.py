@@ -212,7 +212,7 @@ PROBLEMS = (
                                      "mismatched": ["params/embed"], "differing": []},
                     "the same with rtol 0.01: the cast is within it"),
         ),
-        forbidden=("ckptlab.diffing", "ckptlab.inspection", "ckptlab.cli"),
+        forbidden=("ckptlab.tool",),  # the course's own checkpoint tool (its diff among them)
         timeout=60.0,
         difficulty="medium",
         category="debugging",

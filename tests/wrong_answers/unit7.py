@@ -256,14 +256,14 @@ def compare_checkpoints(a_dir, b_dir, rtol):
 """, "incorrect", "Wrong on"),
     # The course's own tool called: its answer, not the learner's.
     ("calls_the_course_tool", """
-from ckptlab.diffing import diff_checkpoints
+from ckptlab.tool.diffing import diff_checkpoints
 
 
 def compare_checkpoints(a_dir, b_dir, rtol):
     r = diff_checkpoints(a_dir, b_dir, rtol)
     return {"missing": r.missing, "extra": r.extra, "mismatched": sorted(set(r.shape) | set(r.dtype)),
             "differing": sorted(r.values)}
-""", "incorrect", "the course's own ckptlab.diffing"),
+""", "incorrect", "the course's own ckptlab.tool.diffing"),
 ]
 
 _UNSTACK = """

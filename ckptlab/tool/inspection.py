@@ -1,6 +1,6 @@
 """What is in an Orbax checkpoint, from its metadata and its files, without reading an array.
 
-    from ckptlab.inspection import inspect_checkpoint
+    from ckptlab.tool.inspection import inspect_checkpoint
     info = inspect_checkpoint("runs/ckpt")        # a pytree folder, a step, or a CheckpointManager root
     print(info.table())                           # or: python -m ckptlab inspect runs/ckpt
 
@@ -35,7 +35,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ckptlab.untrusted import check_contained
+from ckptlab.tool.objectstore import copy_of, kvstore, local, prepare
+from ckptlab.tool.untrusted import check_contained
 
 _TMP = ".orbax-checkpoint-tmp"
 _PARTIAL = ".partial_save"  # Orbax v1's partial saves (PARTIAL_SAVE_SUFFIX in its partial/path.py)
@@ -262,7 +263,7 @@ def locate(path, step: int | None = None) -> tuple[Path, int | None, Path | None
     if not path.exists():
         raise NotACheckpoint(f"{path} does not exist: pass an Orbax checkpoint folder")
     if not path.is_dir():
-        from ckptlab.files import why_not_a_folder
+        from ckptlab.tool.files import why_not_a_folder
 
         raise NotACheckpoint(why_not_a_folder(path))
     if _TMP in path.name:
@@ -295,7 +296,7 @@ def _ocdbt_sizes(item: Path) -> tuple[dict, int]:
     and the tree's own bytes on disk (its nodes, which hold the inline values)."""
     import tensorstore as ts
 
-    base = ts.KvStore.open(f"file://{item}/").result()
+    base = ts.KvStore.open(kvstore(item)).result()  # a local folder, or the object store's prefix
     manifest = ts.ocdbt.dump(base).result()
     sizes: dict = {}
     if not manifest.get("versions") or "location" not in manifest["versions"][-1]["root"]:
@@ -346,6 +347,9 @@ def _records(item: Path) -> bool:
     if not isinstance(record, dict) or "tree_metadata" not in record:
         raise Damaged(f"{item}/_METADATA is damaged (no tree_metadata, the record of the tree): {what}")
     ocdbt = (item / "manifest.ocdbt").exists() or bool(record.get("use_ocdbt")) or any(item.glob("ocdbt.process_*"))
+    if not ocdbt and copy_of(item) is not None:  # its chunks' sizes are its files' sizes: a listing gives none
+        raise NotACheckpoint(f"{item} was saved without OCDBT: this tool reads such a checkpoint from local disk only. "
+                             "Copy it to a local folder (aws s3 cp --recursive) and pass that folder")
     if ocdbt and not (item / "manifest.ocdbt").exists():
         raise Damaged(f"{item}/manifest.ocdbt is missing: the OCDBT database's root, without which none of its "
                              f"arrays can be found. {what}")
@@ -372,8 +376,10 @@ def _orbax_tree(item: Path):
 # ------------------------------------------------------------------------------ the whole
 def inspect_checkpoint(path, step: int | None = None) -> CheckpointInfo:
     """What the checkpoint at ``path`` holds, array by array (see the module's text)."""
+    path = local(path)  # an s3:// url: its records, copied (ckptlab.tool.objectstore)
     item, step, root = locate(path, step)
     check_contained(item, absolute(path))  # before a byte of it is read: nothing outside the folder given
+    prepare(item)  # an object store's: its arrays' headers, where Orbax reads them
     try:
         ocdbt = _records(item)
         try:
@@ -453,40 +459,6 @@ def _sharding(meta):
     devices = math.prod(mesh.values())
     replicas = math.prod(n for a, n in mesh.items() if a not in named)
     return mesh, spec, devices, replicas, " x ".join(f"{k} {v}" for k, v in mesh.items())
-
-
-def placement_figure(info: CheckpointInfo, array_path: str, out):
-    """Draw where each piece of ``array_path`` lived when it was saved (its mesh positions, replicas
-    together) with the saved chunk grid on top, to the image file ``out``; 1-D and 2-D arrays. Needs
-    JAX with as many devices as the saved mesh (``setup_devices``, before JAX starts)."""
-    import jax
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ckptlab.plotting import plot_sharded_array
-
-    found = {a.path: a for a in info.arrays}
-    if array_path not in found:
-        raise NotACheckpoint(f"no array {array_path!r} in {info.path}; its arrays: {', '.join(sorted(found))}")
-    a = found[array_path]
-    if len(a.shape) not in (1, 2):
-        raise NotACheckpoint(f"{array_path} has {len(a.shape)} dimensions: a figure draws a 1-D or 2-D array")
-    if a.grid > 4096:  # each chunk is drawn and named: more is unreadable, and a checkpoint may declare any number
-        raise NotACheckpoint(f"{array_path} has {a.grid:,} chunks: a figure draws at most 4,096; pass another array")
-    mesh = a.mesh or {"device": 1}
-    if len(jax.devices()) < math.prod(mesh.values()):
-        raise NotACheckpoint(f"{array_path} was saved on {math.prod(mesh.values())} devices and JAX runs with "
-                             f"{len(jax.devices())}: its figure needs as many (in Python, setup_devices(N) before JAX "
-                             "starts, then placement_figure)")
-    whole = "" if a.mesh else " (one piece, d0 here)"
-    fig, ax = plt.subplots()
-    plot_sharded_array(a.shape, mesh, a.spec if a.spec is not None else (), chunk_shape=a.chunk_shape, ax=ax,
-                       title=f"{array_path}: saved on {a.saved_on}{whole}, spec {spec_text(a.spec)}; chunks dashed")
-    fig.savefig(out, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return out
 
 
 def as_json(info: CheckpointInfo) -> str:

@@ -1,14 +1,16 @@
 """Before a slow load or an OOM: what restoring a checkpoint onto a layout will read and hold, per
 host, from the checkpoint's records alone; and the same restore run for real beside it.
 
-    from ckptlab.planning import plan_restore, measure_restore
+    from ckptlab.tool.planning import plan_restore
     plan = plan_restore("ckpt", mesh={"data": 2, "model": 8}, specs={"*embed*": (None, "model")}, hosts=2)
     print(plan.text())                      # python -m ckptlab plan ckpt --mesh data=2,model=8 ...
-    measured = measure_restore("ckpt", mesh={"data": 2, "model": 8}, specs=..., hosts=2)
+
+(The same restore run for real: :mod:`ckptlab.tool.measuring`.) ``ckpt`` may be in object storage
+(``s3://bucket/path``: :mod:`ckptlab.tool.objectstore`): the plan reads its records alone.
 
 **The model, and which bound each figure is.** The target layout gives each device its index
 domain (asked of JAX's own ``NamedSharding``); the checkpoint's chunk grid and each chunk's bytes
-on disk come from :mod:`ckptlab.inspection`. A chunk is read whole. Per host (its devices are the
+on disk come from :mod:`ckptlab.tool.inspection`. A chunk is read whole. Per host (its devices are the
 mesh's, row-major, in contiguous blocks of ``devices / hosts``, as the processes of one job hold
 them):
 
@@ -37,14 +39,11 @@ with what they hold and read. Leaves that are not arrays are listed, neither pla
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
-import os
-import sys
-import tempfile
 from dataclasses import dataclass, field
 
-from ckptlab.inspection import ArrayInfo, inspect_checkpoint, leaf_keys, path_text, spec_text
+from ckptlab.tool import objectstore
+from ckptlab.tool.inspection import ArrayInfo, inspect_checkpoint, spec_text
 
 # Pre-sharding is suggested where it saves some host at least this share of an array's floor, and
 # this many bytes: below that, the gain is noise in what the chunks compressed to, not the layout.
@@ -132,6 +131,7 @@ class Plan:
     arrays: list = field(default_factory=list)
     metadata_bytes: int = 0
     not_arrays: list = field(default_factory=list)  # "path (kind)" of the leaves that are not arrays
+    folder: str = field(default="", repr=False)  # the pytree folder read (an object store's: its records' copy)
 
     def total(self, what: str) -> list:
         return [sum(getattr(a, what)[h] for a in self.arrays) for h in range(self.hosts)]
@@ -157,7 +157,7 @@ class Plan:
                 "arrays": [a.__dict__ for a in self.arrays], "not_arrays": self.not_arrays}
 
     def text(self, top: int = 5) -> str:
-        from ckptlab.inspection import human
+        from ckptlab.tool.inspection import human
 
         floor, ceiling = self.total("floor"), self.total("ceiling")
         lines = [f"{self.path} onto a mesh {' x '.join(f'{k} {v}' for k, v in self.mesh.items())}, "
@@ -283,12 +283,12 @@ def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, st
     the leaf's path: spec}; others as saved where that fits, else replicated) reads and holds per
     host of ``hosts``. Needs JAX with at least the mesh's number of devices (``setup_devices``).
     ``progress``, if given, is called with (arrays done, arrays in all, path) before each array. A checkpoint
-    declaring far more chunks than it stores (``restoring``: or bytes) is refused (:mod:`ckptlab.untrusted`)."""
+    declaring far more chunks than it stores (``restoring``: or bytes) is refused (:mod:`ckptlab.tool.untrusted`)."""
     from collections import Counter
     from functools import cache
 
     from ckptlab.layout import iter_chunks_overlapped, real_index_domains
-    from ckptlab.untrusted import check_bounded
+    from ckptlab.tool.untrusted import check_bounded
 
     mesh = {str(k): int(v) for k, v in mesh.items()}
     index_domains = cache(lambda shape, spec: real_index_domains(shape, mesh, spec))  # leaves alike share theirs
@@ -301,8 +301,11 @@ def plan_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, st
     per_host = devices // hosts
     info = inspect_checkpoint(path, step)
     check_bounded(info, max_chunks, max_bytes, values=restoring)  # before a chunk grid is walked
-    plan = Plan(str(info.path), mesh, hosts, not_arrays=[f"{o.path} ({o.kind})" for o in info.others])
-    plan.metadata_bytes = max(0, sum(p.stat().st_size for p in info.path.rglob("*") if p.is_file()) - info.stored_bytes)
+    plan = Plan(objectstore.shown(str(info.path)), mesh, hosts, not_arrays=[f"{o.path} ({o.kind})" for o in info.others],
+                folder=str(info.path))
+    files = sum(p.stat().st_size for p in info.path.rglob("*") if p.is_file())  # an object store's: its records
+    plan.metadata_bytes = (max(0, files - info.stored_bytes) if objectstore.copy_of(info.path) is None
+                           else files + info.tree_bytes)
     for done, array in enumerate(info.arrays):
         if progress is not None:
             progress(done, len(info.arrays), array.path)
@@ -359,138 +362,4 @@ def _shares(pieces, chunk: tuple, shape: tuple) -> dict:
     return {c: min(1.0, part) for c, part in covered.items()}
 
 
-# ------------------------------------------------------------------------------------- measure
-def restore_targets(tree, mesh, specs: dict) -> tuple:
-    """What the measuring restore asks ``PyTreeCheckpointer`` for, from Orbax's metadata ``tree``:
-    (item, restore_args), each array placed on ``mesh`` (a ``Mesh``) with its spec ({leaf keys:
-    spec}), every leaf that is not an array a placeholder, left unread."""
-    import jax
-    import orbax.checkpoint as ocp
-    from jax.sharding import NamedSharding, PartitionSpec
-
-    def target(keypath, m):
-        if not (hasattr(m, "shape") and hasattr(m, "storage")):
-            return ocp.PLACEHOLDER
-        sharding = NamedSharding(mesh, PartitionSpec(*specs[leaf_keys(keypath)]))
-        return jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=sharding)
-
-    item = jax.tree_util.tree_map_with_path(target, tree, is_leaf=lambda x: hasattr(x, "storage"))
-    args = jax.tree.map(lambda t: ocp.PLACEHOLDER if t is ocp.PLACEHOLDER else ocp.ArrayRestoreArgs(
-        restore_type=jax.Array, sharding=t.sharding, global_shape=t.shape, dtype=t.dtype), item)
-    return item, args
-
-
-def restored_bytes(tree, restored) -> tuple[int, dict]:
-    """(the bytes this process's devices hold of ``restored``, {path: [saved dtype, restored dtype]}
-    for the arrays restored in another dtype than Orbax's metadata ``tree`` says: int64 as int32, and
-    float64 as float32, where JAX's x64 is off)."""
-    import jax
-
-    saved = {leaf_keys(k): m for k, m in jax.tree_util.tree_flatten_with_path(
-        tree, is_leaf=lambda x: hasattr(x, "storage"))[0]}
-    held, narrowed = 0, {}
-    for keypath, leaf in jax.tree_util.tree_flatten_with_path(restored)[0]:
-        if not isinstance(leaf, jax.Array):
-            continue  # a placeholder: a leaf that is not an array
-        held += sum(s.data.nbytes for s in leaf.addressable_shards)
-        keys = leaf_keys(keypath)
-        if str(leaf.dtype) != str(saved[keys].dtype):
-            narrowed[path_text(keys)] = [str(saved[keys].dtype), str(leaf.dtype)]
-    return held, narrowed
-
-
-_CHILD = r"""
-import json, sys
-args = json.loads(sys.argv[1])
-from ckptlab.devices import prepare_environment
-
-prepare_environment(args["per_host"])
-import jax
-
-if args["hosts"] > 1:
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(f"127.0.0.1:{args['port']}", num_processes=args["hosts"], process_id=args["host"],
-                               initialization_timeout=120)
-import numpy as np
-import orbax.checkpoint as ocp
-from absl import logging
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-from ckptlab.readcount import count_reads
-from ckptlab.memory import reset_peak, status_bytes
-
-logging.set_verbosity(logging.ERROR)
-devices = np.array(sorted(jax.devices(), key=lambda d: d.id)).reshape(tuple(args["mesh"].values()))
-mesh = Mesh(devices, tuple(args["mesh"]))
-from ckptlab.planning import restore_targets, restored_bytes
-
-checkpointer = ocp.StandardCheckpointer()
-tree = checkpointer.metadata(args["path"]).item_metadata.tree
-specs = {tuple(keys): tuple(tuple(e) if isinstance(e, list) else e for e in s) for keys, s in args["specs"]}
-item, restore_args = restore_targets(tree, mesh, specs)  # the arrays; a string is not one (a placeholder)
-# Warm-up on a small checkpoint of its own: what a first save and restore load once (modules,
-# TensorStore's drivers), without the memory of a restore of this one (which the next would reuse).
-small = jax.make_array_from_callback((mesh.size, 4), NamedSharding(mesh, PartitionSpec(tuple(mesh.axis_names))),
-                                     lambda index: np.ones((mesh.size, 4), np.float32)[index])
-checkpointer.save(args["warm"], {"w": small})
-checkpointer.wait_until_finished()
-jax.block_until_ready(checkpointer.restore(args["warm"], {"w": jax.ShapeDtypeStruct(small.shape, small.dtype,
-                                                                                    sharding=small.sharding)}))
-reset_peak()
-before = status_bytes("VmRSS")
-with count_reads(whole_process=True) as reads:
-    restored = ocp.PyTreeCheckpointer().restore(args["path"], args=ocp.args.PyTreeRestore(item=item,
-                                                                                        restore_args=restore_args))
-    jax.block_until_ready([x for x in jax.tree.leaves(restored) if isinstance(x, jax.Array)])
-peak = status_bytes("VmHWM") - before
-held, narrowed = restored_bytes(tree, restored)
-print(json.dumps({"host": jax.process_index(), "read": reads.bytes, "peak": peak, "held": held, "narrowed": narrowed}),
-      flush=True)
-if args["hosts"] > 1:
-    jax.distributed.shutdown()
-"""
-
-
-def measure_restore(path, mesh: dict, specs: dict | None = None, hosts: int = 1, step: int | None = None,
-                    timeout: float = 600, max_chunks: int | None = None, max_bytes: int | None = None) -> dict:
-    """Restore ``path`` for real onto ``mesh`` with the plan's specs, in ``hosts`` fresh processes
-    joined by ``jax.distributed`` on localhost (CPU devices), each counting what it read (the
-    kernel's ``rchar``, after a warm-up restore) and its peak resident set above where it started
-    (``VmHWM`` reset before the restore). Returns the plan beside the measurement."""
-    from ckptlab.twohost import free_port, run_hosts
-
-    plan = plan_restore(path, mesh, specs, hosts, step, max_chunks=max_chunks, max_bytes=max_bytes, restoring=True)
-    chosen = [[list(a.keys), [list(e) if isinstance(e, tuple) else e for e in a.spec]] for a in plan.arrays]
-    port = free_port()
-    per_host = math.prod(plan.mesh.values()) // hosts
-    with tempfile.TemporaryDirectory(prefix="measure-") as warm:
-        commands = [[sys.executable, "-c", _CHILD, json.dumps({"path": os.path.abspath(plan.path), "mesh": plan.mesh,
-                                                               "specs": chosen, "hosts": hosts, "host": h, "port": port,
-                                                               "per_host": per_host, "warm": os.path.join(warm, "w")})]
-                    for h in range(hosts)]
-        reports = sorted(run_hosts(commands, timeout, "restoring host"), key=lambda r: r["host"])
-    return {"plan": plan, "read": [r["read"] for r in reports], "peak": [r["peak"] for r in reports],
-            "held": [r["held"] for r in reports], "narrowed": reports[0]["narrowed"]}
-
-
-def measured_text(result: dict) -> str:
-    from ckptlab.inspection import human
-
-    plan = result["plan"]
-    lines = [plan.text()]
-    for h in range(plan.hosts):
-        read = result["read"][h]
-        lines.append(f"host {h} measured: read {human(read) if read is not None else 'not counted'} "
-                     f"(plan: {human(plan.total('floor')[h])} to {human(plan.total('ceiling')[h])}, plus metadata); "
-                     f"peak {human(result['peak'][h])} above its start, its devices hold {human(result['held'][h])} "
-                     f"(plan: {human(plan.total('held')[h])})")
-    narrowed = result.get("narrowed") or {}
-    if narrowed:  # the plan counts the saved dtypes; JAX without x64 holds 64-bit values in 32 bits
-        lines.append("held in another dtype than saved (JAX's x64 is off), so below the plan's figure: "
-                     + ", ".join(f"{p} {a} as {b}" for p, (a, b) in narrowed.items()))
-    if plan.not_arrays:
-        lines.append(f"not restored, not arrays: {', '.join(plan.not_arrays)}")
-    return "\n".join(lines)
-
-
-__all__ = ["Plan", "plan_restore", "measure_restore", "measured_text", "parse_mesh", "parse_spec", "parse_specs"]
+__all__ = ["Plan", "plan_restore", "parse_mesh", "parse_spec", "parse_specs"]

@@ -1,14 +1,16 @@
 """``python -m ckptlab inspect|diff ...``: the course's models as a tool, on any Orbax checkpoint on
-local disk. Each command's text says what it reads; ``--json`` prints the same as JSON.
+local disk or in S3-compatible object storage (``s3://bucket/path``, the store's address from
+``AWS_ENDPOINT_URL``: ckptlab.tool.objectstore). Each command's text says what it reads; ``--json``
+prints the same as JSON.
 
-    python -m ckptlab inspect PATH [--step N] [--json] [--figure ARRAY [--out F.png]]   # ckptlab.inspection
-    python -m ckptlab diff A B [--rtol R] [--json]         # ckptlab.diffing; exit 1 when they differ
+    python -m ckptlab inspect PATH [--step N] [--json] [--figure ARRAY [--out F.png]]   # ckptlab.tool.inspection
+    python -m ckptlab diff A B [--rtol R] [--json]         # ckptlab.tool.diffing; exit 1 when they differ
     python -m ckptlab plan PATH --mesh data=2,model=8 [--spec 'PATTERN=SPEC' ...] [--rules FILE] [--hosts N] [--json]
-    python -m ckptlab measure PATH --mesh ... [--spec ...] [--hosts N]   # ckptlab.planning, for real
+    python -m ckptlab measure PATH --mesh ... [--spec ...] [--hosts N]   # ckptlab.tool.measuring, for real
 
 Exit codes: 0 done (diff: the same model), 1 diff found a difference, 2 a path or an option this
 tool cannot use (the message says what to pass instead). A checkpoint someone else wrote: see
-ckptlab.untrusted (plan, measure and diff take --max-chunks N and --max-bytes B).
+ckptlab.tool.untrusted (plan, measure and diff take --max-chunks N and --max-bytes B).
 """
 
 from __future__ import annotations
@@ -66,8 +68,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _bounds(args) -> dict:
-    """--max-chunks and --max-bytes, as the functions take them (ckptlab.untrusted)."""
-    from ckptlab.untrusted import parse_size
+    """--max-chunks and --max-bytes, as the functions take them (ckptlab.tool.untrusted)."""
+    from ckptlab.tool.untrusted import parse_size
 
     return {"max_chunks": args.max_chunks, "max_bytes": None if args.max_bytes is None else parse_size(args.max_bytes)}
 
@@ -83,7 +85,8 @@ def _step_metadata_warning(record) -> bool:
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    from ckptlab.inspection import NotACheckpoint, as_json, inspect_checkpoint
+    from ckptlab.tool.inspection import NotACheckpoint, as_json, inspect_checkpoint
+    from ckptlab.tool.objectstore import shown
     from ckptlab.twohost import HostFailed
 
     def progress(done, count, path):  # on a terminal, for checkpoints of many arrays
@@ -99,15 +102,15 @@ def main(argv=None) -> int:
 
                 setup_devices()
             info = inspect_checkpoint(args.path, args.step)
-            print(as_json(info) if args.json else info.table())
+            print(shown(as_json(info) if args.json else info.table()))
             if args.figure:
-                from ckptlab.inspection import placement_figure
+                from ckptlab.tool.figures import placement_figure
 
                 out = placement_figure(info, args.figure, args.out or re.sub(r"[^\w.-]+", "_", args.figure) + ".png")
                 print(f"figure: {out}", file=sys.stderr)
             return 0
         if args.command in ("plan", "measure"):
-            from ckptlab import planning
+            from ckptlab.tool import planning
 
             rules = planning.read_rules(args.rules) if args.rules else []
             mesh, specs = planning.parse_mesh(args.mesh), planning.parse_specs(args.spec + rules)  # the command line first
@@ -117,24 +120,26 @@ def main(argv=None) -> int:
             if args.command == "plan":
                 plan = planning.plan_restore(args.path, mesh, specs, args.hosts, args.step, progress=progress,
                                              **_bounds(args))
-                print(json.dumps(plan.as_dict(), indent=1, default=list) if args.json else plan.text())
+                print(shown(json.dumps(plan.as_dict(), indent=1, default=list) if args.json else plan.text()))
             else:
-                result = planning.measure_restore(args.path, mesh, specs, args.hosts, args.step, **_bounds(args))
+                from ckptlab.tool import measuring
+
+                result = measuring.measure_restore(args.path, mesh, specs, args.hosts, args.step, **_bounds(args))
                 if args.json:
-                    print(json.dumps({**result, "plan": result["plan"].as_dict()}, indent=1, default=list))
+                    print(shown(json.dumps({**result, "plan": result["plan"].as_dict()}, indent=1, default=list)))
                 else:
-                    print(planning.measured_text(result))
+                    print(shown(measuring.measured_text(result)))
             return 0
-        from ckptlab.diffing import diff_checkpoints
+        from ckptlab.tool.diffing import diff_checkpoints
 
         report = diff_checkpoints(args.a, args.b, args.rtol, progress=progress, **_bounds(args))
-        print(json.dumps(report.as_dict(), indent=1) if args.json else report.text())
+        print(shown(json.dumps(report.as_dict(), indent=1) if args.json else report.text()))
         return 0 if report.same else 1
     except (NotACheckpoint, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {shown(str(exc))}", file=sys.stderr)
         return 2
     except HostFailed as exc:  # measure's restoring processes: the checkpoint did not restore there
-        print(f"error: the restore measure times did not finish: {exc}", file=sys.stderr)
+        print(f"error: the restore measure times did not finish: {shown(str(exc))}", file=sys.stderr)
         return 2
     finally:
         absl.removeFilter(_step_metadata_warning)

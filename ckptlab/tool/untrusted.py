@@ -85,7 +85,7 @@ def limits(info, max_chunks: int | None = None, max_bytes: int | None = None) ->
 
 
 def check_bounded(info, max_chunks: int | None = None, max_bytes: int | None = None, *, values: bool = True) -> None:
-    """Refuse a checkpoint (a :class:`ckptlab.inspection.CheckpointInfo`) whose records declare more
+    """Refuse a checkpoint (a :class:`ckptlab.tool.inspection.CheckpointInfo`) whose records declare more
     chunks than :func:`limits` allows, or (``values``: a command whose work follows the values' bytes)
     more bytes of values, naming the array that declares most and the option that accepts it."""
     chunk_limit, byte_limit = limits(info, max_chunks, max_bytes)

@@ -1,6 +1,6 @@
 """Is it the same model? Two Orbax checkpoints compared leaf by leaf, block by block.
 
-    from ckptlab.diffing import diff_checkpoints
+    from ckptlab.tool.diffing import diff_checkpoints
     report = diff_checkpoints("old/ckpt", "new/ckpt", rtol=1e-2)
     report.same            # True when nothing below was found
     print(report.text())   # or: python -m ckptlab diff old/ckpt new/ckpt --rtol 1e-2
@@ -31,13 +31,13 @@ at most one chunk, and at most ``block_bytes``), the two checkpoints' blocks sid
 nothing cached: it never holds both checkpoints, nor one whole array. Its memory is bounded by the
 chunks a block touches (TensorStore decodes a chunk whole: one of ``a``'s, and ``b``'s that overlap
 it), so it stays flat in the size of the checkpoints and grows with the size of their chunks. The tree, shapes, dtypes and shardings come
-from :mod:`ckptlab.inspection`, which reads the metadata only.
+from :mod:`ckptlab.tool.inspection`, which reads the metadata only.
 
 It reads only what is stored: a chunk neither side stores a byte of holds the fill value on both
 (a sparse save, or a checkpoint from elsewhere declaring far more than it holds), and is not read
 where the two fill values are the same (:func:`stored_blocks`). A checkpoint declaring far more
 chunks or bytes than it stores is refused, unless ``max_chunks``/``max_bytes`` (``--max-chunks``,
-``--max-bytes``) accept it (:mod:`ckptlab.untrusted`).
+``--max-bytes``) accept it (:mod:`ckptlab.tool.untrusted`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ckptlab.inspection import ArrayInfo, CheckpointInfo, inspect_checkpoint, leaf_keys, natural_key, path_text
+from ckptlab.tool import objectstore
+from ckptlab.tool.inspection import ArrayInfo, CheckpointInfo, inspect_checkpoint, leaf_keys, natural_key, path_text
 
 BLOCK_BYTES = 8 * 2**20
 
@@ -137,8 +138,8 @@ def _open(info: CheckpointInfo, array: ArrayInfo):
     import tensorstore as ts
 
     context = ts.Context({"cache_pool": {"total_bytes_limit": 0}})
-    if info.layout == "ocdbt":
-        kvstore = {"driver": "ocdbt", "base": f"file://{info.path}/", "path": f"{array.storage_key}/"}
+    if info.layout == "ocdbt":  # its base: a local folder, or an object store's prefix
+        kvstore = {"driver": "ocdbt", "base": objectstore.kvstore(info.path), "path": f"{array.storage_key}/"}
     else:
         kvstore = {"driver": "file", "path": f"{info.path}/{array.storage_key}/"}
     # Zarr 3 (Orbax v1's default) keeps an array's header in zarr.json, zarr 2 (v0's) in .zarray.
@@ -272,8 +273,8 @@ def diff_checkpoints(a, b, rtol: float = 0.0, block_bytes: int = BLOCK_BYTES, st
     """Compare checkpoint ``b`` with checkpoint ``a`` (see the module's text). ``progress``, if given,
     is called with (leaves done, leaves in all, path) before each leaf. A checkpoint declaring far more
     chunks or bytes than it stores is refused unless ``max_chunks``/``max_bytes`` allow it
-    (:mod:`ckptlab.untrusted`)."""
-    from ckptlab.untrusted import check_bounded
+    (:mod:`ckptlab.tool.untrusted`)."""
+    from ckptlab.tool.untrusted import check_bounded
 
     if not (rtol >= 0 and math.isfinite(rtol)):
         raise ValueError(f"rtol must be a number at or above 0, not {rtol!r}")

@@ -1,0 +1,276 @@
+"""Checkpoints in object storage: ``python -m ckptlab inspect|plan|measure|diff s3://bucket/prefix``.
+
+What it takes, with Orbax 0.12.8 and TensorStore 0.1.86 (``tests/test_objectstore.py`` runs both
+against an S3-compatible server on localhost):
+
+- **TensorStore speaks S3** (its ``s3`` kvstore driver): a read asks for the byte ranges it needs,
+  one range GET each. It takes an S3-compatible store's address only in its spec, never from the
+  environment; this module puts there what the AWS SDKs and CLI read: ``AWS_ENDPOINT_URL_S3`` or
+  ``AWS_ENDPOINT_URL`` (none: Amazon's own S3), and ``AWS_REGION`` or ``AWS_DEFAULT_REGION``.
+  Credentials come from ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY`` (else TensorStore's
+  default chain: ``~/.aws``, the instance's metadata service).
+- **Orbax 0.12.8 cannot open an array at an ``s3://`` path**: its TensorStore spec builder
+  normalises the path with ``os.path.normpath``, which makes ``s3://b/x`` ``s3:/b/x`` (it mends
+  ``gs:/`` alone), then refuses it as not absolute; its records it reads through etils' ``epath``,
+  which needs ``s3fs`` for ``s3://``. So this module copies a checkpoint's *records* (every key
+  outside its OCDBT data folders ``d/``: ``_METADATA``, ``_sharding``, the OCDBT manifests, a step's
+  ``_CHECKPOINT_METADATA``; kilobytes to a few MiB) into a private temporary folder, where Orbax's
+  own ``metadata()`` reads them, and reads the B+tree and every value from the store itself through
+  TensorStore: a chunk's bytes cross the network only when a command reads them (``diff``,
+  ``measure``, which restores each host's shards with TensorStore as Orbax does underneath).
+- ``gs://`` and other stores are refused in one sentence saying what is read (no GCS emulator
+  that TensorStore accepts could be had here to test it against).
+
+The promise for a checkpoint someone else wrote holds here too (``ckptlab.tool.untrusted``): a key that
+would land outside the private folder (``..``, an empty part) is refused before anything is
+written, a record larger than ``RECORD_LIMIT`` is refused, and the copy is removed when the process
+ends. A checkpoint saved without OCDBT (its chunk sizes are its files' sizes, which TensorStore's
+listing does not give) is refused with what to do instead.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# One record (a _METADATA, a manifest) larger than this is refused: Orbax's for 10,000 leaves are a
+# few MiB. All the records together are bounded by the same times 4.
+RECORD_LIMIT = 256 * 2**20
+_RETRIES = {"max_retries": 4, "initial_delay": "0.2s", "max_delay": "2s"}  # an unreachable store: a few seconds
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
+SUPPORTED = ("s3",)
+_HEADERS = (".zarray", "zarr.json", ".zattrs")
+
+
+class Unreadable(ValueError):
+    """An object-storage path this tool cannot read (the message says what to pass or set)."""
+
+
+def is_url(path) -> bool:
+    return isinstance(path, str) and _URL.match(path) is not None
+
+
+def endpoint() -> str | None:
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+
+
+def s3_spec(bucket: str, prefix: str = "") -> dict:
+    """TensorStore's kvstore spec for ``s3://bucket/prefix``, the endpoint and region from the
+    environment as the AWS SDKs read them."""
+    spec = {"driver": "s3", "bucket": bucket, "path": prefix, "s3_request_retries": dict(_RETRIES)}
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if endpoint():
+        spec["endpoint"] = endpoint()
+        spec["aws_region"] = region or "us-east-1"  # a local store signs with any region
+    elif region:
+        spec["aws_region"] = region
+    if os.environ.get("AWS_ACCESS_KEY_ID"):
+        spec["aws_credentials"] = {"type": "environment"}
+    return spec
+
+
+def parse(url: str) -> tuple[str, str]:
+    """``s3://bucket/a/b`` -> ``("bucket", "a/b/")``; other schemes refused in one sentence."""
+    scheme, rest = _URL.match(url).groups()
+    if scheme.lower() not in SUPPORTED:
+        raise Unreadable(f"{url}: {scheme}:// is not read by this tool, which reads checkpoints on local disk and in "
+                         "S3-compatible object storage (s3://bucket/path, its address from AWS_ENDPOINT_URL): copy the "
+                         f"checkpoint to a local folder (gcloud storage cp -r {url} .) and pass that folder")
+    bucket, _, prefix = rest.partition("/")
+    prefix = prefix.strip("/")
+    if not bucket or any(part in ("", ".", "..") for part in prefix.split("/") if prefix):
+        raise Unreadable(f"{url} is not a bucket and a path: pass s3://BUCKET/PATH/TO/CHECKPOINT")
+    return bucket, prefix + "/" if prefix else ""
+
+
+@dataclass
+class Copy:
+    """A checkpoint in object storage, its records copied into ``folder``."""
+
+    url: str
+    spec: dict  # the kvstore of the url's prefix
+    folder: Path
+    prepared: set = field(default_factory=set)  # the items made readable by Orbax (prepare)
+
+    def kvstore(self, local: Path) -> dict:
+        rel = Path(local).relative_to(self.folder).as_posix()
+        return {**self.spec, "path": self.spec["path"] + ("" if rel == "." else rel + "/")}
+
+
+_COPIES: dict[str, Copy] = {}
+
+
+def forget() -> None:
+    """Remove every copy of records this process made (it is done when the process ends, too)."""
+    for copy in _COPIES.values():
+        shutil.rmtree(copy.folder.parent, ignore_errors=True)
+    _COPIES.clear()
+
+
+atexit.register(forget)
+
+
+def _records(keys: list[str]) -> list[str]:
+    """The keys to copy: all but OCDBT's data files (under a ``d/`` folder) and a zarr array's chunks
+    (in a folder holding a zarr header)."""
+    arrays = {k.rpartition("/")[0] for k in keys if k.rpartition("/")[2] in _HEADERS}
+    out = []
+    for key in keys:
+        parts = key.split("/")
+        if "d" in parts[:-1]:
+            continue
+        if parts[-1] not in _HEADERS and any("/".join(parts[:i]) in arrays for i in range(1, len(parts))):
+            continue
+        out.append(key)
+    return out
+
+
+def _safe(key: str) -> bool:
+    parts = key.split("/")
+    return bool(key) and not key.startswith("/") and all(p not in ("", ".", "..") for p in parts) and "\\" not in key
+
+
+def _larger(store, key: str, limit: int) -> bool:
+    """Whether ``key`` holds more than ``limit`` bytes, asked with a one-byte range GET past them
+    (a record is read whole only once known to be small: a declared size is never trusted)."""
+    try:
+        return len(store.read(key, byte_range=slice(limit, limit + 1)).result().value) == 1
+    except ValueError as exc:  # OUT_OF_RANGE: the object ends before
+        if "OUT_OF_RANGE" in str(exc):
+            return False
+        raise
+
+
+def fetch(url: str) -> Copy:
+    """The records of the checkpoint at ``url`` copied into a private temporary folder (once per
+    process and url); what to fix when the store cannot be listed."""
+    if url in _COPIES:
+        return _COPIES[url]
+    import tensorstore as ts
+
+    bucket, prefix = parse(url)
+    spec = s3_spec(bucket, prefix)
+    where = f"the store at {endpoint()}" if endpoint() else "Amazon S3 (AWS_ENDPOINT_URL is not set)"
+    try:
+        store = ts.KvStore.open(spec).result()
+        keys = sorted(k.decode("utf-8", "replace") for k in store.list().result())
+    except ValueError as exc:
+        raise Unreadable(f"{url} cannot be listed in {where} ({str(exc).splitlines()[0][:200]}): check "
+                         "AWS_ENDPOINT_URL (an S3-compatible store's address), the bucket's name, and the credentials "
+                         "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)") from None
+    if not keys:
+        raise Unreadable(f"{url} holds nothing in {where} (no key under that path): pass the folder an Orbax save "
+                         "wrote, or a CheckpointManager's root")
+    unsafe = [k for k in keys if not _safe(k)]
+    if unsafe:
+        raise Unreadable(f"{url} holds a key that names no place inside it ({unsafe[0]!r}): this tool writes and reads "
+                         "nothing outside the checkpoint it is given. Pass another checkpoint")
+    top = Path(tempfile.mkdtemp(prefix="ckptlab-s3-"))
+    folder = top / (prefix.rstrip("/").rpartition("/")[2] or bucket)
+    folder.mkdir()
+    copy = Copy(url, spec, folder)
+    _COPIES[url] = copy
+    total = 0
+    for key in _records(keys):
+        big = _larger(store, key, RECORD_LIMIT)
+        value = b"" if big else store.read(key).result().value
+        total += len(value)
+        if big or total > 4 * RECORD_LIMIT:
+            raise Unreadable(f"{url}/{key} is a record larger than this tool reads ({RECORD_LIMIT // 2**20} MiB "
+                             "each, four times that in all): not a checkpoint Orbax wrote. Pass another checkpoint")
+        target = folder.joinpath(*key.split("/"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(value)
+    for key in keys:  # the data folders, left empty, so the tree looks as Orbax left it
+        parts = key.split("/")[:-1]
+        if "d" in parts:
+            last = len(parts) - 1 - parts[::-1].index("d")
+            folder.joinpath(*parts[: last + 1]).mkdir(parents=True, exist_ok=True)
+    return copy
+
+
+def prepare(item) -> None:
+    """Make the copied pytree folder ``item`` readable by Orbax's ``metadata()``, once, before it is
+    read (nothing for a local folder): its copied OCDBT manifest replaced by a local database of its
+    arrays' zarr headers alone (``.zarray``, ``zarr.json``: kept inline in the B+tree's nodes, a few
+    hundred bytes each), read from the store, where Orbax reads each array's shape, dtype and chunk
+    shape. Every chunk stays in the store. Done for the item read alone (a manager's root holds many)."""
+    import tensorstore as ts
+
+    copy, item = copy_of(item), Path(item)
+    if copy is None or item in copy.prepared or not (item / "manifest.ocdbt").is_file():
+        return
+    copy.prepared.add(item)
+    remote = ts.KvStore.open({"driver": "ocdbt", "base": copy.kvstore(item)}).result()
+    found = [k for k in remote.list().result() if k.decode("utf-8", "replace").rpartition("/")[2] in _HEADERS]
+    (item / "manifest.ocdbt").unlink()
+    here = ts.KvStore.open({"driver": "ocdbt", "base": f"file://{item}/"}).result()
+    with ts.Transaction() as txn:
+        for key in found:
+            value = remote.read(key).result().value
+            if len(value) > RECORD_LIMIT:
+                raise Unreadable(f"{copy.url}: an array's header {key.decode(errors='replace')!r} is larger than this "
+                                 "tool reads: not a checkpoint Orbax wrote. Pass another checkpoint")
+            here.with_transaction(txn)[key] = value
+
+
+def local(path):
+    """``path`` as the tool reads it: a local path as given; an ``s3://`` url as its records' copy."""
+    return fetch(path).folder if is_url(path) else path
+
+
+def copy_of(folder) -> Copy | None:
+    """The copy ``folder`` lies in, if it is one of an object store's checkpoint."""
+    folder = Path(folder)
+    for copy in _COPIES.values():
+        if folder == copy.folder or folder.is_relative_to(copy.folder):
+            return copy
+    return None
+
+
+def kvstore(folder) -> dict:
+    """TensorStore's kvstore for the checkpoint folder ``folder`` (a local one, or a copy's: the
+    object store's prefix for it)."""
+    copy = copy_of(folder)
+    return copy.kvstore(folder) if copy is not None else {"driver": "file", "path": f"{folder}/"}
+
+
+def shown(text: str) -> str:
+    """``text`` with each copy's folder written as the url it came from."""
+    for copy in _COPIES.values():
+        text = text.replace(str(copy.folder), copy.url.rstrip("/"))
+    return text
+
+
+def s3_bytes_read() -> int:
+    """The bytes TensorStore has read from S3 in this process (its own counter: the bodies of its GETs)."""
+    import tensorstore as ts
+
+    found = ts.experimental_collect_matching_metrics("/tensorstore/kvstore/s3/bytes_read")
+    return int(sum(v.get("value", 0) for m in found for v in m.get("values", [])))
+
+
+def upload(folder, url: str) -> int:
+    """Copy the checkpoint in local ``folder`` byte for byte to ``url`` (an ``s3://`` prefix), as
+    ``aws s3 cp --recursive`` would (Orbax 0.12.8 cannot save to ``s3://``: see the module's text).
+    Returns the bytes written."""
+    import tensorstore as ts
+
+    bucket, prefix = parse(url)
+    source = ts.KvStore.open({"driver": "file", "path": f"{os.path.abspath(folder)}/"}).result()
+    target = ts.KvStore.open(s3_spec(bucket, prefix)).result()
+    written = 0
+    for key in sorted(source.list().result()):
+        value = source.read(key).result().value
+        target.write(key, value).result()
+        written += len(value)
+    return written
+
+
+__all__ = ["Copy", "RECORD_LIMIT", "SUPPORTED", "Unreadable", "copy_of", "endpoint", "fetch", "forget", "is_url", "kvstore",
+           "local", "parse", "prepare", "s3_bytes_read", "s3_spec", "shown", "upload"]
