@@ -193,6 +193,20 @@ class AnonymousPeak:
         return last if last is not None else (None if self.base is None else self.peak - self.base)
 
 
+def settle() -> None:
+    """Before a baseline is read: Python's garbage collected and every free page of the C library's
+    heaps given back (``malloc_trim``), so that the work measured next cannot reuse memory freed
+    before it began and look smaller than what it holds (Linux, glibc)."""
+    import gc
+
+    gc.collect()
+    if sys.platform == "linux":
+        try:
+            ctypes.CDLL(None).malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
+
+
 def reset_peak() -> None:
     """Reset this process's peak resident set to its present one (``/proc/self/clear_refs``)."""
     with open("/proc/self/clear_refs", "w") as f:

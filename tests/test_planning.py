@@ -96,7 +96,8 @@ def test_the_plan_brackets_real_restores_and_pre_sharding_cuts_their_reads(maxte
     floor, ceiling, held = plan.total("floor"), plan.total("ceiling"), plan.total("held")
     for h in range(2):
         assert 0.98 * floor[h] <= measured["read"][h] <= ceiling[h] + SLACK, (h, measured["read"], floor, ceiling)
-        assert measured["held"][h] == held[h] and measured["peak"][h] >= held[h], measured
+        # (the peak above the restore's start, less what the process frees while restoring: see below)
+        assert measured["held"][h] == held[h] and measured["peak"][h] >= held[h] - MiB, measured
     # Pre-sharding as suggested, with Orbax: restore in the target layout once, save it.
     mesh = course_mesh(MESH)
     target = ocp.StandardCheckpointer().metadata(maxtext).item_metadata.tree
@@ -265,4 +266,8 @@ def test_the_plan_brackets_restores_of_the_course_s_own_layouts(tmp_path):
     count = next(a for a in plan.arrays if a.path == "count")
     for h in range(2):
         assert 0.98 * plan.total("floor")[h] <= measured["read"][h] <= plan.total("ceiling")[h] + SLACK, measured
-        assert measured["held"][h] == plan.total("held")[h] - count.held[h] // 2 <= measured["peak"][h], measured
+        # The peak above the restore's start can fall short of what it holds by what the process frees
+        # while restoring (Orbax's and TensorStore's leftovers of the warm-up): 60 to 520 KiB seen in 1 run
+        # of 4 here, against 11 MiB held. The control: the peak is far below twice what is held.
+        assert measured["held"][h] == plan.total("held")[h] - count.held[h] // 2, measured
+        assert measured["held"][h] - MiB <= measured["peak"][h] < 2 * measured["held"][h] + 64 * MiB, measured
