@@ -462,6 +462,55 @@ def plot_save_timeline(runs: Mapping[str, tuple[float, float, float]], ax=None):
                                                 f"vs {waits[fastest] * 1e3:.0f} ms ({fastest})")
 
 
+def plot_preemption(reports: Mapping[str, object], ax=None, before: float = 1.5):
+    """One lane per host of each run (:class:`ckptlab.graceful.Report`), in seconds from the SIGTERM:
+    training steps, evaluations and saves as each host logged them, the SIGTERM at 0 and the grace
+    window's end (SIGKILL) as lines; a host's lane ends where it ended."""
+    ax = _axes(ax, (9, 0.55 * sum(len(r.events) for r in reports.values()) + 1.6))
+    labels, y = [], 0
+    shown = set()
+
+    def bar(row, start, end, colour, what):
+        ax.barh(row, max(end - start, 0.01), left=start, color=colour, edgecolor="black", lw=0.3, height=0.6,
+                label=what if what not in shown else None)
+        shown.add(what)
+
+    for name, report in reports.items():
+        top = y
+        for h, events in enumerate(report.events):
+            end = report.exited_after[h]
+            opened: dict = {}
+            for t, event, _ in events:
+                if t < -before:
+                    continue
+                if event in ("eval", "save"):
+                    opened[event] = t
+                elif event == "eval_done" and "eval" in opened:
+                    bar(y, opened.pop("eval"), t, "#f5b041", "evaluation (nothing checked)")
+                elif event == "saved":
+                    bar(y, opened.pop("save", t - 0.03), t, device_colour(2), "save, committed")
+                elif event == "step":
+                    bar(y, t, t + 0.04, device_colour(0), "training step")
+            for event, t in opened.items():  # cut short by the SIGKILL
+                bar(y, t, end, "#f5b041" if event == "eval" else "lightgrey",
+                    "evaluation (nothing checked)" if event == "eval" else "save, never committed")
+            killed = report.exits[h] == -9
+            ax.plot([end], [y], marker="X" if killed else "o", color="red" if killed else "black", ms=8,
+                    label=("SIGKILL" if killed else "exit") if ("K" if killed else "E") not in shown else None)
+            shown.add("K" if killed else "E")
+            labels.append((y, f"{name}: host {h}"))
+            y -= 1
+        ax.vlines(report.grace, y + 0.6, top + 0.4, color="red", lw=2)  # this run's grace window ends
+        ax.hlines(y + 0.5, -before, max(r.grace for r in reports.values()), color="grey", lw=0.5)
+    ax.axvline(0, color="red", lw=1.2, ls="--", label="SIGTERM")
+    ax.set_yticks([r for r, _ in labels], [text for _, text in labels])
+    ax.set_xlim(-before, max(r.grace for r in reports.values()) + 0.3)
+    ax.set_xlabel("seconds from the SIGTERM (a red bar: the run's grace window ends, SIGKILL)")
+    ax.legend(loc="lower right", fontsize=7)
+    return _title(ax, "Preemption: SIGTERM, a grace window, SIGKILL",
+                  "the hosts that save in the window lose nothing; the others lose every step since their last save")
+
+
 def plot_save_times(measured: Mapping[int, float], nbytes: int, bandwidth: float, ax=None):
     """Measured save times (shards -> seconds) beside the bound "slowest host's bytes / its
     bandwidth": flat for one host, P / (N x bandwidth) for N hosts of their own."""

@@ -198,12 +198,21 @@ SHOWS = {
         "s3_fsdp16: each host's bytes, counted by the server", "expert-parallel: each host paid about its ceiling (95% of it or more): True",
         "more than 6x fewer bytes from the store, and more than 4x fewer GETs: True",
         "removed: True"),
+    "08_preemption.ipynb": (
+        # real SIGTERMs to a job of two real hosts; each outcome read from outside
+        "with no handler, the SIGTERM ends the process at once (exit -15), well inside the grace window: True",
+        "both hosts saved the same step for the preemption, though only host 0 was signalled: True",
+        "the hosts disagree: host 0 stopped to save, host 1 trained on: True",
+        "the save never committed (its temporary folder is left) and both were SIGKILLed at the window's end: True",
+        "grace 0.5 s, under the budget: SIGKILLed mid-evaluation, nothing saved for the preemption, steps lost: True",
+        "grace 5 s, over the budget: the step saved and committed, nothing lost: True",
+        "then both hosts saved one later step, the same, inside the window: True", "removed: True"),
 }
 
 
 # Figures each lesson draws (an inline image each), so one that fails to draw is noticed: the start
 # notebook's, and each unit's from its record.
-FIGURES = {"00_start_here.ipynb": 2, "07_changed_machine_or_code.ipynb": 1} | {u.lesson: u.lesson_figures
+FIGURES = {"00_start_here.ipynb": 2, "07_changed_machine_or_code.ipynb": 1, "08_preemption.ipynb": 1} | {u.lesson: u.lesson_figures
                                                                             for u in registry.UNITS.values()}
 
 
