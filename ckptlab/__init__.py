@@ -21,7 +21,8 @@ module to exactly one wing, and the wings to their rules):
   scanned model (`ckptlab.unstacking`, problem 7.4's);
 - the lessons' own: the shard-placement explorer (`ckptlab.explore`), Lesson 6's serving
   (`ckptlab.serving`), another machine's devices (`ckptlab.topology`), a lesson's claims checked
-  (`ckptlab.claims`), Lesson 8's preempted jobs (`ckptlab.graceful`): never the grader's;
+  (`ckptlab.claims`), Lesson 8's preempted jobs (`ckptlab.graceful`) and data pipelines
+  (`ckptlab.pipeline`): never the grader's;
 - the tool (``python -m ckptlab``, `ckptlab.__main__`): the folder `ckptlab.tool` (its own map in
   its ``__init__``), importing no lesson's module; never the grader's.
 """
@@ -33,7 +34,7 @@ WINGS = {
                "adapters.jax_internals", "adapters.orbax_internals"),
     "measuring": ("memory", "readcount", "memcount", "restorecount", "loadcount", "twohost", "s3server"),
     "problem models": ("training", "preempt", "unstacking"),
-    "lessons": ("explore", "serving", "topology", "claims", "graceful"),
+    "lessons": ("explore", "serving", "topology", "claims", "graceful", "pipeline"),
     "tool": ("tool", "tool.cli", "tool.inspection", "tool.planning", "tool.measuring", "tool.diffing",
              "tool.figures", "tool.files", "tool.objectstore", "tool.untrusted"),
 }

@@ -170,7 +170,9 @@ def preempt(job: Job, folder, signal_at: str = "step", grace: float = 3.0, signa
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    env = {**os.environ, "PYTHONSAFEPATH": "1"}
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    env.update(JAX_PLATFORMS="cpu", PYTHONSAFEPATH="1",  # as ckptlab.twohost starts its hosts
+               PYTHONPATH=os.pathsep.join(filter(None, (str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH")))))
     procs = []
     for h in range(hosts):
         spec = {**job.__dict__, "hosts": hosts, "host": h, "port": port, "folder": str(folder / "ckpt"),

@@ -206,7 +206,13 @@ SHOWS = {
         "the save never committed (its temporary folder is left) and both were SIGKILLed at the window's end: True",
         "grace 0.5 s, under the budget: SIGKILLed mid-evaluation, nothing saved for the preemption, steps lost: True",
         "grace 5 s, over the budget: the step saved and committed, nothing lost: True",
-        "then both hosts saved one later step, the same, inside the window: True", "removed: True"),
+        "then both hosts saved one later step, the same, inside the window: True",
+        # the data pipeline's position: Grain's handler, forgotten, fewer hosts, recomputed from the step
+        "restored with Grain's handler on 2 hosts: every one of the 48 examples read exactly once: True",
+        "the pipeline restarted: the first 24 examples read twice, the last 24 never: True",
+        "Grain's handler refuses the restore when the process count changed: True",
+        "the position recomputed from the global step: on 1 host, every example read exactly once: True",
+        "removed: True"),
 }
 
 
