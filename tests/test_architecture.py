@@ -142,16 +142,20 @@ def test_the_shared_code_and_the_references_import_nothing_of_the_graders():
 
 def _lessons_reached(graph: dict[str, set[str]]) -> list[str]:
     """Each grader module that reaches a lesson's module or the tool, by any chain of imports."""
-    never = set(LESSON_MODULES + TOOL_MODULES)
+    return _reached(graph, [m for m in graph if m.startswith("autograder")], LESSON_MODULES + TOOL_MODULES)
+
+
+def _reached(graph: dict, starts, never) -> list[str]:
+    """Each of ``starts`` that reaches a module of ``never``, by any chain of imports."""
     found = []
-    for start in sorted(m for m in graph if m.startswith("autograder")):
+    for start in sorted(starts):
         seen, todo = set(), [start]
         while todo:
             for target in graph.get(todo.pop(), ()):
                 if target not in seen:
                     seen.add(target)
                     todo.append(target)
-        found += [f"{start} reaches {m}" for m in sorted(seen & never)]
+        found += [f"{start} reaches {m}" for m in sorted(seen & set(never))]
     return found
 
 
@@ -181,19 +185,6 @@ def test_every_ckptlab_module_is_in_one_wing_of_its_map():
     assert sorted(set(mapped) - found) == [], "the map names a module that is not there"
     assert all(m.startswith("ckptlab.tool") for m in _WINGS["tool"])  # the tool's wing is its folder
     assert sorted(m for m in found if m.startswith("ckptlab.tool")) == sorted(_WINGS["tool"])
-
-
-def _reached(graph: dict, starts, never) -> list[str]:
-    found = []
-    for start in sorted(starts):
-        seen, todo = set(), [start]
-        while todo:
-            for target in graph.get(todo.pop(), ()):
-                if target not in seen:
-                    seen.add(target)
-                    todo.append(target)
-        found += [f"{start} reaches {m}" for m in sorted(seen & set(never))]
-    return found
 
 
 def test_the_tool_imports_no_lessons_module():
