@@ -152,8 +152,9 @@ def test_a_hostile_store_writes_nothing_outside_its_copy_and_reads_no_giant_reco
     with pytest.raises(objectstore.Unreadable, match="larger than this tool reads"):
         objectstore.fetch("s3://ckpt/big")
     assert sum(c["bytes"] for c in s3.counts().values()) < 1024  # its 4 KiB were never sent
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), "ckptlab-s3-*", "big"))  # the copy cut short: removed
     monkeypatch.setattr(objectstore, "RECORD_LIMIT", 8192)  # the control: under the limit, it is copied
-    assert (objectstore.fetch("s3://ckpt/big/").folder / "_METADATA").stat().st_size == 4098
+    assert (objectstore.fetch("s3://ckpt/big").folder / "_METADATA").stat().st_size == 4098
 
 
 def test_the_command_line_leaves_no_copy_behind(store):

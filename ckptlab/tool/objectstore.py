@@ -174,18 +174,22 @@ def fetch(url: str) -> Copy:
     folder = top / (prefix.rstrip("/").rpartition("/")[2] or bucket)
     folder.mkdir()
     copy = Copy(url, spec, folder)
-    _COPIES[url] = copy
     total = 0
-    for key in _records(keys):
-        big = _larger(store, key, RECORD_LIMIT)
-        value = b"" if big else store.read(key).result().value
-        total += len(value)
-        if big or total > 4 * RECORD_LIMIT:
-            raise Unreadable(f"{url}/{key} is a record larger than this tool reads ({RECORD_LIMIT // 2**20} MiB "
-                             "each, four times that in all): not a checkpoint Orbax wrote. Pass another checkpoint")
-        target = folder.joinpath(*key.split("/"))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(value)
+    try:
+        for key in _records(keys):
+            big = _larger(store, key, RECORD_LIMIT)
+            value = b"" if big else store.read(key).result().value
+            total += len(value)
+            if big or total > 4 * RECORD_LIMIT:
+                raise Unreadable(f"{url}/{key} is a record larger than this tool reads ({RECORD_LIMIT // 2**20} MiB "
+                                 "each, four times that in all): not a checkpoint Orbax wrote. Pass another checkpoint")
+            target = folder.joinpath(*key.split("/"))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(value)
+    except BaseException:  # a copy cut short is removed, never kept for the next command to read
+        shutil.rmtree(top, ignore_errors=True)
+        raise
+    _COPIES[url] = copy
     for key in keys:  # the data folders, left empty, so the tree looks as Orbax left it
         parts = key.split("/")[:-1]
         if "d" in parts:
