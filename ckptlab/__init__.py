@@ -18,7 +18,8 @@ module to exactly one wing, and the wings to their rules):
   (`ckptlab.s3server`): the grader may import these;
 - the problems' own models, the lessons' too: Lesson 5's run (`ckptlab.training`, problem 5.3's),
   its killed savers (`ckptlab.preempt`: the grader takes its saver alone, problem 5.2's), Lesson 7's
-  scanned model (`ckptlab.unstacking`, problem 7.4's);
+  scanned model (`ckptlab.unstacking`, problem 7.4's), Lesson 8's checkpoints in tiers
+  (`ckptlab.tiers`, problem 8.2's);
 - the lessons' own: the shard-placement explorer (`ckptlab.explore`), Lesson 6's serving
   (`ckptlab.serving`), another machine's devices (`ckptlab.topology`), a lesson's claims checked
   (`ckptlab.claims`), Lesson 8's preempted jobs (`ckptlab.graceful`) and data pipelines
@@ -33,7 +34,7 @@ WINGS = {
     "shared": ("devices", "layout", "models", "plotting", "steps", "adapters", "adapters.errors",
                "adapters.jax_internals", "adapters.orbax_internals"),
     "measuring": ("memory", "readcount", "memcount", "restorecount", "loadcount", "twohost", "s3server"),
-    "problem models": ("training", "preempt", "unstacking"),
+    "problem models": ("training", "preempt", "unstacking", "tiers"),
     "lessons": ("explore", "serving", "topology", "claims", "graceful", "pipeline"),
     "tool": ("tool", "tool.cli", "tool.inspection", "tool.planning", "tool.measuring", "tool.diffing",
              "tool.figures", "tool.files", "tool.objectstore", "tool.untrusted"),

@@ -212,13 +212,18 @@ SHOWS = {
         "the pipeline restarted: the first 24 examples read twice, the last 24 never: True",
         "Grain's handler refuses the restore when the process count changed: True",
         "the position recomputed from the global step: on 1 host, every example read exactly once: True",
+        # checkpoints in tiers: real saves, a host's local tier lost, holes in two hosts' tiers
+        "nothing lost: step 12, restored from every host's local tier: True",
+        "host 1's local tier lost: the newest step is the persistent tier's 10: True",
+        "the oldest of the hosts' newest steps is 10, and host 1 cannot restore it: True",
+        "only step 8 is common to both hosts' local tiers: True",
         "removed: True"),
 }
 
 
 # Figures each lesson draws (an inline image each), so one that fails to draw is noticed: the start
 # notebook's, and each unit's from its record.
-FIGURES = {"00_start_here.ipynb": 2, "07_changed_machine_or_code.ipynb": 1, "08_preemption.ipynb": 1} | {u.lesson: u.lesson_figures
+FIGURES = {"00_start_here.ipynb": 2, "07_changed_machine_or_code.ipynb": 1} | {u.lesson: u.lesson_figures
                                                                             for u in registry.UNITS.values()}
 
 

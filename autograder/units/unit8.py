@@ -1,0 +1,210 @@
+"""Unit 8, Preemption: its record and its problems. Public: what learners may see (statements,
+signatures, hints, public examples). Hidden cases: ``autograder/hidden/unit8.py``, keyed by function
+name; references: ``solutions/unit8.py``."""
+
+from __future__ import annotations
+
+from autograder.declarations import Example, Problem, Unit
+from autograder.wall.kinds import RunFolder, TieredRootArg
+from autograder.wall.problem_returns import ResumedRun
+from autograder.wall.returns import Struct
+
+# A job of 2 hosts, 12 steps: local saves every 2 steps (3 kept), persistent every 5 (2 kept).
+_TIERS = (("hosts", 2), ("steps", 12), ("local_every", 2), ("local_keep", 3), ("persistent_every", 5),
+          ("persistent_keep", 2), ("seed", 0))
+
+UNIT = Unit(
+    number=8,
+    title="Preemption",
+    intro=(
+        "Clusters take machines back with a SIGTERM, a grace window, then a SIGKILL, and a job of several "
+        "hosts must agree on what to save. Say which examples each host reads at a step, whatever the "
+        "number of hosts the job restarts with; find the newest step every host can restore when the "
+        "checkpoints live in tiers (a fast local one per host, a slow persistent one) and a host's local "
+        "tier is gone; and write a training loop that saves where it stands when the grader sends it a "
+        "real SIGTERM, wherever the signal lands, within the grace window. The lesson is "
+        "`course/08_preemption.ipynb`."
+    ),
+    notebook="unit8_preemption.ipynb",
+    lesson="08_preemption.ipynb",
+    lesson_figures=1,
+    # the problem notebook's import cell
+    imports=(
+        "import os\n"
+        "import signal\n"
+        "\n"
+        "import grain\n"
+        "import jax\n"
+        "import numpy as np\n"
+        "import orbax.checkpoint as ocp\n"
+        "\n"
+        "from autograder.notebook import problem\n"
+        "from ckptlab import training"
+    ),
+)
+
+PROBLEMS = (
+    Problem(
+        id="8.1",
+        function="host_batch",
+        signature=("step", "host", "hosts", "seed", "examples", "global_batch"),
+        points=15,
+        title="Which examples a host reads, whatever the number of hosts",
+        statement=(
+            "A data-parallel job of `hosts` processes trains on a dataset of `examples` records, ids `0` to "
+            "`examples - 1`, read in one global order, the same on every host: the order of "
+            "`grain.MapDataset.range(examples).shuffle(seed=seed).repeat()` (each epoch a new permutation). "
+            "Training step `step` (from 0) consumes the next `global_batch` ids of that order, so that a job "
+            "restarted from a checkpoint with another number of hosts reads exactly the batches an "
+            "uninterrupted job would read: no id read twice within an epoch, none skipped, across epoch ends "
+            "too. Host `host` reads its rows of the global batch, `global_batch // hosts` consecutive rows "
+            "starting at row `host * global_batch // hosts` (the layout in which "
+            "`jax.make_array_from_process_local_data` assembles the global batch). Return the ids host "
+            "`host` reads at step `step`, a list of ints in row order. Keep no state between calls: the step "
+            "alone says where the job is. Raise `ValueError` when `hosts` does not divide `global_batch` or "
+            "`host` is not one of `0` to `hosts - 1`."
+        ),
+        returns=Struct(("list", "int")),
+        raises=("ValueError",),
+        hints=(
+            "Where does step `step`'s global batch start in the global order? Its position alone, never "
+            "a host's own iterator, survives a change in the number of hosts.",
+            "A Grain `MapDataset` is indexed like a list, `ds[i]`, at any position, without reading what "
+            "comes before it; `.repeat()` makes it as long as you like.",
+            "An epoch's length need not be a multiple of the global batch: a batch may start in one epoch and "
+            "end in the next. Grain's repeat reshuffles each epoch, so position `i` of the repeated order is "
+            "not position `i % examples` of the first epoch.",
+        ),
+        examples=(
+            Example((0, 0, 2, 0, 10, 4), [0, 4], "step 0 of 2 hosts: host 0 reads rows 0-1 of the first global batch"),
+            Example((0, 1, 2, 0, 10, 4), [6, 7], "the same step, host 1: rows 2-3"),
+            Example((0, 0, 1, 0, 10, 4), [0, 4, 6, 7], "the same step on one host: the same global batch"),
+            Example((2, 1, 2, 0, 10, 4), [5, 7], "step 2 crosses the end of the first epoch (positions 8 to 11: ids 5, 2 of the first, 5, 7 of the second)"),
+        ),
+        difficulty="medium",
+        category="fault-tolerance",
+        tags=("preemption", "data", "grain"),
+        seen_in="MaxText issue #2537 (the number of chips changed between save and load), grain issue #938",
+        why=(
+            "Each host's iterator state describes its own slice of the data, so it means nothing once the "
+            "number of hosts changes; the global step, saved with the model, fixes the global batch, and "
+            "each host reads its rows of it by position."
+        ),
+        next_question=(
+            "Your pipeline filters and packs examples, so a step no longer maps to fixed positions: how "
+            "would you make a restart with fewer hosts read every example once?"
+        ),
+    ),
+    Problem(
+        id="8.2",
+        function="newest_step_across_tiers",
+        signature=("tiers",),
+        points=15,
+        title="The newest step a job can restore, across tiers and hosts",
+        statement=(
+            "A job of several hosts checkpointed into the folder `tiers` in two tiers. `tiers/local/<host>/` "
+            "(hosts `0`, `1`, ...) is each host's fast local tier (a RAM disk in production): an Orbax "
+            "`CheckpointManager` of that host's own saved its shards there every few steps, as the item `state`. "
+            "`tiers/persistent/` is the persistent tier: a `CheckpointManager` saved the whole state there "
+            "rarely, as the item `state`. Both save with the atomic-rename protocol: a step's save committed "
+            "when its folder is named by the step alone. Then the job was preempted: a host's local tier may be "
+            "empty (its machine was replaced), a save may have been cut short, a committed step may not "
+            "restore. A step can be restored from the local tier only when every host's local tier holds it "
+            "committed and its `state` restores there; from the persistent tier when it is committed there and "
+            "its `state` restores. Return `(step, tier)` for the newest step the job can restore, `tier` being "
+            "`\"local\"` when every host can restore it locally (the fast path) and `\"persistent\"` otherwise; "
+            "None when no step can be restored. The folder is read-only to you."
+        ),
+        returns=Struct(("optional", ("fixed", ("int", "str")))),
+        hints=(
+            "Which steps can one host restore locally? Its committed step folders, newest first, each proven by "
+            "a restore of its `state` item (problem 5.2's rule, one tier at a time).",
+            "The job restores a step locally only if every host can: intersect the hosts' sets, not their "
+            "newest steps. An empty tier holds nothing, so nothing is common.",
+            "Compare the newest common local step with the newest restorable persistent step: the larger wins, "
+            "and a tie goes to the local tier, the faster read.",
+        ),
+        examples=(
+            Example((TieredRootArg(_TIERS),), (12, "local"), "nothing lost: every host holds step 12 locally"),
+            Example((TieredRootArg(_TIERS + (("damage", (("lost", 1),)),)),), (10, "persistent"),
+                    "host 1's local tier lost: the newest persistent step"),
+        ),
+        timeout=60.0,
+        difficulty="medium",
+        category="fault-tolerance",
+        tags=("preemption", "tiers", "orbax"),
+        seen_in="Orbax's emergency (multi-tier) checkpointing; MaxText issue #1153, axlearn issue #1332",
+        why=(
+            "A local tier is per host, so a step restores from it only where every host restores it: the "
+            "intersection of the hosts' restorable steps. The persistent tier, slower and older, is the floor "
+            "when a host's local tier is gone."
+        ),
+        next_question=(
+            "With hosts replicated in pairs, a lost host's shards also live on its peer: how would you find the "
+            "newest step then, and what would you copy where before restoring?"
+        ),
+    ),
+    Problem(
+        id="8.3",
+        function="train_with_grace",
+        signature=("ckpt_dir", "total_steps", "seed", "save_every", "eval_every"),
+        points=20,
+        title="A training loop that answers a SIGTERM within its grace window",
+        statement=(
+            "Train as problem 5.3 does: `training.make_model(seed)` with `training.make_optimizer(model)`, training "
+            "step s (from 0) running `step(model, optimizer, x, y)`, `step = training.train_step()`, on "
+            "`x, y = next(batches)` of `batches = training.Batches(seed)`, for `total_steps` steps. Checkpoint into "
+            "`ckpt_dir` with an Orbax `CheckpointManager` (or Orbax v1's `ocp.v1.training.Checkpointer`): step s "
+            "holds the state after s training steps, as two items, `state` (`training.train_state(model, "
+            "optimizer)`) and `data` (`batches.get_state()`). Save periodically, after training step s - 1 when s "
+            "is a multiple of `save_every`, and the last step, `total_steps`; never save another step, except on "
+            "a SIGTERM. After training step s - 1 when s is a multiple of `eval_every` (after that step's periodic "
+            "save, if it has one), evaluate the model: `training.eval_loss(model, x, y)` on every batch of "
+            "`training.eval_batches(seed)`, which takes seconds. The grader sends your process a real SIGTERM at "
+            "a moment of its choosing (while a save is under way, or during an evaluation), and a SIGKILL 1.5 "
+            "seconds later (the grace window). On a SIGTERM your loop must stop whatever it is doing, save the "
+            "state after the last training step it finished, wait until that step is committed, and return "
+            "within the grace window. Started again with the same arguments, a run must go on from the latest "
+            "committed step, training only the steps that remain, on the batches that come next. Return "
+            "`(training.params_of(model), first_step)`, first_step being the step this call started training from "
+            "(0 in a fresh folder); the last run's is compared bit for bit with a run never interrupted. Before "
+            "the last restart the grader restores your latest committed step, checks that it holds the training "
+            "state after that many steps, and may put another valid state in its place: the last run must go on "
+            "from what the step holds."
+        ),
+        returns=ResumedRun(),
+        hints=(
+            "A signal handler runs between two Python bytecodes of the main thread, whatever the loop is doing; "
+            "`signal.signal(signal.SIGTERM, handler)` installs one. What should it change, and where does the "
+            "loop look at that change?",
+            "An evaluation is a loop of its own and lasts longer than the grace window: a loop that looks only "
+            "between training steps answers the SIGTERM too late, and its SIGKILL lands before its save.",
+            "On a SIGTERM the step to save is the number of training steps finished: it may not be a multiple of "
+            "save_every (a manager with `save_interval_steps` saves it with `force=True`). `save()` returns before "
+            "its step commits: wait for the manager before returning.",
+        ),
+        examples=(
+            Example((RunFolder(), 4, 0, 2, 3), None, "four steps in a fresh folder, not interrupted: saves at 2 and 4, "
+                                                     "an evaluation after step 3"),
+            Example((RunFolder(left_at=2), 4, 0, 2, 3), None,
+                    "a run stopped after step 2 committed (your function, called first with total_steps 2), started "
+                    "again for 4 steps: it must go on from step 2, on the batches that come next"),
+        ),
+        timeout=90.0,
+        mode="preempted",
+        difficulty="hard",
+        category="fault-tolerance",
+        tags=("training", "preemption", "signals", "orbax"),
+        seen_in="goodfire-ai/spd issue #741 (the SIGTERM-triggered save fired 0 times: the signal came during "
+                "evaluation)",
+        why=(
+            "The handler only records the SIGTERM; every loop that runs longer than the grace window, evaluation "
+            "included, looks at it, and the loop then saves the steps it finished, waits for the commit, and "
+            "exits while the window is open."
+        ),
+        next_question=(
+            "On several hosts only one may get the SIGTERM first: how do they agree on one step to save, and "
+            "what does JAX's preemption sync point cost at every step?"
+        ),
+    ),
+)

@@ -1,0 +1,100 @@
+"""Reference solutions for Unit 8: preemption."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import grain
+import jax
+import orbax.checkpoint as ocp
+
+from ckptlab import training
+
+
+def host_batch(step, host, hosts, seed, examples, global_batch):
+    if hosts < 1 or global_batch % hosts:
+        raise ValueError(f"{hosts} hosts do not divide a global batch of {global_batch}")
+    if not 0 <= host < hosts:
+        raise ValueError(f"host {host} is not one of 0 to {hosts - 1}")
+    order = grain.MapDataset.range(examples).shuffle(seed=seed).repeat()
+    per_host = global_batch // hosts
+    start = step * global_batch + host * per_host
+    return [int(order[i]) for i in range(start, start + per_host)]
+
+
+def _restorable(tier):
+    """The steps of one tier's folder whose save committed and whose `state` item restores."""
+    steps = set()
+    for name in os.listdir(tier) if os.path.isdir(tier) else ():
+        if not name.isdigit():
+            continue  # a save cut short ("<step>.orbax-checkpoint-tmp"), or not a step
+        try:
+            with ocp.StandardCheckpointer() as checkpointer:
+                checkpointer.restore(os.path.join(tier, name, "state"))
+        except Exception:  # noqa: BLE001 - any failure to restore: not this step
+            continue
+        steps.add(int(name))
+    return steps
+
+
+def newest_step_across_tiers(tiers):
+    local = os.path.join(tiers, "local")
+    hosts = [os.path.join(local, h) for h in os.listdir(local)]
+    common = set.intersection(*map(_restorable, hosts)) if hosts else set()
+    persistent = _restorable(os.path.join(tiers, "persistent"))
+    if not common and not persistent:
+        return None
+    step = max(common | persistent)
+    return step, "local" if step in common else "persistent"
+
+
+class _Preempted(Exception):
+    """Raised by the evaluation when a SIGTERM has come: the loop saves and returns."""
+
+
+def train_with_grace(ckpt_dir, total_steps, seed, save_every, eval_every):
+    model = training.make_model(seed)
+    optimizer = training.make_optimizer(model)
+    batches = training.Batches(seed)
+    step = training.train_step()
+    signalled = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: signalled.append(signum))
+    mngr = ocp.CheckpointManager(ckpt_dir)
+
+    def save(s):
+        mngr.save(s, args=ocp.args.Composite(state=ocp.args.StandardSave(training.train_state(model, optimizer)),
+                                             data=ocp.args.JsonSave(batches.get_state())), force=True)
+
+    try:
+        latest = mngr.latest_step()
+        if latest is not None:
+            abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, training.train_state(model, optimizer))
+            restored = mngr.restore(latest, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
+                                                                    data=ocp.args.JsonRestore()))
+            training.load_train_state(model, optimizer, restored["state"])
+            batches.set_state(restored["data"])
+        done = saved = latest or 0
+        try:
+            for s in range(done, total_steps):
+                if signalled:
+                    raise _Preempted
+                x, y = next(batches)
+                step(model, optimizer, x, y)
+                done = s + 1
+                if done % save_every == 0 or done == total_steps:
+                    save(done)
+                    saved = done
+                if done % eval_every == 0:
+                    for ex, ey in training.eval_batches(seed):
+                        if signalled:
+                            raise _Preempted
+                        training.eval_loss(model, ex, ey)
+        except _Preempted:
+            if done != saved:
+                save(done)  # the steps finished since the last save, saved while the window is open
+        mngr.wait_until_finished()
+    finally:
+        mngr.close()
+        signal.signal(signal.SIGTERM, previous)
+    return training.params_of(model), latest or 0

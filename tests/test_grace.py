@@ -1,0 +1,57 @@
+"""Problem 8.3, graded through real SIGTERMs: what the grader's runner does (engine/preempted.py's
+``_terminate``), and what a learner can now forge: a save 'made on the SIGTERM' that is no save (a
+folder shaped like a committed step), or an older save copied under the new step's number. Each
+forgery scores 0 beside the control, the reference, which scores full marks through the same runs."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from autograder.units.unit8 import UNIT
+from solutions import unit8
+
+pytestmark = pytest.mark.slow
+
+_REFERENCE = UNIT.imports.replace("from autograder.notebook import problem\n", "") + "\n" + \
+    inspect.getsource(unit8._Preempted) + "\n" + inspect.getsource(unit8.train_with_grace)
+# On a SIGTERM, the forgeries make step `done` look committed instead of saving it.
+_SAVE_ON_TERM = """            if done != saved:
+                save(done)  # the steps finished since the last save, saved while the window is open"""
+_FOLDER_ONLY = """            if done != saved:
+                mngr.wait_until_finished()
+                for item in ("state", "data"):
+                    os.makedirs(os.path.join(ckpt_dir, str(done), item), exist_ok=True)
+                    with open(os.path.join(ckpt_dir, str(done), item, "_CHECKPOINT_METADATA"), "w") as f:
+                        f.write("{}")"""
+_OLDER_COPY = """            if done != saved:
+                import shutil
+                mngr.wait_until_finished()
+                shutil.copytree(os.path.join(ckpt_dir, str(saved)), os.path.join(ckpt_dir, str(done)))"""
+
+
+def _grade(grade_code, source, learner):
+    report = grade_code(source, problems=["8.3"], learner=learner)
+    (result,) = report.problems
+    return result
+
+
+def test_the_reference_control_scores_full_marks_through_real_sigterms(grade_code):
+    assert _SAVE_ON_TERM in _REFERENCE
+    result = _grade(grade_code, _REFERENCE, "forger")
+    assert (result.status, result.score) == ("correct", result.max_score), result.message
+
+
+@pytest.mark.parametrize(("forgery", "says"), [
+    # (its own restart then fails to restore the forged step: an error, which the message names)
+    (_FOLDER_ONLY, "FileNotFoundError"),
+    (_OLDER_COPY, "does not hold the training state after that many steps"),
+])
+def test_a_forged_save_on_the_sigterm_scores_nothing(grade_code, forgery, says):
+    """A folder named by the step, its items' metadata in place, and nothing to restore; or the last
+    periodic save copied under the step the loop stood at: the grader restores the step itself and
+    compares it with the training state after that many steps."""
+    result = _grade(grade_code, _REFERENCE.replace(_SAVE_ON_TERM, forgery), "forger")
+    assert result.status in ("incorrect", "error") and result.score == 0, result.message
+    assert says in result.message, result.message
