@@ -137,7 +137,7 @@ def test_the_references_whole_submission_at_full_marks_inside_gradescopes_defaul
     import zipfile
 
     guide = zipfile.ZipFile(zip_path).read(GUIDE).decode()
-    assert "Gradescope's defaults fit" in guide and "units 1, 2, 3, 4, 5, 6, 7" in guide
+    assert "Gradescope's defaults fit" in guide and "units " + ", ".join(map(str, registry.units())) in guide
     assert set(json.loads(PROFILE.read_text())["units"]) == {str(u) for u in registry.units()}
 
 

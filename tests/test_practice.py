@@ -163,8 +163,8 @@ def test_every_public_example_shows_its_arguments_in_the_learners_terms():
             seen.update(_kinds_in(ex.args))
     # every kind a public example holds (each a kind of kinds.py: a new one needs its own words)
     assert seen == {kinds.MeshArg, kinds.SpecArg, kinds.AbstractArg, kinds.CheckpointArg, kinds.TrainingCheckpointArg,
-                    kinds.TreeCheckpointArg, kinds.SafetensorsArg, kinds.PreemptedRootArg, kinds.RunFolder,
-                    kinds.OutputFolder}, seen
+                    kinds.TreeCheckpointArg, kinds.SafetensorsArg, kinds.PreemptedRootArg, kinds.TieredRootArg,
+                    kinds.RunFolder, kinds.OutputFolder}, seen
 
 
 def test_examples_of_4_1_and_5_2_read_as_words():
@@ -199,6 +199,14 @@ def test_every_variant_of_every_kind_has_words():
                                                            ("data_removed", 0))))
             assert "steps 2, 4, 6, ... saved" in words and ("object-store" in words) == commit_file, words
             assert "the newest committed step" in words and "every committed step" in words, words
+    harms = (("lost", 1), ("cut", 0), ("unreadable", 1, 0), ("unreadable", 0, 2), ("persistent_cut",),
+             ("persistent_unreadable", 0))
+    tiers = in_words(kinds.TieredRootArg((("hosts", 3), ("steps", 9), ("damage", harms))))
+    assert tiers.startswith("<a folder of two tiers written by 3 hosts over 9 steps"), tiers
+    for said in ("host 1's local tier emptied", "host 0's newest local save cut short", "host 1's newest local step",
+                 "host 0's 2 before the newest local step", "the newest persistent save cut short",
+                 "the arrays' data of a persistent step deleted"):
+        assert said in tiers, (said, tiers)
     edits = (("drop", "a"), ("add", "b", (2,), "int32"), ("cast", "c", "bfloat16"), ("reshape", "c", (4,)),
              ("scale", "a", 2.0), ("set", "a", 0, 1.0))
     tree = kinds.TreeCheckpointArg((("a", (4, 2), "float32", ("x",)), ("c", (), "int32", ())), (("x", 2),), 0, edits)
@@ -220,7 +228,7 @@ def test_every_variant_of_every_kind_has_words():
     # every kind kinds.py declares has words (a new one fails here until words.py says what it is)
     declared = [c for c in vars(kinds).values() if isinstance(c, type) and dataclasses.is_dataclass(c)
                 and c.__module__ == kinds.__name__]
-    assert len(declared) == 10 and all(c in words_module._WORDS for c in declared), declared
+    assert len(declared) == 11 and all(c in words_module._WORDS for c in declared), declared
 
 
 def test_every_hidden_case_has_words():
@@ -452,6 +460,13 @@ def _wrong(q: drills.Question) -> list[float]:
         # the stack alone (the slices forgotten); the replicas forgotten; the stack on every device
         "unstack_peak": lambda: [q.solution / 2, q.solution / f["data"],
                                  f["layers"] * f["width"] ** 2 * size * 16],
+        # the whole interval; the step under way counted
+        "steps_lost": lambda: [f["every"], q.solution + 1],
+        # the wait for the next check forgotten; one host writing it all
+        "save_in_grace": lambda: [30 - f["gb"] / f["hosts"] / f["bandwidth"], 30 - f["gb"] / f["bandwidth"] - f["check"]],
+        # the saved job's hosts; a per-host count
+        "restart_position": lambda: [f["step"] * f["batch"] + f["host"] * (f["batch"] // f["old"]),
+                                     f["step"] * f["batch"] // f["new"] + f["host"]],
     }[q.kind]()
 
 

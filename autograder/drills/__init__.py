@@ -34,7 +34,8 @@ import numpy as np
 DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
 _ASK = {"bytes": "in bytes", "GB": "in GB", "params": "a number of parameters", "chunks": "a number of chunks",
         "runs": "a number of runs", "x": "how many times, e.g. 4x", "byte offset": "a byte offset",
-        "s": "in seconds", "step": "a step number"}
+        "s": "in seconds", "step": "a step number", "steps": "a number of steps",
+        "position": "a position in the order (0 is the first)"}
 _BYTE_UNITS = {"b": 1, "byte": 1, "bytes": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 

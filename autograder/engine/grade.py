@@ -98,7 +98,7 @@ def _needs_jax(plan: Plan) -> bool:
 def _reads_checkpoints(plan: Plan) -> bool:
     """Whether the reference, given this plan's cases, restores a checkpoint with Orbax (one
     learner's at a time: :data:`autograder.wall.kinds.ORBAX`)."""
-    return any(files.has_files(c.args, (kinds.CheckpointArg, kinds.PreemptedRootArg, kinds.RunFolder))
+    return any(files.has_files(c.args, (kinds.CheckpointArg, kinds.PreemptedRootArg, kinds.TieredRootArg, kinds.RunFolder))
                for c in plan.cases)
 
 

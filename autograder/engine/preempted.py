@@ -67,11 +67,44 @@ def _saved_again(folder: str, start: int, since: float) -> bool:
     return False
 
 
+def _newest_folder(folder: str) -> int:
+    """The newest step with a folder of any kind: committed, or a save under way."""
+    steps = [step_of(name) for name in entries(folder)]
+    return max((s for s in steps if s is not None), default=0)
+
+
 def _point_reached(kill: tuple, folder: str, start: int) -> bool:
     point, steps = kill
     if point == "commit":
         return max(committed_steps(folder), default=0) >= start + steps
-    return _saving(folder, start + steps)
+    if point == "term_eval":
+        return _newest_folder(folder) >= start + steps
+    return _saving(folder, start + steps)  # "mid_save", "term_save"
+
+
+TERMS = ("term_save", "term_eval")
+# After a step of a "term_eval" point appeared, the SIGTERM waits this long: the run has then left
+# its save for the evaluation that follows it (problem 8.3's loop: its steps take milliseconds, its
+# evaluation seconds).
+EVAL_DELAY = 0.3
+
+
+def _terminate(worker, kill: tuple, folder: str, grace: float, seen: set) -> dict:
+    """SIGTERM the run, then SIGKILL it if it still runs ``grace`` seconds later. Returns what this
+    side saw: the newest step folder when the signal went (``before``), whether the SIGKILL came
+    (``killed``), and how long after the signal the run ended (``after``)."""
+    if kill[0] == "term_eval":
+        time.sleep(EVAL_DELAY)
+    before = _newest_folder(folder)
+    sent = time.monotonic()
+    worker.terminate()
+    while worker.thread.is_alive() and time.monotonic() - sent < grace:
+        seen.update(committed_steps(folder))
+        time.sleep(POLL)
+    killed = worker.thread.is_alive()
+    if killed:
+        worker.preempt()
+    return {"point": kill[0], "before": before, "killed": killed, "after": round(time.monotonic() - sent, 3)}
 
 
 PLANT_TIMEOUT = 60.0
@@ -110,12 +143,15 @@ def plant_state(folder: str, step: int, table: dict, *, workdir: str, level: str
 
 def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: float, workdir: str, level: str,
              memory_bytes: int = sandbox.DEFAULT_MEMORY, plant_table=None,
-             left_at: int = 0) -> tuple[dict | None, sandbox.RunResult, int]:
+             left_at: int = 0, grace: float = 0.0) -> tuple[dict | None, sandbox.RunResult, int]:
     """Run one case to its end, preempting it at each of ``kills``. Returns (the case's outcome as
     the last worker gave it, with ``preempted`` (kills made), ``planned`` and ``restarted`` (a run
     saved again a step at or below where it should have resumed), or None when the last worker
     gave none; ``resumed_at``, the latest committed step when the last worker started, is where it
-    should have resumed; ``committed_after``, the latest once its process ended with its answer); that worker's RunResult, its times the whole series'; the kills made).
+    should have resumed; ``committed_after``, the latest once its process ended with its answer;
+    ``terms``, what each SIGTERM met (:func:`_terminate`, and ``committed``, the newest committed
+    step once that run ended); ``seen``, every step this side saw committed, in any run); that
+    worker's RunResult, its times the whole series'; the kills made).
 
     With ``plant_table`` (a function giving :func:`autograder.sandbox.trusted.planted_runs`'s table for this case), once every
     kill is made and before the last run starts, the latest
@@ -150,6 +186,8 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
         computing = threading.Thread(target=compute, daemon=True, name="ckpt-planted-runs")
         computing.start()
     leading = bool(left_at)  # the first run, with total_steps=left_at, still to come
+    terms: list = []
+    seen: set = set()
     for _ in range(MAX_RUNS):
         start = max(committed_steps(folder), default=0)
         kill = None if leading else kills[made] if made < len(kills) else None
@@ -167,8 +205,9 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
                                 memory_bytes=memory_bytes, keep_scratch=True, exit_when_done=True,
                                 compile_cache=True)
         killed, again = threading.Event(), threading.Event()
+        termed: dict = {}
 
-        def watch(worker=worker, kill=kill, start=start, since=since, killed=killed, again=again):
+        def watch(worker=worker, kill=kill, start=start, since=since, killed=killed, again=again, termed=termed):
             while worker.thread.is_alive():
                 if len(entries(folder)) > MAX_ENTRIES:
                     crowded.set()
@@ -176,9 +215,14 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
                     return
                 if start and not again.is_set() and _saved_again(folder, start, since):
                     again.set()
+                if grace:
+                    seen.update(committed_steps(folder))
                 if kill is not None and _point_reached(kill, folder, start):
+                    if kill[0] in TERMS:
+                        termed.update(_terminate(worker, kill, folder, grace, seen))
                     killed.set()
-                    worker.preempt()
+                    if not termed:
+                        worker.preempt()
                     return
                 time.sleep(POLL)
 
@@ -195,6 +239,9 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
         if killed.is_set():
             made += 1
             killed_seconds += last.seconds
+            if termed:
+                seen.update(committed_steps(folder))
+                terms.append({**termed, "committed": max(committed_steps(folder), default=0)})
             continue
         if leading and last.status == "ok" and not last.setup and last.cases and "value" in last.cases[0]:
             leading = False  # it ended by itself, as asked: the case's own runs start in what it left
@@ -203,8 +250,11 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
     last.seconds, last.code_seconds, last.killed_seconds = total, code, killed_seconds
     outcome = last.cases[0] if last.status == "ok" and not last.setup and last.cases else None
     if outcome is not None:
+        seen.update(committed_steps(folder))
         outcome = {**outcome, "preempted": made, "planned": len(kills), "restarted": restarted, "resumed_at": start,
                    "committed_after": max(committed_steps(folder), default=0), **planted}
+        if grace:
+            outcome.update(terms=terms, seen=sorted(seen))
     return outcome, last, made
 
 
@@ -228,7 +278,7 @@ def run(plan, prepared, level: str) -> sandbox.RunResult:
             outcome, last, made = run_case(plan.source, plan.problem.function, args, run_folder.kills,
                                            timeout=plan.timeout, workdir=workdir, level=level,
                                            plant_table=_table_for(plan, run_folder, args),
-                                           left_at=run_folder.left_at)
+                                           left_at=run_folder.left_at, grace=run_folder.grace)
             result.seconds += last.seconds
             result.code_seconds += last.code_seconds
             result.killed_seconds += last.killed_seconds

@@ -85,10 +85,11 @@ def proc_number(pid: int, name: str, key: bytes) -> int | None:
     return None
 
 
-def kill(pid: int) -> None:
-    """SIGKILL a process (or, for a negative pid, a process group) that may be gone already."""
+def kill(pid: int, signum: int = signal.SIGKILL) -> None:
+    """SIGKILL a process (or, for a negative pid, a process group) that may be gone already (or send
+    it ``signum``)."""
     try:
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, signum)
     except (ProcessLookupError, PermissionError):
         pass
 

@@ -459,8 +459,7 @@ class Worker:
         return self.result
 
     def preempt(self) -> None:
-        """SIGKILL the worker and everything it started, now, as a preemption would (from any
-        thread); :meth:`wait` then collects it."""
+        """SIGKILL the worker and all it started, now, as a preemption would (any thread); :meth:`wait` collects it."""
         with self._reaping:
             if self._reaped():
                 return  # reaped: its pid may be another process's now
@@ -473,6 +472,12 @@ class Worker:
             # when it gets to it, while the grader waits for the namespace to empty.
             if not (children and self.level == STRICT and self.confinement.namespaces):
                 proctree.kill(-self.proc.pid)
+
+    def terminate(self) -> None:
+        """SIGTERM the learner's process, a preemption notice (8.3; SECURITY.md: in a pid namespace), from any thread."""
+        with self._reaping:
+            for pid in [] if self._reaped() else proctree.children(self.proc.pid):
+                proctree.kill(pid, 15)  # SIGTERM
 
     def _kill_group(self) -> None:
         """SIGKILL the launcher's process group, only while the launcher is not reaped: until then its

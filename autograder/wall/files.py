@@ -16,6 +16,7 @@ from autograder.wall.kinds import (
     PreemptedRootArg,
     RunFolder,
     SafetensorsArg,
+    TieredRootArg,
 )
 
 
@@ -31,6 +32,19 @@ def _preempted_roots(value, workdir: str) -> dict:
     kill_savers([arg.saver(root) for arg, root in zip(args, roots)])
     for arg, root in zip(args, roots):
         damage_root(root, arg.damage)
+    return {id(arg): root for arg, root in zip(args, roots)}
+
+
+def _tiered_roots(value, workdir: str) -> dict:
+    """id(arg) -> root, for every :class:`~autograder.wall.kinds.TieredRootArg` in ``value``: written
+    in one helper."""
+    from ckptlab.tiers import make_tiers
+
+    args = [leaf for leaf in leaves(value) if isinstance(leaf, TieredRootArg)]
+    if not args:
+        return {}
+    roots = [os.path.join(workdir, f"ckpt-{uuid.uuid4().hex[:12]}") for _ in args]
+    make_tiers([(root, arg.tier_spec()) for arg, root in zip(args, roots)])
     return {id(arg): root for arg, root in zip(args, roots)}
 
 
@@ -72,10 +86,13 @@ class RunPath(str):
 def realize(value, workdir: str):
     """Write every file argument inside ``value`` under ``workdir``; return paths instead."""
     preempted = _preempted_roots(value, workdir)
+    tiered = _tiered_roots(value, workdir)
 
     def save(leaf):
         if isinstance(leaf, PreemptedRootArg):
             return preempted[id(leaf)]
+        if isinstance(leaf, TieredRootArg):
+            return tiered[id(leaf)]
         if isinstance(leaf, RunFolder):  # not made: the run makes it, in the scratch folder it writes
             return RunPath(os.path.join(workdir, "scratch", f"run-{uuid.uuid4().hex[:12]}"), leaf.plant)
         if isinstance(leaf, OutputFolder):  # not made: the function writes it (its parent exists)

@@ -354,6 +354,21 @@ class PreemptedRootArg:
 
 
 @dataclass(frozen=True)
+class TieredRootArg:
+    """A folder a job of several hosts checkpointed into in two tiers (problem 8.2), written by real
+    Orbax saves and then damaged as ``spec`` says (a :class:`ckptlab.tiers.TierSpec`'s fields as
+    pairs; its ``damage`` too). Every such argument of a :func:`~autograder.wall.files.realize` call
+    is written by one helper process."""
+
+    spec: tuple
+
+    def tier_spec(self):
+        from ckptlab.tiers import TierSpec
+
+        return TierSpec(**dict(self.spec))
+
+
+@dataclass(frozen=True)
 class RunFolder:
     """A folder for a training run's checkpoints, in the worker's own scratch folder (problem 5.3),
     and how the grader preempts the run (never sent: the learner's code gets the path alone).
@@ -376,10 +391,16 @@ class RunFolder:
     kills: tuple = ()
     plant: int = 0
     left_at: int = 0
+    # Problem 8.3: ``("term_save", k)`` sends a SIGTERM (not a SIGKILL) once a save of a step at least k
+    # beyond where the run started is under way, ``("term_eval", k)`` EVAL_DELAY seconds after a step
+    # at least k beyond appeared (the run is then evaluating); a SIGKILL follows ``grace`` seconds
+    # later if the run still runs (engine/preempted.py).
+    grace: float = 0.0
 
     def __repr__(self) -> str:
         # as the dataclass wrote it before left_at: the hidden cases' folders (left_at 0) read the same
         extra = f", left_at={self.left_at!r}" if self.left_at else ""
+        extra += f", grace={self.grace!r}" if self.grace else ""
         return f"RunFolder(kills={self.kills!r}, plant={self.plant!r}{extra})"
 
 
@@ -390,4 +411,4 @@ class OutputFolder:
     (:mod:`autograder.engine.readback`)."""
 
 
-FILE_KINDS = (CheckpointArg, SafetensorsArg, PreemptedRootArg, RunFolder, OutputFolder)  # (and their subclasses)
+FILE_KINDS = (CheckpointArg, SafetensorsArg, PreemptedRootArg, TieredRootArg, RunFolder, OutputFolder)  # (and their subclasses)

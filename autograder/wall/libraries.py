@@ -7,7 +7,7 @@ that needs another library to extend (a sandbox change: review it as one).
   a core is idle), after its preloaded ones.
 """
 
-LIBRARIES = ("jax", "jaxlib", "flax", "orbax", "numpy", "tensorstore", "ml_dtypes", "safetensors", "optax")
+LIBRARIES = ("jax", "jaxlib", "flax", "orbax", "numpy", "tensorstore", "ml_dtypes", "safetensors", "optax", "grain")
 # (orbax.checkpoint brings its v1 API: ``orbax.checkpoint.v1`` is an attribute of it, no module of that name.)
 ON_DEMAND = ("flax.linen", "flax.nnx", "ckptlab.models", "tensorstore", "orbax.checkpoint", "safetensors",
-             "safetensors.numpy", "optax", "ckptlab.training")
+             "safetensors.numpy", "optax", "ckptlab.training", "grain")

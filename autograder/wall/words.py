@@ -25,6 +25,7 @@ from autograder.wall.kinds import (
     RunFolder,
     SafetensorsArg,
     SpecArg,
+    TieredRootArg,
     TrainingCheckpointArg,
     TreeCheckpointArg,
 )
@@ -172,6 +173,32 @@ def _preempted_root(arg: PreemptedRootArg) -> str:
     return text + ">"
 
 
+def _tiered_root(arg: TieredRootArg) -> str:
+    """The folder in words: its hosts, how often each tier saved and kept, what the grader did to it."""
+    spec = arg.tier_spec()
+    text = (f"<a folder of two tiers written by {spec.hosts} hosts over {spec.steps} steps: each host's local tier "
+            f"saved every {spec.local_every} steps (the newest {spec.local_keep} kept), the persistent tier every "
+            f"{spec.persistent_every} (the newest {spec.persistent_keep} kept)")
+    harms = []
+    for harm in spec.damage:
+        kind = harm[0]
+        if kind == "lost":
+            harms.append(f"host {harm[1]}'s local tier emptied (its machine replaced)")
+        elif kind == "cut":
+            harms.append(f"host {harm[1]}'s newest local save cut short before its rename")
+        elif kind == "unreadable":
+            which = "newest" if harm[2] == 0 else "one before the newest" if harm[2] == 1 else \
+                f"{harm[2]} before the newest"
+            harms.append(f"the arrays' data of host {harm[1]}'s {which} local step deleted, its records kept")
+        elif kind == "persistent_cut":
+            harms.append("the newest persistent save cut short before its rename")
+        elif kind == "persistent_unreadable":
+            harms.append("the arrays' data of a persistent step deleted, its records kept")
+    if harms:
+        text += "; then " + "; ".join(harms)
+    return text + ">"
+
+
 def _run_folder(arg: RunFolder) -> str:
     # (``plant`` stays unsaid: the grader's own, hidden)
     if arg.left_at:
@@ -196,6 +223,7 @@ _WORDS = {
     TreeCheckpointArg: _tree_checkpoint,
     SafetensorsArg: _safetensors,
     PreemptedRootArg: _preempted_root,
+    TieredRootArg: _tiered_root,
     RunFolder: _run_folder,
     OutputFolder: lambda arg: "<a path to write the checkpoint to (it does not exist yet)>",
 }
