@@ -1,6 +1,6 @@
 """Checkpoints in tiers (``ckptlab.tiers``, problem 8.2's folders): what the hidden tests' arithmetic
-model of a damaged folder says is what Orbax says of the folder itself, for every kind of case and
-several learners; and each damage really does what it is named for, beside an undamaged control."""
+model of a damaged folder says is what Orbax says of the folder itself (the expected value), and what
+the reference answers, for every kind of case and several learners; and each damage really does what it is named for, beside an undamaged control."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from autograder.hidden.unit8 import _tier_cases, newest_across_tiers_truth, tier_truth_model
 from autograder.wall import files
 from ckptlab.tiers import TMP_MARK, TierSpec, newest_restorable, restorable_steps, write_tiers
+from solutions.unit8 import newest_step_across_tiers
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +23,7 @@ def test_the_arithmetic_model_of_each_case_is_what_orbax_restores(tmp_path):
     answers = {}
     for case, args in zip(cases, realized):
         truth = newest_across_tiers_truth(args[0])
-        assert truth == tier_truth_model(case.args[0]), (case.category, case.args)
+        assert truth == tier_truth_model(case.args[0]) == newest_step_across_tiers(args[0]), (case.category, case.args)
         answers.setdefault(case.category, set()).add(truth)
     assert answers["nothing"] == {None} and all(t[1] == "persistent" for t in answers["host_lost"])
     assert any(t[1] == "local" for t in answers["whole"] | answers["tie"])
