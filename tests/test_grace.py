@@ -55,3 +55,59 @@ def test_a_forged_save_on_the_sigterm_scores_nothing(grade_code, forgery, says):
     result = _grade(grade_code, _REFERENCE.replace(_SAVE_ON_TERM, forgery), "forger")
     assert result.status in ("incorrect", "error") and result.score == 0, result.message
     assert says in result.message, result.message
+
+
+_HANDLES = """
+import signal
+import time
+
+
+def wait_for_term(ready, seconds):
+    got = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+    open(ready, "w").close()
+    start = time.monotonic()
+    while not got and time.monotonic() - start < seconds:
+        time.sleep(0.01)
+    return "handled" if got else "no signal"
+"""
+_NO_HANDLER = """
+import time
+
+
+def wait_for_term(ready, seconds):
+    open(ready, "w").close()
+    time.sleep(seconds)
+    return "ran on"
+"""
+
+
+@pytest.mark.parametrize("level", ["strict", "basic"])
+def test_the_sigterm_reaches_the_learners_process_and_only_a_handler_keeps_it_alive(level, tmp_path):
+    """Worker.terminate sends the learner's own process a SIGTERM: a handler gets it at either level.
+    Without one, outside a pid namespace (basic) the process ends on it, as on a cluster; inside one
+    (strict) the kernel drops it and the process runs on, to the grader's SIGKILL (SECURITY.md)."""
+    import threading
+    import time
+
+    from autograder import sandbox
+
+    if level == "strict" and sandbox.strict_missing():
+        pytest.skip("this machine cannot give the strict level")
+    outcomes = {}
+    for name, source in (("handler", _HANDLES), ("none", _NO_HANDLER)):
+        ready = tmp_path / name / "scratch" / "ready"  # (the worker's own scratch folder: it may write there)
+        worker = sandbox.Worker(source, "wait_for_term", [(str(ready), 4.0)], timeout=30,
+                                workdir=str(tmp_path / name), level=level, keep_scratch=True)
+
+        def term(worker=worker, ready=ready):
+            while not ready.exists() and worker.thread.is_alive():
+                time.sleep(0.01)  # (the function has started, its handler set, where it has one)
+            worker.terminate()
+
+        threading.Thread(target=term, daemon=True).start()
+        result = worker.wait()
+        outcomes[name] = (result.status, [c.get("value") for c in result.cases])
+    assert outcomes["handler"] == ("ok", ["handled"]), outcomes
+    namespaced = level == "strict" and sandbox.strict_namespaces()
+    assert outcomes["none"] == (("ok", ["ran on"]) if namespaced else ("crashed", [])), outcomes

@@ -92,11 +92,13 @@ EVAL_DELAY = 0.3
 def _terminate(worker, kill: tuple, folder: str, grace: float, seen: set) -> dict:
     """SIGTERM the run, then SIGKILL it if it still runs ``grace`` seconds later. Returns what this
     side saw: the newest step folder when the signal went (``before``), whether the SIGKILL came
-    (``killed``), and how long after the signal the run ended (``after``)."""
+    (``killed``), how long after the signal the run ended (``after``), and whether it had ended
+    before the signal went (``ended_first``: a run that does not evaluate where the statement says)."""
     if kill[0] == "term_eval":
         time.sleep(EVAL_DELAY)
     before = _newest_folder(folder)
     sent = time.monotonic()
+    ended_first = not worker.thread.is_alive()  # the run ended by itself before the signal could go
     worker.terminate()
     while worker.thread.is_alive() and time.monotonic() - sent < grace:
         seen.update(committed_steps(folder))
@@ -104,7 +106,8 @@ def _terminate(worker, kill: tuple, folder: str, grace: float, seen: set) -> dic
     killed = worker.thread.is_alive()
     if killed:
         worker.preempt()
-    return {"point": kill[0], "before": before, "killed": killed, "after": round(time.monotonic() - sent, 3)}
+    return {"point": kill[0], "before": before, "killed": killed, "after": round(time.monotonic() - sent, 3),
+            "ended_first": ended_first}
 
 
 PLANT_TIMEOUT = 60.0
@@ -149,8 +152,9 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
     saved again a step at or below where it should have resumed), or None when the last worker
     gave none; ``resumed_at``, the latest committed step when the last worker started, is where it
     should have resumed; ``committed_after``, the latest once its process ended with its answer;
-    ``terms``, what each SIGTERM met (:func:`_terminate`, and ``committed``, the newest committed
-    step once that run ended); ``seen``, every step this side saw committed, in any run); that
+    ``terms``, what each SIGTERM met (:func:`_terminate`; ``committed``, the newest committed step
+    once that run ended; ``returned``, whether its function returned, rather than its process ending
+    on the signal or the SIGKILL); ``seen``, every step this side saw committed, in any run); that
     worker's RunResult, its times the whole series'; the kills made).
 
     With ``plant_table`` (a function giving :func:`autograder.sandbox.trusted.planted_runs`'s table for this case), once every
@@ -241,7 +245,8 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
             killed_seconds += last.seconds
             if termed:
                 seen.update(committed_steps(folder))
-                terms.append({**termed, "committed": max(committed_steps(folder), default=0)})
+                terms.append({**termed, "committed": max(committed_steps(folder), default=0),
+                              "returned": last.status == "ok" and bool(last.cases) and "value" in last.cases[0]})
             continue
         if leading and last.status == "ok" and not last.setup and last.cases and "value" in last.cases[0]:
             leading = False  # it ended by itself, as asked: the case's own runs start in what it left

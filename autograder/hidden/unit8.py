@@ -376,10 +376,12 @@ def _uninterrupted_grace(ckpt_dir, total_steps, seed, save_every, eval_every):
 def _grace_outcome(args, out):
     total, every = int(args[1]), int(args[3])
     terms = out.get("terms") or []
-    if len(terms) < out.get("planned", 0):
+    if len(terms) < out.get("planned", 0) or any(t.get("ended_first") for t in terms):
         return "never_signalled"
     if any(t.get("killed") for t in terms):
         return "grace_exceeded"
+    if not all(t.get("returned") for t in terms):
+        return "ended_by_term"
     # the periodic steps, the last, and each step committed on a SIGTERM (newer than any folder then)
     allowed = {s for s in range(every, total + 1, every)} | {total}
     allowed |= {t.get("committed", 0) for t in terms if t.get("committed", 0) > t.get("before", 0)}
@@ -412,6 +414,9 @@ GRACE_RUN = Hidden(
         "grace_exceeded": "Your run was still running when the grace window closed, and the SIGKILL ended it: after "
                           "a SIGTERM the loop must stop whatever it is doing (an evaluation lasts longer than the "
                           "window: look at the signal inside it too), save, wait for the commit and return.",
+        "ended_by_term": "Your process ended on the SIGTERM itself instead of returning: Python's default action ends "
+                         "it at once, whatever it was saving. Install a handler (`signal.signal`), save the steps "
+                         "finished, wait for the commit, and return.",
         "not_saved_on_term": "The SIGTERM came during an evaluation, after a training step that no save held, and your "
                              "run ended without committing that step: the steps since the last periodic save were "
                              "lost. On a SIGTERM, save the steps finished (force the save: it is not a periodic step) "
@@ -449,7 +454,8 @@ GRACE_RUN = Hidden(
     },
     diagnose=_diagnose_grace,
     check_outcome=_grace_outcome,
-    precedence=("plant_not_state", "plant_unreadable", "grace_exceeded", "saves_between", "not_saved_on_term"),
+    precedence=("plant_not_state", "plant_unreadable", "grace_exceeded", "ended_by_term", "saves_between",
+                "not_saved_on_term"),
     requirements={
         "never save another step, except on a SIGTERM": ("during_evaluation", "during_save"),
         "On a SIGTERM your loop must stop whatever it is doing": ("during_evaluation", "during_save"),

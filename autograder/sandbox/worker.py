@@ -473,10 +473,10 @@ class Worker:
             if not (children and self.level == STRICT and self.confinement.namespaces):
                 proctree.kill(-self.proc.pid)
 
-    def terminate(self) -> None:
-        """SIGTERM the learner's process, a preemption notice (8.3; SECURITY.md: in a pid namespace), from any thread."""
-        with self._reaping:
-            for pid in [] if self._reaped() else proctree.children(self.proc.pid):
+    def terminate(self) -> None:  # SIGTERM the learner's process, a preemption notice (8.3; SECURITY.md), any thread
+        with self._reaping:  # (in a pid namespace, the launcher's one child runs it; else the launcher does)
+            own = self.level == STRICT and self.confinement.namespaces
+            for pid in () if self._reaped() else proctree.children(self.proc.pid) if own else (self.proc.pid,):
                 proctree.kill(pid, 15)  # SIGTERM
 
     def _kill_group(self) -> None:
