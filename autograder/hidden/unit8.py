@@ -265,8 +265,8 @@ def newest_across_tiers_truth(tiers):
 
 def _diagnose_tiers(args, actual, expected):
     arg = args[0]
-    if actual is None:
-        return "missed"
+    if actual is None:  # (where only the persistent tier has a step: it was not looked at)
+        return "persistent_ignored" if expected is not None and expected[1] == "persistent" else "missed"
     step, tier = actual
     hosts, persistent = _tier_model(arg)
     common = set.intersection(*hosts.values()) if hosts else set()
@@ -274,26 +274,20 @@ def _diagnose_tiers(args, actual, expected):
         return "tier_name"
     if expected is not None and step == expected[0] and tier != expected[1]:
         return "tie_to_persistent" if expected[1] == "local" else "not_common"
-    models = (
-        ("tmp_trusted", _tier_model(arg, tmp_ok=True)),
-        ("unrestored", _tier_model(arg, unreadable_ok=True)),
-    )
-    for name, (h, p) in models:
+    if tier == "local" and step in common and expected is not None and expected[1] == "persistent":
+        return "persistent_ignored"  # a step every host restores, older than the persistent tier's
+    union = _best(set().union(*hosts.values()), persistent)
+    if union != expected and actual == union:
+        return "not_common"  # the union of the hosts' steps (where it answers as another mistake would too)
+    for name, (h, p) in (("tmp_trusted", _tier_model(arg, tmp_ok=True)),
+                         ("unrestored", _tier_model(arg, unreadable_ok=True))):
         wrong = _best(set.intersection(*h.values()) if h else set(), p)
         if wrong != expected and actual == wrong:
             return name
-    any_host = set().union(*hosts.values())
-    if step in any_host and step not in common and step not in persistent:
-        return "not_common"
-    newest_each = [max(v) for v in hosts.values() if v]
-    if len(newest_each) == len(hosts) and step == min(newest_each) and step not in common:
-        return "newest_each"
-    if expected is not None and expected[1] == "persistent" and tier == "local":
-        return "not_common"
+    if tier == "local" and step not in common and any(step in v for v in hosts.values()):
+        return "not_common"  # some host restores it, not every one (the oldest of the hosts' newest steps)
     if expected is not None and expected[1] == "local" and tier == "persistent" and step < expected[0]:
         return "local_ignored"
-    if expected is not None and tier == "local" and step < expected[0] and expected[1] == "persistent":
-        return "persistent_ignored"
     return None
 
 
@@ -304,10 +298,8 @@ TIERS = Hidden(
         "tier_name": "Name the tier as \"local\" or \"persistent\".",
         "not_common": "You returned a step as restorable from the local tier that not every host can restore "
                       "locally: each host's local tier holds only its own shards, so the job restores a step "
-                      "locally only where every host holds it, committed and readable. Intersect the hosts' steps.",
-        "newest_each": "You took the oldest of the hosts' newest local steps: a host may lack that step (a save "
-                       "cut short, a step that does not restore) while holding a newer one. Intersect the sets of "
-                       "steps each host can restore.",
+                      "locally only where every host holds it, committed and readable. Intersect the hosts' sets of "
+                      "steps (the oldest of their newest steps is not enough: a host may lack it and hold a newer one).",
         "tmp_trusted": "You counted a save that never committed: a '<step>.orbax-checkpoint-tmp' folder is a save "
                        "cut short before its rename, whatever it holds.",
         "unrestored": "You returned a step that looks committed but whose `state` item does not restore: prove each "
@@ -329,7 +321,7 @@ TIERS = Hidden(
         "one_host": "Wrong for a job of one host.",
     },
     diagnose=_diagnose_tiers,
-    precedence=("tmp_trusted", "not_common"),
+    precedence=("tmp_trusted", "unrestored", "not_common"),
     requirements={
         "A step can be restored from the local tier only when every host's local tier holds it committed and its "
         "`state` restores there": ("host_lost", "cut", "holes", "one_host"),
