@@ -3,8 +3,8 @@ answer per problem of a unit, so a unit's answers cost a few grading runs, not o
 are graded as one class, two at a time.
 Each problem is still graded in a worker of its own, as in any submission; two answers share a round
 only if their top-level names (functions, helpers, constants) do not clash, since a submission's
-later definition of a name would shadow the earlier one (a 3.2 answer may define 3.1's function). Unit 5's are graded one at a time: its problems
-kill real processes at chosen moments, best not beside another problem's work."""
+later definition of a name would shadow the earlier one (a 3.2 answer may define 3.1's function). Units 5's and 8's are graded one at a time: their problems
+kill or signal real processes at chosen moments, best not beside another problem's work."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import textwrap
 
 from autograder import registry
 
-ALONE_UNITS = {5}
+ALONE_UNITS = {5, 8}  # units whose runs the grader times (kills, a SIGTERM's grace window): one answer a grading
 
 
 def _names(source: str) -> dict[str, str]:

@@ -379,8 +379,14 @@ def _grace_outcome(args, out):
     allowed |= {t.get("committed", 0) for t in terms if t.get("committed", 0) > t.get("before", 0)}
     if set(out.get("seen") or ()) - allowed:
         return "saves_between"
-    if any(t.get("point") == "term_eval" and t.get("committed", 0) <= t.get("before", 0) for t in terms):
-        return "not_saved_on_term"
+    evals = int(args[4])
+    for t in terms:  # the evaluation the SIGTERM met (or, during a save, the next one): the step it follows
+        before, committed = t.get("before", 0), t.get("committed", 0)
+        at = before // evals * evals + (evals if t.get("point") == "term_eval" or before % evals else 0)
+        if committed > at:
+            return "trained_on"
+        if t.get("point") == "term_eval" and committed <= before:
+            return "not_saved_on_term"
     return _run_outcome(args, out)
 
 
@@ -409,6 +415,9 @@ GRACE_RUN = Hidden(
         "ended_by_term": "Your process ended on the SIGTERM itself instead of returning: Python's default action ends "
                          "it at once, whatever it was saving. Install a handler (`signal.signal`), save the steps "
                          "finished, wait for the commit, and return.",
+        "trained_on": "After the SIGTERM your run went on training (and saved a later step): it must stop where it "
+                      "stands, whatever it is doing, and save the steps it finished then. Training on spends the grace "
+                      "window on steps a longer run, or a slower save, would lose to the SIGKILL.",
         "not_saved_on_term": "The SIGTERM came during an evaluation, after a training step that no save held, and your "
                              "run ended without committing that step: the steps since the last periodic save were "
                              "lost. On a SIGTERM, save the steps finished (force the save: it is not a periodic step) "
@@ -447,7 +456,7 @@ GRACE_RUN = Hidden(
     diagnose=_diagnose_grace,
     check_outcome=_grace_outcome,
     precedence=("plant_not_state", "plant_unreadable", "grace_exceeded", "ended_by_term", "saves_between",
-                "not_saved_on_term"),
+                "trained_on", "not_saved_on_term"),
     requirements={
         "never save another step, except on a SIGTERM": ("during_evaluation", "during_save"),
         "On a SIGTERM your loop must stop whatever it is doing": ("during_evaluation", "during_save"),
