@@ -306,6 +306,16 @@ GRACE = [
     ("saves_the_next_step_number", _grace(on_sigterm="mngr.save(done + 1, args=training.save_args(training.train_state("
                                                      "model, optimizer), batches.get_state()), force=True)"),
      "incorrect", "under that step's number"),
+    # The SIGTERM cuts the evaluation short, and the loop trains on to the end, saving the last step:
+    # inside the window here (the steps are fast), but not a stop (found by a second reader: it passed).
+    ("trains_on_after_the_sigterm", _GRACE.replace("HANDLER", "signal.signal(signal.SIGTERM, lambda signum, frame: "
+                                                               "stop.append(signum))")
+     .replace("POSITION", "batches.set_state(restored['data'])")
+     .replace("SAVE_WHEN", "done % save_every == 0 or done == total_steps").replace("FORCE", "done == total_steps")
+     .replace("        if stop:\n            break\n", "").replace("            if stop:\n                break\n", "")
+     .replace("EVAL_LOOK", "if stop: break").replace("    if stop and saved != done:\n        ON_SIGTERM\n", "")
+     .replace("WAIT", "mngr.wait_until_finished()"),
+     "incorrect", "your run went on training"),
 ]
 
 WRONG = {
