@@ -215,6 +215,8 @@ def test_every_variant_of_every_kind_has_words():
         "a (4, 2) float32 as P('x'), c scalar int32 replicated, except that a is left out, b (2,) int32 is added, "
         "c is cast to bfloat16, c is reshaped to (4,) (new values), a's values are scaled by 2.0, one element of a "
         "is changed>")
+    term = in_words(kinds.RunFolder(kills=(("term_eval", 2),), plant=7, grace=1.5))
+    assert "SIGTERM during the evaluation after a save of a step at least 2" in term and "SIGKILL 1.5 s later" in term
     folder = kinds.RunFolder(kills=(("commit", 2), ("mid_save", 3)), plant=7)
     assert "7" not in in_words(folder) and "SIGKILL" in in_words(folder)
     left = in_words(kinds.RunFolder(left_at=2))  # a run stopped after step 2, started again (5.3's example 2)

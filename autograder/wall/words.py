@@ -207,7 +207,12 @@ def _run_folder(arg: RunFolder) -> str:
                 "again there")
     else:
         text = "<a path for the run's checkpoints (a fresh folder: it does not exist yet)"
-    if arg.kills:
+    if arg.grace:
+        kills = [f"during the evaluation after a save of a step at least {k} beyond where it started" if point == "term_eval"
+                 else f"during a save of a step at least {k} beyond where it started" for point, k in arg.kills]
+        text += (f"; the grader sends the run a SIGTERM {', then '.join(kills)}, a SIGKILL {arg.grace:g} s later if it "
+                 "still runs, and starts it again each time")
+    elif arg.kills:
         kills = [f"once {_plural(k, 'step')} beyond where it started had committed" if point == "commit"
                  else f"during a save of a step at least {k} beyond where it started" for point, k in arg.kills]
         text += "; the grader kills the run with SIGKILL " + ", then ".join(kills) + ", starting it again each time"
