@@ -137,7 +137,10 @@ def test_the_references_whole_submission_at_full_marks_inside_gradescopes_defaul
     import zipfile
 
     guide = zipfile.ZipFile(zip_path).read(GUIDE).decode()
-    assert "Gradescope's defaults fit" in guide and "units " + ", ".join(map(str, registry.units())) in guide
+    profile = json.loads(PROFILE.read_text())
+    fits = profile["whole"]["own_peak_mib"] < 0.85 * profile["memory_mib"]  # (what the guide must say of it)
+    assert ("Gradescope's defaults fit" in guide) == fits and ("Raise the autograder's memory" in guide) != fits, guide
+    assert "units " + ", ".join(map(str, registry.units())) in guide
     assert set(json.loads(PROFILE.read_text())["units"]) == {str(u) for u in registry.units()}
 
 

@@ -85,7 +85,7 @@ def _point_reached(kill: tuple, folder: str, start: int) -> bool:
 TERMS = ("term_save", "term_eval")
 # After a step of a "term_eval" point appeared, the SIGTERM waits this long: the run has then left
 # its save for the evaluation that follows it (problem 8.3's loop: its steps take milliseconds, its
-# evaluation 2.5 s, of which 2 s are left, beyond the 1.5 s grace window).
+# evaluation 3 s, of which 2.5 s are left, beyond the 2 s grace window).
 EVAL_DELAY = 0.5
 
 

@@ -343,7 +343,7 @@ TIERS = Hidden(
 # grace window (engine/preempted.py), starts it again, and plants a state before the last run, as
 # for 5.3 (whose plant table, expected values and resume diagnoses it shares).
 
-GRACE = 1.5  # seconds between the SIGTERM and the SIGKILL (the statement says it)
+GRACE = 2.0  # seconds between the SIGTERM and the SIGKILL (the statement says it)
 
 
 def _grace_cases(rng):

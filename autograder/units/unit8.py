@@ -161,7 +161,7 @@ PROBLEMS = (
             "a SIGTERM. After training step s - 1 when s is a multiple of `eval_every` (after that step's periodic "
             "save, if it has one), evaluate the model: `training.eval_loss(model, x, y)` on every batch of "
             "`training.eval_batches(seed)`, which takes seconds. The grader sends your process a real SIGTERM at "
-            "a moment of its choosing (while a save is under way, or during an evaluation), and a SIGKILL 1.5 "
+            "a moment of its choosing (while a save is under way, or during an evaluation), and a SIGKILL 2 "
             "seconds later (the grace window). On a SIGTERM your loop must stop whatever it is doing, save the "
             "state after the last training step it finished, wait until that step is committed, and return "
             "within the grace window. Started again with the same arguments, a run must go on from the latest "
