@@ -20,32 +20,31 @@ from autograder.wall.kinds import (
 )
 
 
-def _preempted_roots(value, workdir: str) -> dict:
-    """id(arg) -> root, for every :class:`~autograder.wall.kinds.PreemptedRootArg` in ``value``: made
-    in one helper."""
-    from ckptlab.preempt import kill_savers
-
-    args = [leaf for leaf in leaves(value) if isinstance(leaf, PreemptedRootArg)]
+def _roots_of(kind, value, workdir: str, make) -> dict:
+    """id(arg) -> root, for every argument of ``kind`` in ``value``: their roots made at once by
+    ``make(args, roots)``, in one helper process (a killed saver's, or the tiers' writer)."""
+    args = [leaf for leaf in leaves(value) if isinstance(leaf, kind)]
     if not args:
         return {}
     roots = [os.path.join(workdir, f"ckpt-{uuid.uuid4().hex[:12]}") for _ in args]
+    make(args, roots)
+    return {id(arg): root for arg, root in zip(args, roots)}
+
+
+def _kill_and_damage(args, roots) -> None:
+    """:class:`~autograder.wall.kinds.PreemptedRootArg`'s roots: savers killed, then damaged."""
+    from ckptlab.preempt import kill_savers
+
     kill_savers([arg.saver(root) for arg, root in zip(args, roots)])
     for arg, root in zip(args, roots):
         damage_root(root, arg.damage)
-    return {id(arg): root for arg, root in zip(args, roots)}
 
 
-def _tiered_roots(value, workdir: str) -> dict:
-    """id(arg) -> root, for every :class:`~autograder.wall.kinds.TieredRootArg` in ``value``: written
-    in one helper."""
+def _write_tiers(args, roots) -> None:
+    """:class:`~autograder.wall.kinds.TieredRootArg`'s folders, written and damaged."""
     from ckptlab.tiers import make_tiers
 
-    args = [leaf for leaf in leaves(value) if isinstance(leaf, TieredRootArg)]
-    if not args:
-        return {}
-    roots = [os.path.join(workdir, f"ckpt-{uuid.uuid4().hex[:12]}") for _ in args]
     make_tiers([(root, arg.tier_spec()) for arg, root in zip(args, roots)])
-    return {id(arg): root for arg, root in zip(args, roots)}
 
 
 def damage_root(root: str, damage: tuple) -> None:
@@ -85,8 +84,8 @@ class RunPath(str):
 
 def realize(value, workdir: str):
     """Write every file argument inside ``value`` under ``workdir``; return paths instead."""
-    preempted = _preempted_roots(value, workdir)
-    tiered = _tiered_roots(value, workdir)
+    preempted = _roots_of(PreemptedRootArg, value, workdir, _kill_and_damage)
+    tiered = _roots_of(TieredRootArg, value, workdir, _write_tiers)
 
     def save(leaf):
         if isinstance(leaf, PreemptedRootArg):
