@@ -111,3 +111,25 @@ def test_the_sigterm_reaches_the_learners_process_and_only_a_handler_keeps_it_al
     assert outcomes["handler"] == ("ok", ["handled"]), outcomes
     namespaced = level == "strict" and sandbox.strict_namespaces()
     assert outcomes["none"] == (("ok", ["ran on"]) if namespaced else ("crashed", [])), outcomes
+
+
+def test_a_decoy_step_folder_that_calls_the_signal_early_gains_nothing(grade_code):
+    """The grader times its SIGTERM by the run folder's listing (a step's folder appearing), which the
+    learner writes: a loop that looks at the signal only between training steps, which fails the
+    evaluation's case, makes a folder named as the step the signal waits for as soon as it starts, so
+    the SIGTERM comes while it trains, where it does look (and removes them before its first save). The
+    newest step folder when the signal was called is the decoy's, and the loop stands below it: it saves
+    no step past it, and scores 0 (the control, the reference, scores full marks above)."""
+    from tests.wrong_answers.unit8 import IMPORTS, WRONG
+
+    source = next(s for name, s, *_ in WRONG["train_with_grace"] if name == "looks_only_between_steps")
+    decoy = source.replace("    done = saved = first\n", "    done = saved = first\n"
+                           "    decoys = [os.path.join(ckpt_dir, str(s)) for s in range(first + 1, first + 5)]\n"
+                           "    for path in decoys:\n"
+                           "        os.makedirs(path, exist_ok=True)\n", 1)
+    decoy = decoy.replace("        done += 1\n", "        done += 1\n"
+                          "        while decoys:  # gone before its own first save, which would meet them\n"
+                          "            os.rmdir(decoys.pop())\n", 1)
+    assert decoy.count("decoys") == 4
+    result = _grade(grade_code, IMPORTS + decoy, "forger")
+    assert result.status in ("incorrect", "error") and result.score == 0, result.message

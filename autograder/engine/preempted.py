@@ -91,12 +91,14 @@ EVAL_DELAY = 0.5
 
 def _terminate(worker, kill: tuple, folder: str, grace: float, seen: set) -> dict:
     """SIGTERM the run, then SIGKILL it if it still runs ``grace`` seconds later. Returns what this
-    side saw: the newest step folder when the signal went (``before``), whether the SIGKILL came
+    side saw: the newest step folder when the point was reached or the signal went (``before``: a
+    run stands past it once it has saved it), whether the SIGKILL came
     (``killed``), how long after the signal the run ended (``after``), and whether it had ended
     before the signal went (``ended_first``: a run that does not evaluate where the statement says)."""
+    before = _newest_folder(folder)  # (a step folder gone by the signal still counts: it called the signal)
     if kill[0] == "term_eval":
         time.sleep(EVAL_DELAY)
-    before = _newest_folder(folder)
+    before = max(before, _newest_folder(folder))
     sent = time.monotonic()
     ended_first = not worker.thread.is_alive()  # the run ended by itself before the signal could go
     worker.terminate()
