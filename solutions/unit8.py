@@ -23,30 +23,30 @@ def host_batch(step, host, hosts, seed, examples, global_batch):
     return [int(order[i]) for i in range(start, start + per_host)]
 
 
-def _restorable(tier):
-    """The steps of one tier's folder whose save committed and whose `state` item restores."""
-    steps = set()
-    for name in os.listdir(tier) if os.path.isdir(tier) else ():
-        if not name.isdigit():
-            continue  # a save cut short ("<step>.orbax-checkpoint-tmp"), or not a step
-        try:
-            with ocp.StandardCheckpointer() as checkpointer:
-                checkpointer.restore(os.path.join(tier, name, "state"))
-        except Exception:  # noqa: BLE001 - any failure to restore: not this step
-            continue
-        steps.add(int(name))
-    return steps
+def _restores(tier, step):
+    """Whether one tier's folder holds ``step`` committed (named by the step alone), its `state` item
+    restoring."""
+    folder = os.path.join(tier, str(step))
+    if not os.path.isdir(folder):
+        return False  # never saved, or its save cut short ("<step>.orbax-checkpoint-tmp")
+    try:
+        with ocp.StandardCheckpointer() as checkpointer:
+            checkpointer.restore(os.path.join(folder, "state"))
+    except Exception:  # noqa: BLE001 - any failure to restore: not this step
+        return False
+    return True
 
 
 def newest_step_across_tiers(tiers):
-    local = os.path.join(tiers, "local")
-    hosts = [os.path.join(local, h) for h in os.listdir(local)]
-    common = set.intersection(*map(_restorable, hosts)) if hosts else set()
-    persistent = _restorable(os.path.join(tiers, "persistent"))
-    if not common and not persistent:
-        return None
-    step = max(common | persistent)
-    return step, "local" if step in common else "persistent"
+    hosts = [os.path.join(tiers, "local", h) for h in os.listdir(os.path.join(tiers, "local"))]
+    persistent = os.path.join(tiers, "persistent")
+    named = {int(n) for tier in (*hosts, persistent) if os.path.isdir(tier) for n in os.listdir(tier) if n.isdigit()}
+    for step in sorted(named, reverse=True):  # newest first: the first step either tier restores
+        if hosts and all(_restores(host, step) for host in hosts):
+            return step, "local"
+        if _restores(persistent, step):
+            return step, "persistent"
+    return None
 
 
 class _Preempted(Exception):

@@ -244,10 +244,8 @@ def _tier_model(arg, *, tmp_ok=False, unreadable_ok=False):
 
 
 def _best(common, persistent):
-    if not common and not persistent:
-        return None
-    step = max(common | persistent)
-    return (step, "local" if step in common else "persistent")
+    """The newest of the steps every host restores locally and the persistent tier's (a tie: local)."""
+    return max([(s, "local") for s in common] + [(s, "persistent") for s in persistent - common], default=None)
 
 
 def tier_truth_model(arg):

@@ -130,6 +130,7 @@ PROBLEMS = (
                     "host 1's local tier lost: the newest persistent step"),
         ),
         timeout=60.0,
+        forbidden=("ckptlab.tiers",),
         difficulty="medium",
         category="fault-tolerance",
         tags=("preemption", "tiers", "orbax"),
