@@ -216,6 +216,14 @@ def _steps(tier):
     return {int(name) for name in os.listdir(tier)
             if name.isdigit() and _readable(os.path.join(tier, name))}
 '''), "incorrect", "does not restore"),
+    # The lesson's own helper called: the problem's answer, not the learner's.
+    ("the_lessons_helper", """
+from ckptlab.tiers import newest_restorable
+
+
+def newest_step_across_tiers(tiers):
+    return newest_restorable(tiers)
+""", "incorrect", "the course's own ckptlab.tiers"),
 ]
 
 # --- 8.3 train_with_grace (its answers below this line) ---
