@@ -26,6 +26,7 @@ def run_worker(plan: Plan, prepared: Prepared, level: str) -> sandbox.RunResult:
 RUNNERS = {
     "worker": run_worker,
     "readback": readback.run,
+    "readback_hf": readback.run_hf,
     "preempted": preempted.run,
 }
 

@@ -12,6 +12,7 @@ from autograder.wall.codec import leaves, map_leaves
 from autograder.wall.kinds import (
     FILE_KINDS,
     CheckpointArg,
+    HFFolderArg,
     OutputFolder,
     PreemptedRootArg,
     RunFolder,
@@ -101,6 +102,8 @@ def realize(value, workdir: str):
             return leaf.save(os.path.join(workdir, f"ckpt-{uuid.uuid4().hex[:12]}"))
         if isinstance(leaf, SafetensorsArg):
             return leaf.save(workdir)
+        if isinstance(leaf, HFFolderArg):
+            return leaf.save(os.path.join(workdir, f"ckpt-hf-{uuid.uuid4().hex[:12]}"))
         return leaf
 
     return map_leaves(value, save)

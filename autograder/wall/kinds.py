@@ -404,6 +404,127 @@ class RunFolder:
         return f"RunFolder(kills={self.kills!r}, plant={self.plant!r}{extra})"
 
 
+# Unit 9's silent mistakes, planted in a Hugging Face folder (:class:`HFFolderArg`): every one keeps
+# the names and the shapes (a tree that matches), and changes the model's outputs.
+HF_MISTAKES = ("swapped", "transpose", "qkv_order", "norm_offset", "tied_head")
+
+
+@dataclass(frozen=True)
+class LlamaCheckpointArg(CheckpointArg):
+    """Unit 9's model (:mod:`ckptlab.llama`) saved as a sharded Orbax checkpoint: its weights drawn
+    from ``seed`` (:func:`ckptlab.llama.random_params`), ``config`` a :class:`ckptlab.llama.LlamaConfig`'s
+    fields as pairs, ``tree`` ``"nnx"`` (the leaves as an NNX model's state holds them) or
+    ``"linen"`` (the same under ``params``). Each leaf is split over ``mesh``'s one axis on its
+    second-to-last dimension, else its last (a vector's one), as FSDP training saves it."""
+
+    arrays: tuple = ()
+    mesh: tuple = (("x", 8),)
+    seed: int = 0
+    config: tuple = ()
+    tree: str = "nnx"
+
+    def llama_config(self):
+        from ckptlab.llama import LlamaConfig
+
+        return LlamaConfig(**dict(self.config))
+
+    def params(self) -> dict:
+        from ckptlab.llama import random_params
+
+        return random_params(self.llama_config(), self.seed)
+
+    def largest_leaf_bytes(self) -> int:
+        from ckptlab.llama import param_shapes
+
+        return max(math.prod(shape) for shape in param_shapes(self.llama_config()).values()) * 4
+
+    def save(self, directory: str) -> str:
+        import jax
+        import orbax.checkpoint as ocp
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        from ckptlab.layout import course_mesh
+        from ckptlab.llama import linen_tree, nest
+
+        mesh = course_mesh(dict(self.mesh))
+        axis = self.mesh[0][0]
+
+        def place(value):
+            size = mesh.shape[axis]
+            dim = next((d for d in (value.ndim - 2, value.ndim - 1) if d >= 0 and value.shape[d] % size == 0), None)
+            spec = [None] * value.ndim
+            if dim is not None:
+                spec[dim] = axis
+            return jax.device_put(value, NamedSharding(mesh, PartitionSpec(*spec)))
+
+        flat = {path: place(value) for path, value in self.params().items()}
+        tree = linen_tree(flat) if self.tree == "linen" else nest(flat)
+        with ORBAX:
+            checkpointer = ocp.StandardCheckpointer()
+            checkpointer.save(directory, tree)
+            checkpointer.wait_until_finished()
+        return directory
+
+
+@dataclass(frozen=True)
+class HFFolderArg:
+    """Unit 9's model in Hugging Face's layout (:mod:`ckptlab.hf`): sharded safetensors files under
+    ``max_shard_bytes`` and their index (one ``model.safetensors`` and no index when it all fits in
+    one), and ``config.json``, the weights drawn from ``seed`` as
+    :class:`LlamaCheckpointArg` draws them (the same seed, the same model), stored in ``dtype``.
+    ``mistake`` (one of :data:`HF_MISTAKES`) plants a silent conversion mistake."""
+
+    config: tuple
+    seed: int
+    dtype: str = "float32"
+    max_shard_bytes: int = 2**15
+    mistake: str = ""
+
+    def llama_config(self):
+        from ckptlab.llama import LlamaConfig
+
+        return LlamaConfig(**dict(self.config))
+
+    def tensors(self) -> dict:
+        from ckptlab.hf import to_hf
+        from ckptlab.llama import random_params
+
+        config = self.llama_config()
+        params = random_params(config, self.seed)
+        out = to_hf(params, config)
+        last = config.num_hidden_layers - 1
+        if self.mistake == "swapped":  # two layers' gate projections exchanged
+            a, b = (f"model.layers.{i}.mlp.gate_proj.weight" for i in (0, last))
+            out[a], out[b] = out[b], out[a]
+        elif self.mistake == "transpose":  # a square weight reshaped where it should be transposed
+            name = f"model.layers.{last}.self_attn.o_proj.weight"
+            kernel = params["layers/attn/o/kernel"][last]
+            assert kernel.shape[0] == kernel.shape[1], "the transpose mistake needs hidden_size == heads * head_dim"
+            out[name] = np.ascontiguousarray(kernel)  # (in, out) read as (out, in): not transposed
+        elif self.mistake == "qkv_order":  # the fused columns split as q, v, k
+            for i in range(config.num_hidden_layers):
+                k, v = (f"model.layers.{i}.self_attn.{x}_proj.weight" for x in "kv")
+                out[k], out[v] = out[v], out[k]
+        elif self.mistake == "norm_offset":  # the zero-centred scales copied without their 1
+            for i in range(config.num_hidden_layers):
+                for part, path in (("input_layernorm", "layers/attn_norm/scale"),
+                                   ("post_attention_layernorm", "layers/mlp_norm/scale")):
+                    out[f"model.layers.{i}.{part}.weight"] = params[path][i]
+            out["model.norm.weight"] = params["final_norm/scale"]
+        elif self.mistake == "tied_head":  # untied: lm_head.weight written as the embeddings
+            assert not config.tie_word_embeddings, "the tied_head mistake needs untied embeddings"
+            out["lm_head.weight"] = out["model.embed_tokens.weight"]
+        elif self.mistake:
+            raise ValueError(f"unknown mistake {self.mistake!r}")
+        return out
+
+    def save(self, directory: str) -> str:
+        from ckptlab.hf import save_hf
+
+        save_hf(directory, self.tensors(), self.llama_config(), self.dtype, self.max_shard_bytes)
+        return directory
+
+
 @dataclass(frozen=True)
 class OutputFolder:
     """Where a function writes a checkpoint (problem 6.2): a path in the worker's scratch folder that
@@ -411,4 +532,4 @@ class OutputFolder:
     (:mod:`autograder.engine.readback`)."""
 
 
-FILE_KINDS = (CheckpointArg, SafetensorsArg, PreemptedRootArg, TieredRootArg, RunFolder, OutputFolder)  # (and their subclasses)
+FILE_KINDS = (CheckpointArg, SafetensorsArg, HFFolderArg, PreemptedRootArg, TieredRootArg, RunFolder, OutputFolder)  # (and their subclasses)

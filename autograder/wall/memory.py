@@ -105,3 +105,19 @@ UNSTACK_FACTOR = 3
 def unstack_budget(largest_held: int) -> int:
     """Bytes an unstacking whose largest array the devices hold as ``largest_held`` bytes may peak at."""
     return UNSTACK_FACTOR * largest_held + UNSTACK_SLACK
+
+
+# Unit 9's budgets (9.1 and 9.2): four times the bytes of the checkpoint's largest leaf, saved in
+# float32 (a stacked leaf: every layer's tensor of one kind), plus, for 9.1, one output file's
+# limit, plus this. Room for the leaf restored, its per-layer tensors transformed (or its layers
+# gathered and stacked), a copy on the devices or cast, and the leaf before it, which JAX may keep
+# until Python's cycle collector runs; a file's tensors held until it is written. The whole model
+# at once is about five times its largest leaf, and its transformed copy as much again
+# (bench/bench_budgets.py prints where each answer peaks).
+HF_FACTOR = 4
+HF_SLACK = 16 * MiB
+
+
+def hf_budget(largest_leaf_bytes: int, shard_bytes: int = 0) -> int:
+    """Bytes a conversion of a model whose largest leaf is ``largest_leaf_bytes`` may peak at."""
+    return HF_FACTOR * largest_leaf_bytes + shard_bytes + HF_SLACK

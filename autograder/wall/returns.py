@@ -133,7 +133,7 @@ class ArrayOf(ReturnSpec):
 
 
 def _describe(t) -> str:
-    if t in ("int", "float"):
+    if t in ("int", "float", "bool"):
         return t
     if t == "str":
         return "str"
@@ -166,6 +166,8 @@ def _check(t, v, where: str, detail: bool = True) -> str | None:
         return None
     if t == "str":
         return None if type(v) is str else f"{where} must be a str, but is a {name}"
+    if t == "bool":
+        return None if isinstance(v, (bool, np.bool_)) else f"{where} must be a bool (True or False), but is a {name}"
     if t == "float":
         if type(v) is float or isinstance(v, np.floating):
             return None
@@ -227,6 +229,8 @@ def _plain(v):
         return type(v)(_plain(x) for x in v)
     if isinstance(v, np.integer):
         return int(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
     return v
 
 

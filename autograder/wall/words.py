@@ -19,6 +19,8 @@ import numpy as np
 from autograder.wall.kinds import (
     AbstractArg,
     CheckpointArg,
+    HFFolderArg,
+    LlamaCheckpointArg,
     MeshArg,
     OutputFolder,
     PreemptedRootArg,
@@ -219,6 +221,35 @@ def _run_folder(arg: RunFolder) -> str:
     return text + ">"
 
 
+def _llama_config(config: tuple) -> str:
+    c = dict(config)
+    return (f"{c.get('num_hidden_layers', 2)} layers, hidden_size {c.get('hidden_size', 64)}, "
+            f"{c.get('num_attention_heads', 4)} heads of {c.get('head_dim', 16)} ({c.get('num_key_value_heads', 2)} "
+            f"key-value heads), intermediate_size {c.get('intermediate_size', 128)}, vocab {c.get('vocab_size', 256)}, "
+            f"embeddings {'tied' if c.get('tie_word_embeddings', True) else 'not tied'}")
+
+
+def _llama_checkpoint(arg) -> str:
+    tree = "a Linen model's tree (every leaf under 'params')" if arg.tree == "linen" else "an NNX model's tree"
+    return (f"<a checkpoint folder (Orbax StandardCheckpointer) of ckptlab.llama's model, {_llama_config(arg.config)}, "
+            f"as {tree}, {_saved_on(arg)}>")
+
+
+_HF_MISTAKES = {
+    "": "converted correctly",
+    "swapped": "converted with two layers' mlp.gate_proj weights exchanged",
+    "transpose": "converted with one square weight (an o_proj) reshaped where it should have been transposed",
+    "qkv_order": "converted with the fused q, k, v columns split as q, v, k",
+    "norm_offset": "converted with the norms' scales copied without adding their 1",
+    "tied_head": "converted with lm_head.weight written as the embeddings",
+}
+
+
+def _hf_folder(arg) -> str:
+    return (f"<a Hugging Face folder (config.json, sharded safetensors files of at most {arg.max_shard_bytes} bytes and "
+            f"their index) holding the same model in {arg.dtype}, {_HF_MISTAKES[arg.mistake]}>")
+
+
 _WORDS = {
     MeshArg: lambda arg: f"Mesh {arg.shape!r}",
     SpecArg: lambda arg: "PartitionSpec" + _entries(arg.entries),
@@ -231,4 +262,6 @@ _WORDS = {
     TieredRootArg: _tiered_root,
     RunFolder: _run_folder,
     OutputFolder: lambda arg: "<a path to write the checkpoint to (it does not exist yet)>",
+    LlamaCheckpointArg: _llama_checkpoint,
+    HFFolderArg: _hf_folder,
 }

@@ -1,0 +1,238 @@
+"""A small Llama-shaped model in Flax NNX (Lesson 9 and Unit 9), its weights drawn from a seed.
+
+Its checkpoint layout is a JAX stack's, not Hugging Face's (``ckptlab.hf`` converts between them):
+
+- ``embed/embedding`` ``(vocab, dim)``; the output layer is the embedding's transpose when the
+  embeddings are tied, else ``lm_head/kernel`` ``(dim, vocab)``;
+- the layers stacked on a leading axis (as ``nnx.scan`` or Linen's ``nn.scan`` train them):
+  ``layers/attn/qkv/kernel`` ``(layers, dim, (heads + 2 * kv_heads) * head_dim)``, one fused
+  projection whose columns are every query head, then every key head, then every value head;
+  ``layers/attn/o/kernel``, ``layers/mlp/{gate,up,down}/kernel``: ``(in, out)`` like every Flax
+  ``Dense``/``nnx.Linear`` kernel;
+- ``layers/attn_norm/scale``, ``layers/mlp_norm/scale`` and ``final_norm/scale``: RMSNorm scales
+  stored around zero (the norm multiplies by ``1 + scale``, as Gemma's does).
+
+The forward pass is Llama's: RMSNorm, grouped-query attention with rotary position embeddings
+(the two halves of each head rotated, as Hugging Face's ``rotate_half``), a SiLU-gated MLP.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """The model's sizes, named as Hugging Face's ``config.json`` names them."""
+
+    vocab_size: int = 256
+    hidden_size: int = 64
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    head_dim: int = 16
+    intermediate_size: int = 128
+    tie_word_embeddings: bool = True
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+
+    def __post_init__(self):
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
+                             f"num_key_value_heads ({self.num_key_value_heads})")
+        if self.head_dim % 2:
+            raise ValueError(f"head_dim must be even (rotary embeddings rotate pairs), got {self.head_dim}")
+
+    @property
+    def q_size(self) -> int:
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        return self.num_key_value_heads * self.head_dim
+
+    def hf_config(self, torch_dtype: str = "float32") -> dict:
+        """The ``config.json`` Hugging Face's ``LlamaForCausalLM`` reads."""
+        return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **asdict(self),
+                "hidden_act": "silu", "torch_dtype": torch_dtype}
+
+    @classmethod
+    def from_hf(cls, config: dict) -> LlamaConfig:
+        """From a ``config.json``'s dict (keys it does not know are ignored)."""
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in config.items() if k in names})
+
+    @classmethod
+    def read(cls, path: str) -> LlamaConfig:
+        with open(path) as f:
+            return cls.from_hf(json.load(f))
+
+
+def param_shapes(config: LlamaConfig) -> dict:
+    """Every leaf's path (``"layers/attn/qkv/kernel"``) and shape, in the JAX stack's layout."""
+    c, n = config, config.num_hidden_layers
+    d, f = c.hidden_size, c.intermediate_size
+    shapes = {
+        "embed/embedding": (c.vocab_size, d),
+        "layers/attn_norm/scale": (n, d),
+        "layers/attn/qkv/kernel": (n, d, c.q_size + 2 * c.kv_size),
+        "layers/attn/o/kernel": (n, c.q_size, d),
+        "layers/mlp_norm/scale": (n, d),
+        "layers/mlp/gate/kernel": (n, d, f),
+        "layers/mlp/up/kernel": (n, d, f),
+        "layers/mlp/down/kernel": (n, f, d),
+        "final_norm/scale": (d,),
+    }
+    if not c.tie_word_embeddings:
+        shapes["lm_head/kernel"] = (d, c.vocab_size)
+    return shapes
+
+
+def random_params(config: LlamaConfig, seed: int, dtype="float32") -> dict:
+    """Weights drawn from ``seed`` (NumPy's generator: the same on every machine), flat by path.
+    Kernels are scaled by 1/sqrt(fan-in), norm scales drawn around zero, so that every weight
+    changes the logits."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for path, shape in param_shapes(config).items():
+        if path.endswith("scale"):
+            value = 0.2 * rng.standard_normal(shape)
+        elif path == "embed/embedding":
+            value = rng.standard_normal(shape)
+        else:
+            value = rng.standard_normal(shape) / np.sqrt(shape[-2])
+        out[path] = value.astype(dtype)
+    return out
+
+
+def nest(flat: dict) -> dict:
+    """``{"a/b": x}`` as ``{"a": {"b": x}}``."""
+    tree: dict = {}
+    for path, value in flat.items():
+        *parents, last = path.split("/")
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return tree
+
+
+def flatten(tree, prefix: str = "") -> dict:
+    """A nested dict's leaves by path: the inverse of :func:`nest`."""
+    out = {}
+    for key, value in tree.items():
+        path = f"{prefix}/{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            out.update(flatten(value, path))
+        else:
+            out[path] = value
+    return out
+
+
+def linen_tree(flat: dict) -> dict:
+    """The tree a Linen model's checkpoint holds: the same leaves under ``params``."""
+    return {"params": nest(flat)}
+
+
+def _rms_norm(x, scale, eps):
+    import jax.numpy as jnp
+
+    return x * jnp.reciprocal(jnp.sqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps)) * (1.0 + scale)
+
+
+def rotary(x, positions, theta: float):
+    """Rotary position embeddings on ``x`` ``(..., tokens, heads, head_dim)``: each head's two halves
+    rotated (Hugging Face's ``rotate_half``). Works on NumPy or JAX arrays."""
+    xp = np if isinstance(x, np.ndarray) else __import__("jax.numpy", fromlist=["numpy"])
+    half = x.shape[-1] // 2
+    inv_freq = 1.0 / (theta ** (np.arange(0, half, dtype=np.float64) * 2 / x.shape[-1]))
+    angles = np.asarray(positions, np.float64)[:, None] * inv_freq[None, :]  # (tokens, half)
+    cos = np.concatenate([np.cos(angles)] * 2, axis=-1)[:, None, :].astype(x.dtype)
+    sin = np.concatenate([np.sin(angles)] * 2, axis=-1)[:, None, :].astype(x.dtype)
+    rotated = xp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return x * cos + rotated * sin
+
+
+def _module_class():
+    from flax import nnx
+
+    class Bag(nnx.Module):
+        """A module holding named parameters (or other bags): its attributes are the tree's keys."""
+
+        def __init__(self, tree: dict):
+            for key, value in tree.items():
+                setattr(self, key, Bag(value) if isinstance(value, dict) else nnx.Param(value))
+
+    class Llama(Bag):
+        """The course's Llama-shaped model. ``model(tokens)`` gives logits ``(tokens, vocab)``."""
+
+        def __init__(self, config: LlamaConfig, params: dict):
+            import jax.numpy as jnp
+
+            self.config = config
+            super().__init__(nest({k: jnp.asarray(v) for k, v in params.items()}))
+
+        def __call__(self, tokens):
+            import jax
+            import jax.numpy as jnp
+
+            c = self.config
+            tokens = jnp.asarray(tokens)
+            t = tokens.shape[0]
+            h = self.embed.embedding[...][tokens]
+            groups = c.num_attention_heads // c.num_key_value_heads
+            mask = jnp.tril(jnp.ones((t, t), bool))
+            positions = np.arange(t)
+            L = self.layers
+            for i in range(c.num_hidden_layers):
+                x = _rms_norm(h, L.attn_norm.scale[i], c.rms_norm_eps)
+                qkv = x @ L.attn.qkv.kernel[i]
+                q = qkv[:, :c.q_size].reshape(t, c.num_attention_heads, c.head_dim)
+                k = qkv[:, c.q_size:c.q_size + c.kv_size].reshape(t, c.num_key_value_heads, c.head_dim)
+                v = qkv[:, c.q_size + c.kv_size:].reshape(t, c.num_key_value_heads, c.head_dim)
+                q, k = rotary(q, positions, c.rope_theta), rotary(k, positions, c.rope_theta)
+                k, v = jnp.repeat(k, groups, axis=1), jnp.repeat(v, groups, axis=1)
+                scores = jnp.einsum("thd,shd->hts", q, k) / np.sqrt(c.head_dim)
+                weights = jax.nn.softmax(jnp.where(mask, scores, -jnp.inf), axis=-1)
+                attended = jnp.einsum("hts,shd->thd", weights, v).reshape(t, c.q_size)
+                h = h + attended @ L.attn.o.kernel[i]
+                x = _rms_norm(h, L.mlp_norm.scale[i], c.rms_norm_eps)
+                h = h + (jax.nn.silu(x @ L.mlp.gate.kernel[i]) * (x @ L.mlp.up.kernel[i])) @ L.mlp.down.kernel[i]
+            h = _rms_norm(h, self.final_norm.scale[...], c.rms_norm_eps)
+            if c.tie_word_embeddings:
+                return h @ self.embed.embedding[...].T
+            return h @ self.lm_head.kernel[...]
+
+    return Llama
+
+
+_LLAMA = None
+
+
+def model(config: LlamaConfig, params: dict):
+    """The model (an ``nnx.Module``) holding ``params`` (flat by path, the layout above; NumPy or JAX
+    arrays: ``random_params(config, seed)``, or a checkpoint's leaves restored)."""
+    global _LLAMA
+    if _LLAMA is None:
+        _LLAMA = _module_class()
+    missing = set(param_shapes(config)) - set(params)
+    if missing:
+        raise ValueError(f"the parameters lack {sorted(missing)}")
+    return _LLAMA(config, params)
+
+
+def params_of(module) -> dict:
+    """A model's parameters, flat by path (the leaves a checkpoint of ``nnx.state(module)`` holds)."""
+    from flax import nnx
+
+    return flatten(nnx.to_pure_dict(nnx.state(module, nnx.Param)))
+
+
+def logits(config: LlamaConfig, params: dict, tokens) -> np.ndarray:
+    """The model's logits on ``tokens`` (float32, on the CPU), as NumPy."""
+    import jax.numpy as jnp
+
+    return np.asarray(model(config, {k: jnp.asarray(v, jnp.float32) for k, v in params.items()})(tokens))
