@@ -10,9 +10,10 @@
   (:func:`write_shards`, as ``huggingface_hub`` splits a state dict), and read back by a careful
   reader (:func:`open_hf`): an index naming a file outside its folder, a header whose offsets do not
   fit its file, a file holding tensors the index does not name, each a clear :class:`HFFormatError`.
-- An independent forward pass in NumPy, written from Hugging Face's layout alone
-  (:func:`hf_logits`), and the check that a conversion is right: the logits of both models on the
-  same tokens, within a tolerance set from the dtype (:func:`logits_tolerance`).
+- The silent mistakes a conversion makes, planted on purpose (:func:`plant_mistake`).
+
+The proof that a conversion is right is :mod:`ckptlab.hfcheck`'s; Lesson 9's conversions, leaf by
+leaf, are :mod:`ckptlab.hfconvert`'s.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import stat
 
 import numpy as np
 
-from ckptlab.llama import LlamaConfig, flatten, nest, param_shapes, rotary
+from ckptlab.llama import LlamaConfig, param_shapes
 
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
@@ -201,6 +202,47 @@ def from_hf(tensors: dict, config: LlamaConfig, dtype=None) -> dict:
     return {path: leaf_from_hf(path, tensors.__getitem__, config, dtype) for path in param_shapes(config)}
 
 
+# The silent mistakes of a conversion to Hugging Face's layout, as Lesson 9 plants them and the
+# grader does (problem 9.3): each keeps every name and every shape, and changes the outputs.
+MISTAKES = {
+    "swapped": "two layers' mlp.gate_proj weights exchanged",
+    "transpose": "a square weight (the last layer's o_proj) reshaped where it should have been transposed",
+    "qkv_order": "the fused q, k, v columns split as q, v, k",
+    "norm_offset": "the norms' scales copied without adding their 1",
+    "tied_head": "lm_head.weight written as the embeddings (untied embeddings)",
+}
+
+
+def plant_mistake(tensors: dict, params: dict, config: LlamaConfig, mistake: str) -> dict:
+    """``tensors`` (a right conversion of ``params``) with ``mistake`` (a key of :data:`MISTAKES`, or
+    ``""`` for none) planted."""
+    out, last = dict(tensors), config.num_hidden_layers - 1
+    if mistake == "swapped":
+        a, b = (layer_name(i, "mlp.gate_proj") for i in (0, last))
+        out[a], out[b] = tensors[b], tensors[a]
+    elif mistake == "transpose":
+        kernel = params["layers/attn/o/kernel"][last]
+        if kernel.shape[0] != kernel.shape[1]:
+            raise ValueError("the transpose mistake needs a square o_proj: hidden_size == heads * head_dim")
+        out[layer_name(last, "self_attn.o_proj")] = np.ascontiguousarray(kernel)  # (in, out) read as (out, in)
+    elif mistake == "qkv_order":
+        for i in range(config.num_hidden_layers):
+            k, v = (layer_name(i, f"self_attn.{x}_proj") for x in "kv")
+            out[k], out[v] = tensors[v], tensors[k]
+    elif mistake == "norm_offset":
+        for i in range(config.num_hidden_layers):
+            out[layer_name(i, "input_layernorm")] = params["layers/attn_norm/scale"][i]
+            out[layer_name(i, "post_attention_layernorm")] = params["layers/mlp_norm/scale"][i]
+        out["model.norm.weight"] = params["final_norm/scale"]
+    elif mistake == "tied_head":
+        if config.tie_word_embeddings:
+            raise ValueError("the tied_head mistake needs untied embeddings")
+        out["lm_head.weight"] = tensors["model.embed_tokens.weight"]
+    elif mistake:
+        raise ValueError(f"unknown mistake {mistake!r}: one of {sorted(MISTAKES)}")
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Sharded safetensors files and their index.
 
@@ -293,7 +335,7 @@ def _inside(folder: str, name) -> str:
     path = os.path.join(folder, name)
     try:
         st = os.lstat(path)
-    except OSError:
+    except (OSError, ValueError):  # (ValueError: a name the file system cannot spell, a lone surrogate)
         raise HFFormatError(f"the index names {name!r}, which is not in the folder") from None
     if not stat.S_ISREG(st.st_mode):
         raise HFFormatError(f"{name!r} is not a plain file (a link or a folder): a shard must be a file of the folder itself")
@@ -314,7 +356,7 @@ def read_header(path: str) -> tuple:
             raise HFFormatError(f"{name}: its header claims {n} bytes, but the file has {size - 8} after the length")
         try:
             header = json.loads(f.read(n))
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError, RecursionError):  # (RecursionError: nested too deep)
             raise HFFormatError(f"{name}: its header is not JSON") from None
     if not isinstance(header, dict):
         raise HFFormatError(f"{name}: its header is not a JSON object")
@@ -327,6 +369,7 @@ def read_header(path: str) -> tuple:
             dtype, shape, (begin, end) = DTYPES[entry["dtype"]], entry["shape"], entry["data_offsets"]
             if not all(type(s) is int and s >= 0 for s in shape) or type(begin) is not int or type(end) is not int:
                 raise TypeError
+            np.broadcast_to(np.zeros((), _np_dtype(dtype)), shape)  # a shape NumPy can hold (ValueError if not)
         except (KeyError, TypeError, ValueError):
             raise HFFormatError(f"{name}: tensor {key!r} has no readable dtype, shape and data_offsets") from None
         need = math.prod(shape) * _np_dtype(dtype).itemsize
@@ -388,7 +431,7 @@ class HFCheckpoint:
         try:
             with open(path, encoding="utf-8") as f:
                 index = json.load(f)
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError, RecursionError):
             raise HFFormatError(f"{INDEX} is not JSON") from None
         weight_map = index.get("weight_map") if isinstance(index, dict) else None
         if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
@@ -405,7 +448,7 @@ class HFCheckpoint:
         try:
             with open(path, encoding="utf-8") as f:
                 config = json.load(f)
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError, RecursionError):
             raise HFFormatError("config.json is not JSON") from None
         if not isinstance(config, dict):
             raise HFFormatError("config.json is not a JSON object")
@@ -443,218 +486,3 @@ def open_hf(folder: str) -> HFCheckpoint:
     """A Hugging Face checkpoint folder, checked (HFFormatError says what is wrong)."""
     return HFCheckpoint(folder)
 
-
-# ---------------------------------------------------------------------------------------------
-# The proof: an independent forward pass from Hugging Face's layout, and the logits compared.
-
-def _rms_norm(x, weight, eps):
-    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
-
-
-def hf_logits(get, config: LlamaConfig, tokens) -> np.ndarray:
-    """Logits ``(tokens, vocab)`` computed in float64 from Hugging Face's tensors alone (``get(name)``),
-    as ``LlamaForCausalLM`` computes them: every ``Linear`` is ``x @ weight.T``; the norms multiply by
-    their weight; the output layer is ``lm_head.weight`` or, tied, the embeddings."""
-    c = config
-
-    def w(name):
-        return np.asarray(get(name), np.float64)
-
-    tokens = np.asarray(tokens)
-    t = len(tokens)
-    h = w("model.embed_tokens.weight")[tokens]
-    groups = c.num_attention_heads // c.num_key_value_heads
-    mask = np.tril(np.ones((t, t), bool))
-    for i in range(c.num_hidden_layers):
-        x = _rms_norm(h, w(layer_name(i, "input_layernorm")), c.rms_norm_eps)
-        q = (x @ w(layer_name(i, "self_attn.q_proj")).T).reshape(t, c.num_attention_heads, c.head_dim)
-        k = (x @ w(layer_name(i, "self_attn.k_proj")).T).reshape(t, c.num_key_value_heads, c.head_dim)
-        v = (x @ w(layer_name(i, "self_attn.v_proj")).T).reshape(t, c.num_key_value_heads, c.head_dim)
-        q, k = rotary(q, np.arange(t), c.rope_theta), rotary(k, np.arange(t), c.rope_theta)
-        k, v = np.repeat(k, groups, axis=1), np.repeat(v, groups, axis=1)
-        scores = np.einsum("thd,shd->hts", q, k) / np.sqrt(c.head_dim)
-        scores = np.where(mask, scores, -np.inf)
-        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
-        weights /= weights.sum(axis=-1, keepdims=True)
-        h = h + np.einsum("hts,shd->thd", weights, v).reshape(t, c.q_size) @ w(layer_name(i, "self_attn.o_proj")).T
-        x = _rms_norm(h, w(layer_name(i, "post_attention_layernorm")), c.rms_norm_eps)
-        gate = x @ w(layer_name(i, "mlp.gate_proj")).T
-        h = h + (gate / (1 + np.exp(-gate)) * (x @ w(layer_name(i, "mlp.up_proj")).T)) @ w(layer_name(i, "mlp.down_proj")).T
-    h = _rms_norm(h, w("model.norm.weight"), c.rms_norm_eps)
-    return h @ w("lm_head.weight" if not c.tie_word_embeddings else "model.embed_tokens.weight").T
-
-
-# The relative tolerance on logits, by the dtype the converted weights are stored in: the largest
-# |difference| over the largest |logit| of the original. A float32 conversion only reorders
-# float32 numbers (what differs is the forward passes' own rounding, float32 beside float64); a
-# bfloat16 one rounds every weight to 8 significant bits (a relative error up to 2**-9 each).
-# Lesson 9 measures both beside the mistakes, which land orders of magnitude above.
-TOLERANCE = {"float32": 1e-4, "bfloat16": 5e-2, "float16": 1e-2}
-
-
-def logits_tolerance(dtype: str) -> float:
-    return TOLERANCE[np.dtype(_np_dtype(dtype)).name]
-
-
-def logits_gap(reference, converted) -> float:
-    """The largest |difference| of two models' logits, over the largest |logit| of the first."""
-    reference, converted = np.asarray(reference, np.float64), np.asarray(converted, np.float64)
-    if reference.shape != converted.shape:
-        return math.inf
-    return float(np.max(np.abs(reference - converted)) / np.max(np.abs(reference)))
-
-
-# ---------------------------------------------------------------------------------------------
-# Conversions, one tensor at a time (Lesson 9's; Unit 9's problems are to be written without them).
-
-def _restore_leaf(ckpt_dir: str, path: str, prefix: tuple = ()):
-    import orbax.checkpoint as ocp
-
-    keys = (*prefix, *path.split("/"))
-    item, args = nest({"/".join(keys): 0}), nest({"/".join(keys): ocp.RestoreArgs(restore_type=np.ndarray)})
-    restored = ocp.PyTreeCheckpointer().restore(ckpt_dir, args=ocp.args.PyTreeRestore(
-        item=item, restore_args=args, partial_restore=True))
-    return flatten(restored)["/".join(keys)]
-
-
-def saved_paths(ckpt_dir: str) -> tuple:
-    """The checkpoint's leaves, by path, and the prefix before the model's own (``("params",)``
-    for a Linen model's tree, ``()`` for an NNX model's)."""
-    import orbax.checkpoint as ocp
-
-    saved = flatten(ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree)
-    prefix = ("params",) if all(p.startswith("params/") for p in saved) else ()
-    return {p[len("params/"):] if prefix else p: m for p, m in saved.items()}, prefix
-
-
-def orbax_to_hf(ckpt_dir: str, out_dir: str, config: LlamaConfig, max_shard_bytes: int, dtype: str = "float32") -> list:
-    """The checkpoint's model as a Hugging Face folder, one Flax leaf in memory at a time (and one
-    file's tensors): each leaf restored alone, to the host, transformed, and written as its file fills."""
-    _, prefix = saved_paths(ckpt_dir)
-    paths = list(param_shapes(config))
-    shapes = {name: hf_shapes(config)[name] for path in paths for name in hf_names_of(path, config)}
-
-    def tensors():
-        for path in paths:
-            yield from leaf_to_hf(path, _restore_leaf(ckpt_dir, path, prefix), config, dtype).items()
-
-    files = write_shards(out_dir, tensors(), shapes, dtype, max_shard_bytes)
-    write_config(out_dir, config, dtype)
-    return files
-
-
-def hf_to_orbax(hf_dir: str, out_dir: str, mesh, specs: dict, tree: str = "nnx") -> None:
-    """A Hugging Face folder as a sharded Orbax checkpoint of the course's model (``tree``: ``"nnx"``,
-    or ``"linen"`` for the same leaves under ``params``), one Flax leaf in memory at a time: each
-    built from its tensors (memory-mapped), placed on ``mesh`` as ``specs[path]`` says, and saved
-    before the next (Orbax's partial save, then one finalize)."""
-    import jax
-    from jax.sharding import NamedSharding
-    from orbax.checkpoint import v1 as ocp_v1
-
-    checkpoint = open_hf(hf_dir)
-    config = LlamaConfig.from_hf(checkpoint.config or {})
-    prefix = "params/" if tree == "linen" else ""
-    for path in param_shapes(config):
-        host = leaf_from_hf(path, checkpoint.__getitem__, config)
-        array = jax.device_put(host, NamedSharding(mesh, specs[path]))
-        del host
-        ocp_v1.partial.save(out_dir, nest({prefix + path: array}))
-        del array
-    ocp_v1.partial.finalize(out_dir)
-
-
-def whole_model_to_hf(ckpt_dir: str, out_dir: str, config: LlamaConfig, max_shard_bytes: int, dtype: str = "float32") -> list:
-    """The control for :func:`orbax_to_hf`'s memory: the whole checkpoint restored at once (as
-    ``StandardCheckpointer().restore`` gives it), converted, then written."""
-    import orbax.checkpoint as ocp
-
-    saved = flatten(ocp.StandardCheckpointer().restore(ckpt_dir))
-    params = {p.removeprefix("params/"): np.asarray(v) for p, v in saved.items()}
-    return save_hf(out_dir, to_hf(params, config, dtype), config, dtype, max_shard_bytes)
-
-
-def whole_model_to_orbax(hf_dir: str, out_dir: str, mesh, specs: dict, tree: str = "nnx") -> None:
-    """The control for :func:`hf_to_orbax`'s memory: every tensor read, the whole model converted and
-    placed, then saved at once."""
-    import jax
-    import orbax.checkpoint as ocp
-    from jax.sharding import NamedSharding
-
-    checkpoint = open_hf(hf_dir)
-    config = LlamaConfig.from_hf(checkpoint.config or {})
-    tensors = {name: np.array(checkpoint[name]) for name in checkpoint.names()}
-    params = {path: jax.device_put(value, NamedSharding(mesh, specs[path]))
-              for path, value in from_hf(tensors, config).items()}
-    checkpointer = ocp.StandardCheckpointer()
-    checkpointer.save(out_dir, {"params": nest(params)} if tree == "linen" else nest(params))
-    checkpointer.wait_until_finished()
-
-
-_CHILD = r"""
-import json, sys
-job = json.loads(sys.argv[1])
-from ckptlab.devices import setup_devices
-setup_devices()
-import jax
-from jax.sharding import PartitionSpec
-from ckptlab import hf, memory
-from ckptlab.layout import course_mesh
-from ckptlab.llama import LlamaConfig
-memory.prepare_measurement(job["scratch"])
-memory.settle()
-print("ready", flush=True)
-sys.stdin.readline()
-how = job["how"]
-if how in ("leaf_by_leaf_to_hf", "whole_model_to_hf"):
-    fn = hf.orbax_to_hf if how == "leaf_by_leaf_to_hf" else hf.whole_model_to_hf
-    fn(job["src"], job["out"], LlamaConfig(**job["config"]), job["max_shard_bytes"], job["dtype"])
-else:
-    mesh = course_mesh(dict(job["mesh"]))
-    specs = {k: PartitionSpec(*v) for k, v in job["specs"].items()}
-    fn = hf.hf_to_orbax if how == "leaf_by_leaf_to_orbax" else hf.whole_model_to_orbax
-    fn(job["src"], job["out"], mesh, specs, job.get("tree", "nnx"))
-print(json.dumps({"done": True}), flush=True)
-"""
-
-
-def conversion_peak(how: str, src: str, out: str, *, config: LlamaConfig | None = None, max_shard_bytes: int = 0,
-                    dtype: str = "float32", mesh: dict | None = None, specs: dict | None = None, tree: str = "nnx",
-                    timeout: float = 300) -> int:
-    """Run one conversion in a fresh process on the 16 devices and return the peak of its anonymous
-    memory above where it stood just before (sampled from outside, as the grader measures 9.1 and
-    9.2: a mapped file's pages are not counted). ``how``: ``"leaf_by_leaf_to_hf"``,
-    ``"whole_model_to_hf"`` (with ``config``, ``max_shard_bytes``, ``dtype``), ``"leaf_by_leaf_to_orbax"``
-    or ``"whole_model_to_orbax"`` (with ``mesh``, ``specs`` as tuples of spec entries, ``tree``)."""
-    import dataclasses
-    import subprocess
-    import sys
-    import tempfile
-
-    from ckptlab.memory import AnonymousPeak
-    from ckptlab.serving import _wait_for_line
-
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
-    env["JAX_PLATFORMS"] = "cpu"
-    with tempfile.TemporaryDirectory(prefix="hf-peak-") as scratch, tempfile.TemporaryFile("w+") as errors:
-        job = {"how": how, "src": os.path.abspath(src), "out": os.path.abspath(out), "scratch": scratch,
-               "config": dataclasses.asdict(config) if config else None, "max_shard_bytes": max_shard_bytes,
-               "dtype": dtype, "mesh": list((mesh or {}).items()), "tree": tree,
-               "specs": {k: [list(e) if isinstance(e, tuple) else e for e in v] for k, v in (specs or {}).items()}}
-        proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(job)], env=env, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=errors, text=True)
-        sampler, output = None, ""
-        try:
-            if _wait_for_line(proc, "ready", timeout):
-                sampler = AnonymousPeak(proc.pid)
-                output, _ = proc.communicate("go\n", timeout=timeout)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        peak = sampler.stop() if sampler is not None else None
-        if proc.returncode != 0 or '"done"' not in output or peak is None:
-            errors.seek(0)
-            tail = "\n".join(errors.read().strip().splitlines()[-15:])
-            raise RuntimeError(f"the measuring process failed (exit code {proc.returncode}). Its last messages:\n{tail}")
-    return peak

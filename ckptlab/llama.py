@@ -108,6 +108,17 @@ def random_params(config: LlamaConfig, seed: int, dtype="float32") -> dict:
     return out
 
 
+def fsdp_spec(shape: tuple, axis: str = "x", size: int = 8) -> tuple:
+    """The partition spec entries that split an array of ``shape`` over a mesh axis of ``size``
+    devices as FSDP training saves it: on its second-to-last dimension, else its last (a vector's
+    one), where ``size`` divides it; replicated where it divides neither."""
+    spec = [None] * len(shape)
+    dim = next((d for d in (len(shape) - 2, len(shape) - 1) if d >= 0 and shape[d] % size == 0), None)
+    if dim is not None:
+        spec[dim] = axis
+    return tuple(spec)
+
+
 def nest(flat: dict) -> dict:
     """``{"a/b": x}`` as ``{"a": {"b": x}}``."""
     tree: dict = {}
@@ -236,3 +247,27 @@ def logits(config: LlamaConfig, params: dict, tokens) -> np.ndarray:
     import jax.numpy as jnp
 
     return np.asarray(model(config, {k: jnp.asarray(v, jnp.float32) for k, v in params.items()})(tokens))
+
+
+# ---------------------------------------------------------------------------------------------
+# A checkpoint of the model: which tree it is, and one leaf of it read alone.
+
+def restore_leaf(ckpt_dir: str, path: str, prefix: tuple = ()):
+    """One saved leaf alone (``prefix`` before its path: see :func:`saved_paths`), to the host."""
+    import orbax.checkpoint as ocp
+
+    keys = (*prefix, *path.split("/"))
+    item, args = nest({"/".join(keys): 0}), nest({"/".join(keys): ocp.RestoreArgs(restore_type=np.ndarray)})
+    restored = ocp.PyTreeCheckpointer().restore(ckpt_dir, args=ocp.args.PyTreeRestore(
+        item=item, restore_args=args, partial_restore=True))
+    return flatten(restored)["/".join(keys)]
+
+
+def saved_paths(ckpt_dir: str) -> tuple:
+    """The checkpoint's leaves, by path, and the prefix before the model's own (``("params",)``
+    for a Linen model's tree, ``()`` for an NNX model's)."""
+    import orbax.checkpoint as ocp
+
+    saved = flatten(ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree)
+    prefix = ("params",) if all(p.startswith("params/") for p in saved) else ()
+    return {p[len("params/"):] if prefix else p: m for p, m in saved.items()}, prefix

@@ -224,9 +224,9 @@ def test_a_class_graded_for_one_unit_is_scored_fed_back_and_summarised_on_that_u
     assert [r["id"] for r in summary] == unit1
     rows = run("--only", "2.1", "1.1")  # another choice: graded again for it, in the course's order
     assert list(rows["ada"])[1:3] == ["1.1", "2.1"] and rows["ada"]["max_total"] == "20"
-    bad = subprocess.run([sys.executable, "-m", "autograder", "grade-batch", str(subs), "--out", str(out), "--unit", "9"],
+    bad = subprocess.run([sys.executable, "-m", "autograder", "grade-batch", str(subs), "--out", str(out), "--unit", "99"],
                          cwd=root, capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "no unit 9" in bad.stderr
+    assert bad.returncode == 2 and "no unit 99" in bad.stderr
 
 
 # A learner who rewrites the checkpoint it was given (at the basic level, whose workers may write

@@ -321,8 +321,8 @@ def test_the_cli_writes_a_unit_and_names_it(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "assignments: unit2 (6 problems, 90 points" in out and "generate_assignment unit2" in out
     assert [p.name for p in (tmp_path / "c" / "source").iterdir()] == ["unit2"]
-    assert main(["nbgrader", str(tmp_path / "d"), "--unit", "9"]) == 2
-    assert "no unit 9" in capsys.readouterr().err
+    assert main(["nbgrader", str(tmp_path / "d"), "--unit", "99"]) == 2
+    assert "no unit 99" in capsys.readouterr().err
 
 
 @pytest.mark.slow

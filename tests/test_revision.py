@@ -54,10 +54,10 @@ def test_a_lesson_edited_makes_its_committed_sheet_stale(copy, capsys):
     assert main(["revision", "--check", "--root", str(copy)]) == 1
     assert main(["revision", "--root", str(copy)]) == 0
     assert revision.differences(copy) == [] and "Plan with a range:" in (copy / f"course/revision/unit{UNIT}.md").read_text()
-    (copy / revision.FOLDER / "unit9.md").write_text("left over\n")  # a sheet no lesson builds is found, and removed
-    assert revision.differences(copy) == ["course/revision/unit9.md: no lesson builds it"]
+    (copy / revision.FOLDER / "unit99.md").write_text("left over\n")  # a sheet no lesson builds is found, and removed
+    assert revision.differences(copy) == ["course/revision/unit99.md: no lesson builds it"]
     main(["revision", "--root", str(copy)])
-    assert not (copy / revision.FOLDER / "unit9.md").exists()
+    assert not (copy / revision.FOLDER / "unit99.md").exists()
     capsys.readouterr()
 
 

@@ -66,14 +66,14 @@ def _to_hf_cases(rng):
 
 def _to_hf_expected(ckpt_dir, out_dir, config, limit, dtype):
     """The folder as the grader's reader gives it back, from the grader's own copy of the checkpoint."""
-    from ckptlab.hf import _restore_leaf as restore, leaf_to_hf, saved_paths
-    from ckptlab.llama import LlamaConfig, param_shapes
+    from ckptlab.hf import leaf_to_hf
+    from ckptlab.llama import LlamaConfig, param_shapes, restore_leaf, saved_paths
 
     c = LlamaConfig.from_hf(config)
     _, prefix = saved_paths(ckpt_dir)
     tensors = {}
     for path in param_shapes(c):
-        tensors.update(leaf_to_hf(path, restore(ckpt_dir, path, prefix), c, dtype))
+        tensors.update(leaf_to_hf(path, restore_leaf(ckpt_dir, path, prefix), c, dtype))
     return {"tensors": tensors, "total_size": sum(v.nbytes for v in tensors.values()),
             "config": {**config, "torch_dtype": dtype}, "limit": limit}
 
@@ -119,7 +119,7 @@ def _mistaken(args) -> dict:
 
 
 def _diagnose_to_hf(args, actual, expected):
-    from autograder.wall.problem_returns import HFWritten
+    from autograder.wall.hf_returns import HFWritten
 
     if not isinstance(actual, dict):
         return None

@@ -5,9 +5,9 @@ function name; references: ``solutions/unit9.py``."""
 from __future__ import annotations
 
 from autograder.declarations import Example, Problem, Unit
+from autograder.wall.hf_returns import ConvertedTree, HFWritten
 from autograder.wall.kinds import HFFolderArg, LlamaCheckpointArg, MeshArg, OutputFolder, SpecArg
 from autograder.wall.memory import HF_FACTOR, HF_SLACK
-from autograder.wall.problem_returns import ConvertedTree, HFWritten
 from autograder.wall.returns import Struct
 
 UNIT = Unit(
@@ -69,8 +69,11 @@ def _specs(axis: str = "model") -> dict:
     return out
 
 
+# The lesson's own layout, conversions and check: each problem's answer, written by the course.
+_FORBIDDEN = ("ckptlab.hf", "ckptlab.hfcheck", "ckptlab.hfconvert")
+
 _CONVERSION_WORDS = (
-    "Hugging Face's layout names each tensor as `LlamaForCausalLM` does: `model.embed_tokens.weight`; for "
+    "Hugging Face's layout names each tensor as its Llama model (LlamaForCausalLM) does: `model.embed_tokens.weight`; for "
     "each layer i, `model.layers.{i}.input_layernorm.weight`, `model.layers.{i}.self_attn.{q,k,v,o}_proj.weight`, "
     "`model.layers.{i}.post_attention_layernorm.weight`, `model.layers.{i}.mlp.{gate,up,down}_proj.weight`; "
     "`model.norm.weight`; and `lm_head.weight` only when the embeddings are not tied. Each weight is a PyTorch "
@@ -124,7 +127,7 @@ PROBLEMS = (
                     None, "a Linen tree, embeddings not tied (an lm_head), stored in bfloat16"),
         ),
         measure_memory=True,
-        forbidden=("ckptlab.hf",),
+        forbidden=_FORBIDDEN,
         mode="readback_hf",
         timeout=120.0,
         difficulty="hard",
@@ -180,7 +183,7 @@ PROBLEMS = (
                     None, "embeddings not tied, bfloat16 files, a Linen tree"),
         ),
         measure_memory=True,
-        forbidden=("ckptlab.hf",),
+        forbidden=_FORBIDDEN,
         mode="readback",
         timeout=120.0,
         difficulty="hard",
@@ -231,7 +234,7 @@ PROBLEMS = (
                      [3, 14, 15, 92, 65, 35]),
                     False, "the same model, its fused q, k, v columns split as q, v, k: names and shapes all match"),
         ),
-        forbidden=("ckptlab.hf",),
+        forbidden=_FORBIDDEN,
         timeout=90.0,
         difficulty="medium",
         category="formats",

@@ -11,13 +11,15 @@
   them (``realize``), and removed after;
 - :mod:`~autograder.wall.returns`: what each problem must return, and how a return is compared: the
   contract every return spec keeps (``ReturnSpec``) and the generic specs;
-  :mod:`~autograder.wall.problem_returns`: the specs written for one problem each;
+  :mod:`~autograder.wall.problem_returns`: the specs written for one problem each (Unit 9's in
+  :mod:`~autograder.wall.hf_returns`);
 - :mod:`~autograder.wall.reads`: reading files with memory maps off, for read-counted problems;
 - :mod:`~autograder.wall.memory`: the memory-measured problems' budgets and the worker's preparation
   before its baseline;
 - :mod:`~autograder.wall.libraries`: the libraries learner code may import;
 - :mod:`~autograder.wall.reader` and :mod:`~autograder.wall.plant`: the code of the grader's own
-  workers that read back a written checkpoint (6.2, 7.4) and plant a state in a run folder (5.3).
+  workers that read back a written checkpoint (6.2, 7.4; a Hugging Face folder, 9.1) and plant a
+  state in a run folder (5.3).
 
 Both sides import these (the worker's side only after its jail is up); none of them imports the
 sandbox, the engine or the course's content.

@@ -404,11 +404,6 @@ class RunFolder:
         return f"RunFolder(kills={self.kills!r}, plant={self.plant!r}{extra})"
 
 
-# Unit 9's silent mistakes, planted in a Hugging Face folder (:class:`HFFolderArg`): every one keeps
-# the names and the shapes (a tree that matches), and changes the model's outputs.
-HF_MISTAKES = ("swapped", "transpose", "qkv_order", "norm_offset", "tied_head")
-
-
 @dataclass(frozen=True)
 class LlamaCheckpointArg(CheckpointArg):
     """Unit 9's model (:mod:`ckptlab.llama`) saved as a sharded Orbax checkpoint: its weights drawn
@@ -444,20 +439,11 @@ class LlamaCheckpointArg(CheckpointArg):
         from jax.sharding import NamedSharding, PartitionSpec
 
         from ckptlab.layout import course_mesh
-        from ckptlab.llama import linen_tree, nest
+        from ckptlab.llama import fsdp_spec, linen_tree, nest
 
-        mesh = course_mesh(dict(self.mesh))
-        axis = self.mesh[0][0]
-
-        def place(value):
-            size = mesh.shape[axis]
-            dim = next((d for d in (value.ndim - 2, value.ndim - 1) if d >= 0 and value.shape[d] % size == 0), None)
-            spec = [None] * value.ndim
-            if dim is not None:
-                spec[dim] = axis
-            return jax.device_put(value, NamedSharding(mesh, PartitionSpec(*spec)))
-
-        flat = {path: place(value) for path, value in self.params().items()}
+        mesh, (axis, size) = course_mesh(dict(self.mesh)), self.mesh[0]
+        flat = {path: jax.device_put(value, NamedSharding(mesh, PartitionSpec(*fsdp_spec(value.shape, axis, size))))
+                for path, value in self.params().items()}
         tree = linen_tree(flat) if self.tree == "linen" else nest(flat)
         with ORBAX:
             checkpointer = ocp.StandardCheckpointer()
@@ -472,7 +458,8 @@ class HFFolderArg:
     ``max_shard_bytes`` and their index (one ``model.safetensors`` and no index when it all fits in
     one), and ``config.json``, the weights drawn from ``seed`` as
     :class:`LlamaCheckpointArg` draws them (the same seed, the same model), stored in ``dtype``.
-    ``mistake`` (one of :data:`HF_MISTAKES`) plants a silent conversion mistake."""
+    ``mistake`` (a key of :data:`ckptlab.hf.MISTAKES`) plants a silent conversion mistake: every name
+    and shape right, the model's outputs changed."""
 
     config: tuple
     seed: int
@@ -486,37 +473,12 @@ class HFFolderArg:
         return LlamaConfig(**dict(self.config))
 
     def tensors(self) -> dict:
-        from ckptlab.hf import to_hf
+        from ckptlab.hf import plant_mistake, to_hf
         from ckptlab.llama import random_params
 
         config = self.llama_config()
         params = random_params(config, self.seed)
-        out = to_hf(params, config)
-        last = config.num_hidden_layers - 1
-        if self.mistake == "swapped":  # two layers' gate projections exchanged
-            a, b = (f"model.layers.{i}.mlp.gate_proj.weight" for i in (0, last))
-            out[a], out[b] = out[b], out[a]
-        elif self.mistake == "transpose":  # a square weight reshaped where it should be transposed
-            name = f"model.layers.{last}.self_attn.o_proj.weight"
-            kernel = params["layers/attn/o/kernel"][last]
-            assert kernel.shape[0] == kernel.shape[1], "the transpose mistake needs hidden_size == heads * head_dim"
-            out[name] = np.ascontiguousarray(kernel)  # (in, out) read as (out, in): not transposed
-        elif self.mistake == "qkv_order":  # the fused columns split as q, v, k
-            for i in range(config.num_hidden_layers):
-                k, v = (f"model.layers.{i}.self_attn.{x}_proj.weight" for x in "kv")
-                out[k], out[v] = out[v], out[k]
-        elif self.mistake == "norm_offset":  # the zero-centred scales copied without their 1
-            for i in range(config.num_hidden_layers):
-                for part, path in (("input_layernorm", "layers/attn_norm/scale"),
-                                   ("post_attention_layernorm", "layers/mlp_norm/scale")):
-                    out[f"model.layers.{i}.{part}.weight"] = params[path][i]
-            out["model.norm.weight"] = params["final_norm/scale"]
-        elif self.mistake == "tied_head":  # untied: lm_head.weight written as the embeddings
-            assert not config.tie_word_embeddings, "the tied_head mistake needs untied embeddings"
-            out["lm_head.weight"] = out["model.embed_tokens.weight"]
-        elif self.mistake:
-            raise ValueError(f"unknown mistake {self.mistake!r}")
-        return out
+        return plant_mistake(to_hf(params, config), params, config, self.mistake)
 
     def save(self, directory: str) -> str:
         from ckptlab.hf import save_hf

@@ -33,6 +33,38 @@ def {FUNCTION}(path):
 # total_size, each file's "format" metadata, and config.json; or UNREADABLE_HF and what is wrong.
 UNREADABLE_HF = "no Hugging Face checkpoint could be read from the folder"
 HF_FUNCTION = "read_back_hf"
+# What is said of a folder ckptlab.hf refuses: fixed words, chosen by the fixed words of its
+# HFFormatError, never that error's own text, which quotes the learner's names and numbers (a file
+# name in the index could carry a hidden case's inputs into the message): the first pair whose
+# fixed words the error's text holds (the last, whose are empty, when none does).
+HF_REASONS = (
+    ("a shard must be a file name in the checkpoint's own folder",
+     "the index names a file outside the folder (a shard must be a file name in the checkpoint's own folder)"),
+    ("which is not in the folder", "the index names a file that is not in the folder"),
+    ("is not a plain file (a link or a folder)", "a shard is a link or a folder, not a plain file of the folder itself"),
+    ("shorter than a safetensors header's 8-byte length", "a file is shorter than a safetensors header's 8-byte length"),
+    ("its header claims", "a file's header length claims more bytes than the file holds"),
+    ("its header is not JSON", "a file's header is not JSON"),
+    ("its header is not a JSON object", "a file's header is not a JSON object"),
+    ("has no readable dtype, shape and data_offsets", "a tensor in a file's header has no readable dtype, shape and "
+                                                      "data_offsets"),
+    (" claims bytes ", "a tensor's data_offsets do not span its shape's bytes in its dtype"),
+    ("the tensors must follow one another", "a file's tensors leave a gap or overlap: they must follow one another"),
+    ("the header accounts for", "a file does not hold exactly the bytes of data its header accounts for (offsets "
+                                "past its end, or bytes left over)"),
+    (" is in both ", "a tensor is in two files"),
+    ("whose header does not hold it", "the index puts a tensor in a file whose header does not hold it"),
+    ("which the index does not name", "a file holds a tensor that the index does not name"),
+    (".index.json is not a plain file", "model.safetensors.index.json is not a plain file of at most 16 MiB"),
+    (".index.json is not JSON", "model.safetensors.index.json is not JSON"),
+    ("has no weight_map of tensor names to file names", "model.safetensors.index.json has no weight_map of tensor "
+                                                        "names to file names"),
+    ("config.json is not a plain file", "config.json is not a plain file"),
+    ("config.json is not JSON", "config.json is not JSON"),
+    ("config.json is not a JSON object", "config.json is not a JSON object"),
+    ("and no model.safetensors in the folder", "no model.safetensors.index.json and no model.safetensors in the folder"),
+    ("", "the folder is not a well-formed Hugging Face checkpoint"),
+)
 HF_SOURCE = f'''
 import os
 
@@ -54,7 +86,7 @@ def {HF_FUNCTION}(path):
         return {{"tensors": {{name: np.array(checkpoint[name]) for name in checkpoint.names()}}, "files": files,
                 "total_size": checkpoint.total_size, "config": checkpoint.config}}
     except HFFormatError as exc:
-        return {UNREADABLE_HF!r} + ": " + str(exc)[:300]
+        return {UNREADABLE_HF!r} + ": " + next(said for words, said in {HF_REASONS!r} if words in str(exc))
     except Exception as exc:  # noqa: BLE001 - the files are the learner's: any failure to read them is said as one
         return {UNREADABLE_HF!r} + ": " + type(exc).__name__
 '''

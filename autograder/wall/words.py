@@ -235,19 +235,12 @@ def _llama_checkpoint(arg) -> str:
             f"as {tree}, {_saved_on(arg)}>")
 
 
-_HF_MISTAKES = {
-    "": "converted correctly",
-    "swapped": "converted with two layers' mlp.gate_proj weights exchanged",
-    "transpose": "converted with one square weight (an o_proj) reshaped where it should have been transposed",
-    "qkv_order": "converted with the fused q, k, v columns split as q, v, k",
-    "norm_offset": "converted with the norms' scales copied without adding their 1",
-    "tied_head": "converted with lm_head.weight written as the embeddings",
-}
-
-
 def _hf_folder(arg) -> str:
-    return (f"<a Hugging Face folder (config.json, sharded safetensors files of at most {arg.max_shard_bytes} bytes and "
-            f"their index) holding the same model in {arg.dtype}, {_HF_MISTAKES[arg.mistake]}>")
+    from ckptlab.hf import MISTAKES
+
+    how = f"converted with {MISTAKES[arg.mistake]}" if arg.mistake else "converted correctly"
+    return (f"<a Hugging Face folder (config.json, safetensors files of at most {arg.max_shard_bytes} bytes and their "
+            f"index, or one model.safetensors) holding the same model in {arg.dtype}, {how}>")
 
 
 _WORDS = {

@@ -1,0 +1,80 @@
+"""The proof that a conversion of the course's Llama-shaped model is right (Lesson 9): an
+independent forward pass in NumPy, written from Hugging Face's layout alone (:func:`hf_logits`), and
+its logits compared with the Flax model's on the same tokens, within a tolerance set from the dtype
+the converted weights are stored in (:func:`logits_tolerance`, :func:`logits_gap`).
+
+Problem 9.3 asks for this check: it may not import this module.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ckptlab.hf import layer_name
+from ckptlab.llama import LlamaConfig, rotary
+
+
+def _rms_norm(x, weight, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
+
+
+def hf_logits(get, config: LlamaConfig, tokens) -> np.ndarray:
+    """Logits ``(tokens, vocab)`` computed in float64 from Hugging Face's tensors alone (``get(name)``),
+    as ``LlamaForCausalLM`` computes them: every ``Linear`` is ``x @ weight.T``; the norms multiply by
+    their weight; the output layer is ``lm_head.weight`` or, tied, the embeddings."""
+    c = config
+
+    def w(name):
+        return np.asarray(get(name), np.float64)
+
+    tokens = np.asarray(tokens)
+    t = len(tokens)
+    h = w("model.embed_tokens.weight")[tokens]
+    groups = c.num_attention_heads // c.num_key_value_heads
+    mask = np.tril(np.ones((t, t), bool))
+    for i in range(c.num_hidden_layers):
+        x = _rms_norm(h, w(layer_name(i, "input_layernorm")), c.rms_norm_eps)
+        q = (x @ w(layer_name(i, "self_attn.q_proj")).T).reshape(t, c.num_attention_heads, c.head_dim)
+        k = (x @ w(layer_name(i, "self_attn.k_proj")).T).reshape(t, c.num_key_value_heads, c.head_dim)
+        v = (x @ w(layer_name(i, "self_attn.v_proj")).T).reshape(t, c.num_key_value_heads, c.head_dim)
+        q, k = rotary(q, np.arange(t), c.rope_theta), rotary(k, np.arange(t), c.rope_theta)
+        k, v = np.repeat(k, groups, axis=1), np.repeat(v, groups, axis=1)
+        scores = np.einsum("thd,shd->hts", q, k) / np.sqrt(c.head_dim)
+        scores = np.where(mask, scores, -np.inf)
+        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights /= weights.sum(axis=-1, keepdims=True)
+        h = h + np.einsum("hts,shd->thd", weights, v).reshape(t, c.q_size) @ w(layer_name(i, "self_attn.o_proj")).T
+        x = _rms_norm(h, w(layer_name(i, "post_attention_layernorm")), c.rms_norm_eps)
+        gate = x @ w(layer_name(i, "mlp.gate_proj")).T
+        h = h + (gate / (1 + np.exp(-gate)) * (x @ w(layer_name(i, "mlp.up_proj")).T)) @ w(layer_name(i, "mlp.down_proj")).T
+    h = _rms_norm(h, w("model.norm.weight"), c.rms_norm_eps)
+    return h @ w("lm_head.weight" if not c.tie_word_embeddings else "model.embed_tokens.weight").T
+
+
+# The relative tolerance on logits, by the dtype the converted weights are stored in: the largest
+# |difference| over the largest |logit| of the original. A float32 conversion only reorders
+# float32 numbers (what differs is the forward passes' own rounding, float32 beside float64); a
+# bfloat16 one rounds every weight to 8 significant bits (a relative error up to 2**-9 each).
+# Lesson 9 measures both beside the mistakes, which land orders of magnitude above.
+TOLERANCE = {"float32": 1e-4, "bfloat16": 5e-2, "float16": 1e-2}
+
+
+def logits_tolerance(dtype: str) -> float:
+    return TOLERANCE[_dtype_name(dtype)]
+
+
+def logits_gap(reference, converted) -> float:
+    """The largest |difference| of two models' logits, over the largest |logit| of the first."""
+    reference, converted = np.asarray(reference, np.float64), np.asarray(converted, np.float64)
+    if reference.shape != converted.shape:
+        return math.inf
+    return float(np.max(np.abs(reference - converted)) / np.max(np.abs(reference)))
+
+
+
+def _dtype_name(dtype) -> str:
+    import ml_dtypes  # noqa: F401 - registers bfloat16 with NumPy
+
+    return np.dtype(dtype).name

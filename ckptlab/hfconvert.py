@@ -1,0 +1,161 @@
+"""Lesson 9's conversions of the course's Llama-shaped model between a sharded Orbax checkpoint
+and Hugging Face's sharded safetensors, one leaf at a time (:func:`orbax_to_hf`, :func:`hf_to_orbax`),
+their controls, the whole model at once (:func:`whole_model_to_hf`, :func:`whole_model_to_orbax`),
+and each one's memory measured in a fresh process from outside (:func:`conversion_peak`).
+
+Problems 9.1 and 9.2 ask for these conversions: they may not import this module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from ckptlab.hf import (
+    from_hf,
+    hf_names_of,
+    hf_shapes,
+    leaf_from_hf,
+    leaf_to_hf,
+    open_hf,
+    save_hf,
+    to_hf,
+    write_config,
+    write_shards,
+)
+from ckptlab.llama import LlamaConfig, flatten, nest, param_shapes, restore_leaf, saved_paths
+
+
+def orbax_to_hf(ckpt_dir: str, out_dir: str, config: LlamaConfig, max_shard_bytes: int, dtype: str = "float32") -> list:
+    """The checkpoint's model as a Hugging Face folder, one Flax leaf in memory at a time (and one
+    file's tensors): each leaf restored alone, to the host, transformed, and written as its file fills."""
+    _, prefix = saved_paths(ckpt_dir)
+    paths = list(param_shapes(config))
+    shapes = {name: hf_shapes(config)[name] for path in paths for name in hf_names_of(path, config)}
+
+    def tensors():
+        for path in paths:
+            yield from leaf_to_hf(path, restore_leaf(ckpt_dir, path, prefix), config, dtype).items()
+
+    files = write_shards(out_dir, tensors(), shapes, dtype, max_shard_bytes)
+    write_config(out_dir, config, dtype)
+    return files
+
+
+def hf_to_orbax(hf_dir: str, out_dir: str, mesh, specs: dict, tree: str = "nnx") -> None:
+    """A Hugging Face folder as a sharded Orbax checkpoint of the course's model (``tree``: ``"nnx"``,
+    or ``"linen"`` for the same leaves under ``params``), one Flax leaf in memory at a time: each
+    built from its tensors (memory-mapped), placed on ``mesh`` as ``specs[path]`` says, and saved
+    before the next (Orbax's partial save, then one finalize)."""
+    import jax
+    from jax.sharding import NamedSharding
+    from orbax.checkpoint import v1 as ocp_v1
+
+    checkpoint = open_hf(hf_dir)
+    config = LlamaConfig.from_hf(checkpoint.config or {})
+    prefix = "params/" if tree == "linen" else ""
+    for path in param_shapes(config):
+        host = leaf_from_hf(path, checkpoint.__getitem__, config)
+        array = jax.device_put(host, NamedSharding(mesh, specs[path]))
+        del host
+        ocp_v1.partial.save(out_dir, nest({prefix + path: array}))
+        del array
+    ocp_v1.partial.finalize(out_dir)
+
+
+def whole_model_to_hf(ckpt_dir: str, out_dir: str, config: LlamaConfig, max_shard_bytes: int, dtype: str = "float32") -> list:
+    """The control for :func:`orbax_to_hf`'s memory: the whole checkpoint restored at once (as
+    ``StandardCheckpointer().restore`` gives it), converted, then written."""
+    import orbax.checkpoint as ocp
+
+    saved = flatten(ocp.StandardCheckpointer().restore(ckpt_dir))
+    params = {p.removeprefix("params/"): np.asarray(v) for p, v in saved.items()}
+    return save_hf(out_dir, to_hf(params, config, dtype), config, dtype, max_shard_bytes)
+
+
+def whole_model_to_orbax(hf_dir: str, out_dir: str, mesh, specs: dict, tree: str = "nnx") -> None:
+    """The control for :func:`hf_to_orbax`'s memory: every tensor read, the whole model converted and
+    placed, then saved at once."""
+    import jax
+    import orbax.checkpoint as ocp
+    from jax.sharding import NamedSharding
+
+    checkpoint = open_hf(hf_dir)
+    config = LlamaConfig.from_hf(checkpoint.config or {})
+    tensors = {name: np.array(checkpoint[name]) for name in checkpoint.names()}
+    params = {path: jax.device_put(value, NamedSharding(mesh, specs[path]))
+              for path, value in from_hf(tensors, config).items()}
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(out_dir, {"params": nest(params)} if tree == "linen" else nest(params))
+    checkpointer.wait_until_finished()
+
+
+_CHILD = r"""
+import json, sys
+job = json.loads(sys.argv[1])
+from ckptlab.devices import setup_devices
+setup_devices()
+import jax
+from jax.sharding import PartitionSpec
+from ckptlab import hfconvert, memory
+from ckptlab.layout import course_mesh
+from ckptlab.llama import LlamaConfig
+memory.prepare_measurement(job["scratch"])
+memory.settle()
+print("ready", flush=True)
+sys.stdin.readline()
+how = job["how"]
+if how in ("leaf_by_leaf_to_hf", "whole_model_to_hf"):
+    fn = hfconvert.orbax_to_hf if how == "leaf_by_leaf_to_hf" else hfconvert.whole_model_to_hf
+    fn(job["src"], job["out"], LlamaConfig(**job["config"]), job["max_shard_bytes"], job["dtype"])
+else:
+    mesh = course_mesh(dict(job["mesh"]))
+    specs = {k: PartitionSpec(*v) for k, v in job["specs"].items()}
+    fn = hfconvert.hf_to_orbax if how == "leaf_by_leaf_to_orbax" else hfconvert.whole_model_to_orbax
+    fn(job["src"], job["out"], mesh, specs, job.get("tree", "nnx"))
+print(json.dumps({"done": True}), flush=True)
+"""
+
+
+def conversion_peak(how: str, src: str, out: str, *, config: LlamaConfig | None = None, max_shard_bytes: int = 0,
+                    dtype: str = "float32", mesh: dict | None = None, specs: dict | None = None, tree: str = "nnx",
+                    timeout: float = 300) -> int:
+    """Run one conversion in a fresh process on the 16 devices and return the peak of its anonymous
+    memory above where it stood just before (sampled from outside, as the grader measures 9.1 and
+    9.2: a mapped file's pages are not counted). ``how``: ``"leaf_by_leaf_to_hf"``,
+    ``"whole_model_to_hf"`` (with ``config``, ``max_shard_bytes``, ``dtype``), ``"leaf_by_leaf_to_orbax"``
+    or ``"whole_model_to_orbax"`` (with ``mesh``, ``specs`` as tuples of spec entries, ``tree``)."""
+    import dataclasses
+    import subprocess
+    import sys
+    import tempfile
+
+    from ckptlab.memory import AnonymousPeak
+    from ckptlab.serving import _wait_for_line
+
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    env["JAX_PLATFORMS"] = "cpu"
+    with tempfile.TemporaryDirectory(prefix="hf-peak-") as scratch, tempfile.TemporaryFile("w+") as errors:
+        job = {"how": how, "src": os.path.abspath(src), "out": os.path.abspath(out), "scratch": scratch,
+               "config": dataclasses.asdict(config) if config else None, "max_shard_bytes": max_shard_bytes,
+               "dtype": dtype, "mesh": list((mesh or {}).items()), "tree": tree,
+               "specs": {k: [list(e) if isinstance(e, tuple) else e for e in v] for k, v in (specs or {}).items()}}
+        proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(job)], env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=errors, text=True)
+        sampler, output = None, ""
+        try:
+            if _wait_for_line(proc, "ready", timeout):
+                sampler = AnonymousPeak(proc.pid)
+                output, _ = proc.communicate("go\n", timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        peak = sampler.stop() if sampler is not None else None
+        if proc.returncode != 0 or '"done"' not in output or peak is None:
+            errors.seek(0)
+            tail = "\n".join(errors.read().strip().splitlines()[-15:])
+            raise RuntimeError(f"the measuring process failed (exit code {proc.returncode}). Its last messages:\n{tail}")
+    return peak
