@@ -33,6 +33,7 @@ def {FUNCTION}(path):
 # total_size, each file's "format" metadata, and config.json; or UNREADABLE_HF and what is wrong.
 UNREADABLE_HF = "no Hugging Face checkpoint could be read from the folder"
 HF_FUNCTION = "read_back_hf"
+HF_MOST_BYTES = 512 * 2**20  # 9.1's models hold at most 45 MiB; a folder claiming more is refused unread
 # What is said of a folder ckptlab.hf refuses: fixed words, chosen by the fixed words of its
 # HFFormatError, never that error's own text, which quotes the learner's names and numbers (a file
 # name in the index could carry a hidden case's inputs into the message): the first pair whose
@@ -78,6 +79,8 @@ def {HF_FUNCTION}(path):
         return {UNREADABLE_HF!r} + ": out_dir is not a folder"
     try:
         checkpoint = open_hf(path)
+        if checkpoint.data_bytes() > {HF_MOST_BYTES}:  # (every tensor is read whole below: sparse files could claim GBs)
+            return {UNREADABLE_HF!r} + ": its files hold more than {HF_MOST_BYTES >> 20} MiB of tensors, far more than the model"
         files = {{}}
         for file, (_, tensors, _) in checkpoint.files.items():
             meta = checkpoint.metadata(file)
