@@ -1,13 +1,14 @@
 """Benchmark: where the memory-measured problems' answers peak, against each case's budget.
 
 A memory budget means something only if it lies between the right answers and the wrong ones. For
-each memory-measured problem (6.1, 6.2, 7.1, 7.4), every curated right answer, the reference, and
-every curated wrong answer whose message names the budget are graded for real (grade-batch at the
-strict level, several learners each, so several draws of the hidden cases), and each case's
-measured peak (the worker's anonymous memory, sampled from outside) is printed as a ratio of that
-case's budget: the right answers' highest ratio and the wrong answers' lowest, per problem. Target:
-right answers at most 0.85 of their budgets, memory-wrong answers at least 1.15 (each side at least
-15% away). Run: ``python bench/bench_budgets.py [--learners 3] [--only 7.4]`` (minutes per problem).
+each memory-measured problem (6.1, 6.2, 7.1, 7.4, 9.1, 9.2), every curated right answer, the
+reference, and every curated wrong answer whose message names the budget are graded for real
+(grade-batch at the strict level, several learners each, so several draws of the hidden cases), and
+each case's measured peak (the worker's anonymous memory, sampled from outside) is printed as a
+ratio of that case's budget: the right answers' highest ratio and the wrong answers' lowest, per
+problem. Target: right answers at most 0.85 of their budgets, memory-wrong answers at least 1.15
+(each side at least 15% away). Run: ``python bench/bench_budgets.py [--learners 3] [--only 7.4]``
+(minutes per problem).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-MEASURED = ("6.1", "6.2", "7.1", "7.4")
+MEASURED = ("6.1", "6.2", "7.1", "7.4", "9.1", "9.2")
 TARGET_RIGHT, TARGET_WRONG = 0.85, 1.15
 
 
@@ -92,6 +93,12 @@ def _budget_function(pid: str):
         return lambda args: memory.conversion_budget(max(args[0].nbytes(n) for n, _, _ in args[0].tensors))
     if pid == "7.1":
         return lambda args: memory.placed_budget(unit7.placed_bytes(args))
+    if pid == "9.1":
+        return lambda args: memory.hf_budget(args[0].largest_leaf_bytes(), args[3])
+    if pid == "9.2":
+        from autograder.hidden import unit9
+
+        return lambda args: memory.hf_budget(unit9._largest_leaf(args[0]), factor=memory.HF_READ_FACTOR)
     return lambda args: memory.unstack_budget(unit7.largest_held(args))
 
 

@@ -210,6 +210,7 @@ MISTAKES = {
     "qkv_order": "the fused q, k, v columns split as q, v, k",
     "norm_offset": "the norms' scales copied without adding their 1",
     "tied_head": "lm_head.weight written as the embeddings (untied embeddings)",
+    "rounded": "every weight rounded through bfloat16 on its way, stored as float32",
 }
 
 
@@ -238,6 +239,10 @@ def plant_mistake(tensors: dict, params: dict, config: LlamaConfig, mistake: str
         if config.tie_word_embeddings:
             raise ValueError("the tied_head mistake needs untied embeddings")
         out["lm_head.weight"] = tensors["model.embed_tokens.weight"]
+    elif mistake == "rounded":
+        import ml_dtypes
+
+        out = {name: value.astype(ml_dtypes.bfloat16).astype(value.dtype) for name, value in tensors.items()}
     elif mistake:
         raise ValueError(f"unknown mistake {mistake!r}: one of {sorted(MISTAKES)}")
     return out

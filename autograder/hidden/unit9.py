@@ -8,7 +8,7 @@ import numpy as np
 
 from autograder.hidden import Case, Hidden
 from autograder.wall.kinds import HFFolderArg, LlamaCheckpointArg, MeshArg, OutputFolder, SpecArg
-from autograder.wall.memory import HF_FACTOR, HF_SLACK, hf_budget
+from autograder.wall.memory import HF_FACTOR, HF_READ_FACTOR, HF_SLACK, hf_budget
 
 MiB = 2**20
 
@@ -269,7 +269,7 @@ def _check_to_orbax_memory(args, out) -> str | None:
     peak = out.get("anonymous_peak_bytes")
     if peak is None:
         return "unmeasured"
-    return "memory" if peak > hf_budget(_largest_leaf(args[0])) else None
+    return "memory" if peak > hf_budget(_largest_leaf(args[0]), factor=HF_READ_FACTOR) else None
 
 
 def _diagnose_to_orbax(args, actual, expected):
@@ -300,7 +300,7 @@ TO_ORBAX = Hidden(
     generate=_to_orbax_cases,
     messages={
         "memory": "The checkpoint is right, but your function's own memory (anonymous, sampled from outside: a mapped "
-                  f"file's pages are not counted) went over the budget ({HF_FACTOR} times the model's largest leaf, "
+                  f"file's pages are not counted) went over the budget ({HF_READ_FACTOR} times the model's largest leaf, "
                   f"plus {HF_SLACK >> 20} MiB). Build one leaf at a time from the tensors it needs (read one tensor at "
                   "a time), place it, and save it (ocp_v1.partial.save) before building the next.",
         "unmeasured": "The grader could not measure your function's memory on this machine (it samples the worker's "
@@ -341,7 +341,7 @@ TO_ORBAX = Hidden(
         "as an NNX model's tree when `tree` is `\"nnx\"`": ("small_nnx_float32", "large_nnx_bfloat16"),
         "a Linen model's (every leaf under `params`) when it is `\"linen\"`": ("small_linen_bfloat16",
                                                                                 "large_linen_float32"),
-        f"it must stay under {HF_FACTOR} times the bytes of the model's largest leaf, plus {HF_SLACK >> 20} MiB": (
+        f"it must stay under {HF_READ_FACTOR} times the bytes of the model's largest leaf, plus {HF_SLACK >> 20} MiB": (
             "large_linen_float32", "large_nnx_bfloat16"),
         "so neither the files nor the whole model may be in your memory at once": ("large_linen_float32",
                                                                                     "large_nnx_bfloat16"),
@@ -363,6 +363,7 @@ _VERDICT_CASES = (
     ("transpose", "transpose", "float32", True),
     ("qkv_order", "qkv_order", "bfloat16", True),
     ("norm_offset", "norm_offset", "float32", True),
+    ("rounded", "rounded", "float32", True),
     ("tied_head", "tied_head", "bfloat16", False),
     ("right_untied", "", "bfloat16", False),
 )
@@ -404,6 +405,8 @@ VERDICT = Hidden(
         "transpose": "Wrong on a conversion with a square weight reshaped where it should have been transposed.",
         "qkv_order": "Wrong on a conversion whose fused q, k, v columns were split in the wrong order.",
         "norm_offset": "Wrong on a conversion whose norm weights lack their offset of 1.",
+        "rounded": "Wrong on a float32 conversion whose weights were rounded through bfloat16 on their way: "
+                   "float32 files are held to float32's tolerance.",
         "tied_head": "Wrong on a conversion that wrote the embeddings as the (untied) output layer.",
     },
     diagnose=_diagnose_verdict,
@@ -411,7 +414,7 @@ VERDICT = Hidden(
         "`lm_head.weight` only when the embeddings are not tied": ("tied_head", "right_untied", "right_float32"),
         "Return True when `hf_dir` holds the same model": ("right_float32", "right_bfloat16", "right_untied"),
         "the tolerance being 1e-4 for float32 files and 5e-2 for bfloat16 ones": ("right_bfloat16", "right_untied",
-                                                                                   "transpose", "swapped"),
+                                                                                   "rounded", "right_float32"),
         "Return False otherwise": ("swapped", "transpose", "qkv_order", "norm_offset", "tied_head"),
         "a tree that matches proves nothing": ("swapped", "transpose", "qkv_order", "norm_offset", "tied_head"),
     },

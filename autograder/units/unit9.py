@@ -7,7 +7,7 @@ from __future__ import annotations
 from autograder.declarations import Example, Problem, Unit
 from autograder.wall.hf_returns import ConvertedTree, HFWritten
 from autograder.wall.kinds import HFFolderArg, LlamaCheckpointArg, MeshArg, OutputFolder, SpecArg
-from autograder.wall.memory import HF_FACTOR, HF_SLACK
+from autograder.wall.memory import HF_FACTOR, HF_READ_FACTOR, HF_SLACK
 from autograder.wall.returns import Struct
 
 UNIT = Unit(
@@ -161,7 +161,7 @@ PROBLEMS = (
             "model's (every leaf under `params`) when it is `\"linen\"`. The grader restores what you wrote with "
             "`ocp.v1.load(out_dir)` in a worker of its own and measures your function's own memory from outside "
             f"(its anonymous memory, sampled: the pages of a file a reader maps are not counted): it must stay "
-            f"under {HF_FACTOR} times the bytes of the model's largest leaf, plus {HF_SLACK >> 20} MiB, so "
+            f"under {HF_READ_FACTOR} times the bytes of the model's largest leaf, plus {HF_SLACK >> 20} MiB, so "
             "neither the files nor the whole model may be in your memory at once. What you return is not "
             "looked at."
         ),

@@ -43,11 +43,10 @@ class HFWritten(ReturnSpec):
         """What is wrong with the files' names, sizes and metadata, or None."""
         names = sorted(files)
         count = len(names)
-        want = [f"model-{i:05d}-of-{count:05d}.safetensors" for i in range(1, count + 1)]
-        if count < 2 or names != want:
-            return "file_names"
         if any(f["bytes"] > limit and f["tensors"] > 1 for f in files.values()):
             return "shard_size"
+        if names != [f"model-{i:05d}-of-{count:05d}.safetensors" for i in range(1, count + 1)]:
+            return "file_names"
         if any(f["format"] != "pt" for f in files.values()):
             return "format"
         return None
