@@ -31,13 +31,13 @@ from ckptlab.llama import LlamaConfig, flatten, nest, param_shapes, restore_leaf
 def orbax_to_hf(ckpt_dir: str, out_dir: str, config: LlamaConfig, max_shard_bytes: int, dtype: str = "float32") -> list:
     """The checkpoint's model as a Hugging Face folder, one Flax leaf in memory at a time (and one
     file's tensors): each leaf restored alone, to the host, transformed, and written as its file fills."""
-    _, prefix = saved_paths(ckpt_dir)
+    where = saved_paths(ckpt_dir)
     paths = list(param_shapes(config))
     shapes = {name: hf_shapes(config)[name] for path in paths for name in hf_names_of(path, config)}
 
     def tensors():
         for path in paths:
-            yield from leaf_to_hf(path, restore_leaf(ckpt_dir, path, prefix), config, dtype).items()
+            yield from leaf_to_hf(path, restore_leaf(ckpt_dir, where[path]), config, dtype).items()
 
     files = write_shards(out_dir, tensors(), shapes, dtype, max_shard_bytes)
     write_config(out_dir, config, dtype)
@@ -71,7 +71,7 @@ def whole_model_to_hf(ckpt_dir: str, out_dir: str, config: LlamaConfig, max_shar
     import orbax.checkpoint as ocp
 
     saved = flatten(ocp.StandardCheckpointer().restore(ckpt_dir))
-    params = {p.removeprefix("params/"): np.asarray(v) for p, v in saved.items()}
+    params = {path: np.asarray(saved[at]) for path, at in saved_paths(ckpt_dir).items()}
     return save_hf(out_dir, to_hf(params, config, dtype), config, dtype, max_shard_bytes)
 
 

@@ -252,22 +252,34 @@ def logits(config: LlamaConfig, params: dict, tokens) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # A checkpoint of the model: which tree it is, and one leaf of it read alone.
 
-def restore_leaf(ckpt_dir: str, path: str, prefix: tuple = ()):
-    """One saved leaf alone (``prefix`` before its path: see :func:`saved_paths`), to the host."""
+def restore_leaf(ckpt_dir: str, saved_path: str):
+    """The leaf at ``saved_path`` (a value of :func:`saved_paths`) alone, to the host."""
     import orbax.checkpoint as ocp
 
-    keys = (*prefix, *path.split("/"))
-    item, args = nest({"/".join(keys): 0}), nest({"/".join(keys): ocp.RestoreArgs(restore_type=np.ndarray)})
+    item, args = nest({saved_path: 0}), nest({saved_path: ocp.RestoreArgs(restore_type=np.ndarray)})
     restored = ocp.PyTreeCheckpointer().restore(ckpt_dir, args=ocp.args.PyTreeRestore(
         item=item, restore_args=args, partial_restore=True))
-    return flatten(restored)["/".join(keys)]
+    return flatten(restored)[saved_path]
 
 
-def saved_paths(ckpt_dir: str) -> tuple:
-    """The checkpoint's leaves, by path, and the prefix before the model's own (``("params",)``
-    for a Linen model's tree, ``()`` for an NNX model's)."""
+TREES = ("nnx", "nnx_state", "linen")  # how a checkpoint of the model holds its leaves (see saved_paths)
+
+
+def tree_paths(tree: str, paths) -> dict:
+    """The model's leaf paths as a checkpoint of each kind holds them: ``"nnx"``, an NNX model's pure
+    dict (``nnx.to_pure_dict``: the paths themselves); ``"nnx_state"``, an ``nnx.State`` saved as it is
+    (each path ending in ``value``); ``"linen"``, a Linen model's variables (under ``params``)."""
+    return {p: {"nnx": p, "nnx_state": f"{p}/value", "linen": f"params/{p}"}[tree] for p in paths}
+
+
+def saved_paths(ckpt_dir: str) -> dict:
+    """Where a checkpoint of the model holds each leaf: ``{model path: saved path}``, whichever of
+    :data:`TREES` it was saved as (read from its metadata, nothing restored)."""
     import orbax.checkpoint as ocp
 
-    saved = flatten(ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree)
-    prefix = ("params",) if all(p.startswith("params/") for p in saved) else ()
-    return {p[len("params/"):] if prefix else p: m for p, m in saved.items()}, prefix
+    saved = set(flatten(ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree))
+    for tree in TREES:
+        where = tree_paths(tree, [p.removeprefix("params/").removesuffix("/value") for p in saved])
+        if set(where.values()) == saved:
+            return where
+    raise ValueError(f"{ckpt_dir} holds no tree of the model's: its leaves are {sorted(saved)[:4]}...")

@@ -15,9 +15,17 @@ from jax.sharding import NamedSharding
 from ckptlab.llama import LlamaConfig, flatten, nest, param_shapes
 
 
-def _one_leaf(ckpt_dir, keys):
+def _saved(ckpt_dir):
+    """Where the checkpoint holds each of the model's leaves: under 'params' (Linen), at its path
+    followed by 'value' (an nnx.State saved as it is), or at its path (a pure dict)."""
+    saved = flatten(ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree)
+    def model_path(p):
+        return p.removeprefix("params/").removesuffix("/value")
+    return {model_path(p): p for p in saved}
+
+
+def _one_leaf(ckpt_dir, path):
     """One saved leaf alone, to the host."""
-    path = "/".join(keys)
     restored = ocp.PyTreeCheckpointer().restore(ckpt_dir, args=ocp.args.PyTreeRestore(
         item=nest({path: 0}), restore_args=nest({path: ocp.RestoreArgs(restore_type=np.ndarray)}),
         partial_restore=True))
@@ -67,8 +75,7 @@ def _write_safetensors(path, tensors):
 
 def orbax_to_hf(ckpt_dir, out_dir, config, max_shard_bytes, dtype):
     c = LlamaConfig.from_hf(config)
-    saved = flatten(ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree)
-    prefix = ("params",) if all(p.startswith("params/") for p in saved) else ()
+    saved = _saved(ckpt_dir)
     target = np.dtype(getattr(ml_dtypes, dtype, dtype))
     itemsize = target.itemsize
 
@@ -90,7 +97,7 @@ def orbax_to_hf(ckpt_dir, out_dir, config, max_shard_bytes, dtype):
     os.makedirs(out_dir)
     pending, total = {}, 0
     for path in param_shapes(c):
-        leaf = _one_leaf(ckpt_dir, (*prefix, *path.split("/")))
+        leaf = _one_leaf(ckpt_dir, saved[path])
         for name, tensor in _hf_tensors(path, leaf, c):
             pending[name] = np.ascontiguousarray(tensor).astype(target)  # the cast last
             total += pending[name].nbytes
@@ -179,9 +186,8 @@ def conversion_is_right(ckpt_dir, hf_dir, tokens):
     with open(os.path.join(hf_dir, "config.json")) as f:
         config = json.load(f)
     c = LlamaConfig.from_hf(config)
-    saved = flatten(ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree)
-    prefix = ("params",) if all(p.startswith("params/") for p in saved) else ()
-    params = {path: _one_leaf(ckpt_dir, (*prefix, *path.split("/"))) for path in param_shapes(c)}
+    saved = _saved(ckpt_dir)
+    params = {path: _one_leaf(ckpt_dir, saved[path]) for path in param_shapes(c)}
     reference = logits(c, params, tokens)
 
     where = _open_hf(hf_dir)

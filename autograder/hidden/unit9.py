@@ -57,7 +57,7 @@ def _to_hf_cases(rng):
     for category, pairs, tree, dtype, limit in (
             ("small_nnx_float32", _small(rng, True), "nnx", "float32", 2**15),
             ("small_linen_bfloat16", _small(rng, False), "linen", "bfloat16", 2**14),
-            ("large_nnx_float32", _large(rng, True), "nnx", "float32", 6 * MiB),
+            ("large_nnx_state_float32", _large(rng, True), "nnx_state", "float32", 6 * MiB),
             ("large_linen_bfloat16", _large(rng, False), "linen", "bfloat16", 3 * MiB)):
         out.append(Case(category, (LlamaCheckpointArg(config=pairs, seed=_seed(rng), tree=tree), OutputFolder(),
                                    _hf_config(pairs), limit, dtype)))
@@ -70,10 +70,10 @@ def _to_hf_expected(ckpt_dir, out_dir, config, limit, dtype):
     from ckptlab.llama import LlamaConfig, param_shapes, restore_leaf, saved_paths
 
     c = LlamaConfig.from_hf(config)
-    _, prefix = saved_paths(ckpt_dir)
+    where = saved_paths(ckpt_dir)
     tensors = {}
     for path in param_shapes(c):
-        tensors.update(leaf_to_hf(path, restore_leaf(ckpt_dir, path, prefix), c, dtype))
+        tensors.update(leaf_to_hf(path, restore_leaf(ckpt_dir, where[path]), c, dtype))
     return {"tensors": tensors, "total_size": sum(v.nbytes for v in tensors.values()),
             "config": {**config, "torch_dtype": dtype}, "limit": limit}
 
@@ -188,7 +188,8 @@ TO_HF = Hidden(
         "small_nnx_float32": "Wrong on a small model saved as an NNX tree, converted to float32.",
         "small_linen_bfloat16": "Wrong on a small model saved as a Linen tree (under params), embeddings not tied, "
                                 "converted to bfloat16.",
-        "large_nnx_float32": "Wrong on a larger model (an NNX tree, float32).",
+        "large_nnx_state_float32": "Wrong on a larger model saved as an NNX model's state as it is (each path "
+                                   "ending in 'value'), converted to float32.",
         "large_linen_bfloat16": "Wrong on a larger model (a Linen tree, not tied, bfloat16).",
     },
     diagnose=_diagnose_to_hf,
@@ -198,15 +199,16 @@ TO_HF = Hidden(
         "Store every tensor in `dtype`": ("small_nnx_float32", "small_linen_bfloat16", "large_linen_bfloat16"),
         "each transform done in float32 as saved and the cast last": ("small_linen_bfloat16", "large_linen_bfloat16"),
         "each file at most `max_shard_bytes` bytes of tensors unless it holds a single tensor": (
-            "small_nnx_float32", "small_linen_bfloat16", "large_nnx_float32", "large_linen_bfloat16"),
+            "small_nnx_float32", "small_linen_bfloat16", "large_nnx_state_float32", "large_linen_bfloat16"),
         "`lm_head.weight` only when the embeddings are not tied": ("small_nnx_float32", "small_linen_bfloat16",
-                                                                    "large_nnx_float32", "large_linen_bfloat16"),
+                                                                    "large_nnx_state_float32", "large_linen_bfloat16"),
         f"it must stay under {HF_FACTOR} times the bytes of the checkpoint's largest leaf (float32), plus "
-        f"`max_shard_bytes`, plus {HF_SLACK >> 20} MiB": ("large_nnx_float32", "large_linen_bfloat16"),
+        f"`max_shard_bytes`, plus {HF_SLACK >> 20} MiB": ("large_nnx_state_float32", "large_linen_bfloat16"),
     },
     on_exception="out_dir does not exist yet: make it. Restore one leaf with ocp.PyTreeCheckpointer().restore(ckpt_dir, "
-                 "args=ocp.args.PyTreeRestore(item=..., restore_args=..., partial_restore=True)); find the leaves "
-                 "with ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree.",
+                 "args=ocp.args.PyTreeRestore(item=..., restore_args=..., partial_restore=True)); find the leaves, and "
+                 "which of the three trees holds them (under params, ending in value, or neither), with "
+                 "ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree.",
 )
 
 
@@ -373,7 +375,7 @@ def _verdict_cases(rng):
     out = []
     for category, mistake, dtype, tied in _VERDICT_CASES:
         pairs, seed = _small(rng, tied), _seed(rng)
-        tree = str(rng.choice(("nnx", "linen")))
+        tree = str(rng.choice(("nnx", "nnx_state", "linen")))
         tokens = [int(t) for t in rng.integers(0, dict(pairs)["vocab_size"], size=int(rng.integers(5, 12)))]
         out.append(Case(category, (LlamaCheckpointArg(config=pairs, seed=seed, tree=tree),
                                    HFFolderArg(pairs, seed, dtype=dtype, max_shard_bytes=2**15, mistake=mistake),

@@ -72,6 +72,13 @@ def _specs(axis: str = "model") -> dict:
 # The lesson's own layout, conversions and check: each problem's answer, written by the course.
 _FORBIDDEN = ("ckptlab.hf", "ckptlab.hfcheck", "ckptlab.hfconvert")
 
+# The three trees a checkpoint of the model comes as (Lesson 9 saves each).
+_TREES = (
+    "as one of the three trees a model is saved as: an NNX model's state saved as it is (`nnx.state(model)`: "
+    "each leaf of `ckptlab.llama.param_shapes` at its path followed by `value`), its pure dict "
+    "(`nnx.to_pure_dict`: the leaves at their paths) or a Linen model's variables (the leaves under `params`)"
+)
+
 _CONVERSION_WORDS = (
     "Hugging Face's layout names each tensor as its Llama model (LlamaForCausalLM) does: `model.embed_tokens.weight`; for "
     "each layer i, `model.layers.{i}.input_layernorm.weight`, `model.layers.{i}.self_attn.{q,k,v,o}_proj.weight`, "
@@ -91,8 +98,7 @@ PROBLEMS = (
         title="From a sharded Orbax checkpoint to Hugging Face's sharded safetensors",
         statement=(
             "`ckpt_dir` holds the course's Llama-shaped model (`ckptlab.llama`) saved with "
-            "`ocp.StandardCheckpointer` on 8 devices, float32, as an NNX model's tree (the leaves of "
-            "`ckptlab.llama.param_shapes`) or a Linen model's (the same leaves under `params`). `config` is the "
+            "`ocp.StandardCheckpointer` on 8 devices, float32, " + _TREES + ". `config` is the "
             "model's Hugging Face config (a dict: `LlamaConfig.from_hf(config)` reads it). Write the model into "
             "`out_dir` (it does not exist yet) as Hugging Face's `save_pretrained` lays it out. "
             + _CONVERSION_WORDS + " Store every tensor in `dtype` (`\"float32\"` or `\"bfloat16\"`), each "
@@ -207,8 +213,8 @@ PROBLEMS = (
         points=15,
         title="Tell a right conversion from a silent mistake, by the model's outputs",
         statement=(
-            "`ckpt_dir` holds the course's Llama-shaped model saved with `ocp.StandardCheckpointer` (an NNX or a "
-            "Linen tree, float32); `hf_dir` a conversion of it into Hugging Face's layout (`config.json`, "
+            "`ckpt_dir` holds the course's Llama-shaped model saved with `ocp.StandardCheckpointer` in float32, "
+            + _TREES + "; `hf_dir` a conversion of it into Hugging Face's layout (`config.json`, "
             "safetensors files, `model.safetensors.index.json` or one `model.safetensors`), stored in float32 or bfloat16 as its "
             "`config.json`'s `torch_dtype` says. " + _CONVERSION_WORDS + " Return True when `hf_dir` holds the "
             "same model: when the logits of a forward pass written from Hugging Face's layout, on `tokens`, "
@@ -230,7 +236,7 @@ PROBLEMS = (
         examples=(
             Example((LlamaCheckpointArg(config=_SMALL, seed=7), HFFolderArg(_SMALL, 7), [3, 14, 15, 92, 65, 35]),
                     True, "a right conversion"),
-            Example((LlamaCheckpointArg(config=_SMALL, seed=7), HFFolderArg(_SMALL, 7, mistake="qkv_order"),
+            Example((LlamaCheckpointArg(config=_SMALL, seed=7, tree="nnx_state"), HFFolderArg(_SMALL, 7, mistake="qkv_order"),
                      [3, 14, 15, 92, 65, 35]),
                     False, "the same model, its fused q, k, v columns split as q, v, k: names and shapes all match"),
         ),

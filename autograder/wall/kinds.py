@@ -408,8 +408,8 @@ class RunFolder:
 class LlamaCheckpointArg(CheckpointArg):
     """Unit 9's model (:mod:`ckptlab.llama`) saved as a sharded Orbax checkpoint: its weights drawn
     from ``seed`` (:func:`ckptlab.llama.random_params`), ``config`` a :class:`ckptlab.llama.LlamaConfig`'s
-    fields as pairs, ``tree`` ``"nnx"`` (the leaves as an NNX model's state holds them) or
-    ``"linen"`` (the same under ``params``). Each leaf is split over ``mesh``'s one axis on its
+    fields as pairs, ``tree`` one of :data:`ckptlab.llama.TREES` (an NNX model's pure dict, its
+    ``nnx.State`` saved as it is, a Linen model's variables). Each leaf is split over ``mesh``'s one axis on its
     second-to-last dimension, else its last (a vector's one), as FSDP training saves it."""
 
     arrays: tuple = ()
@@ -439,12 +439,12 @@ class LlamaCheckpointArg(CheckpointArg):
         from jax.sharding import NamedSharding, PartitionSpec
 
         from ckptlab.layout import course_mesh
-        from ckptlab.llama import fsdp_spec, linen_tree, nest
+        from ckptlab.llama import fsdp_spec, nest, tree_paths
 
-        mesh, (axis, size) = course_mesh(dict(self.mesh)), self.mesh[0]
-        flat = {path: jax.device_put(value, NamedSharding(mesh, PartitionSpec(*fsdp_spec(value.shape, axis, size))))
-                for path, value in self.params().items()}
-        tree = linen_tree(flat) if self.tree == "linen" else nest(flat)
+        mesh, (axis, size), params = course_mesh(dict(self.mesh)), self.mesh[0], self.params()
+        where = tree_paths(self.tree, params)
+        tree = nest({where[p]: jax.device_put(v, NamedSharding(mesh, PartitionSpec(*fsdp_spec(v.shape, axis, size))))
+                     for p, v in params.items()})
         with ORBAX:
             checkpointer = ocp.StandardCheckpointer()
             checkpointer.save(directory, tree)

@@ -230,7 +230,9 @@ def _llama_config(config: tuple) -> str:
 
 
 def _llama_checkpoint(arg) -> str:
-    tree = "a Linen model's tree (every leaf under 'params')" if arg.tree == "linen" else "an NNX model's tree"
+    tree = {"linen": "a Linen model's variables (every leaf under 'params')",
+            "nnx_state": "an NNX model's state saved as it is (each leaf's path ending in 'value')",
+            "nnx": "an NNX model's pure dict"}[arg.tree]
     return (f"<a checkpoint folder (Orbax StandardCheckpointer) of ckptlab.llama's model, {_llama_config(arg.config)}, "
             f"as {tree}, {_saved_on(arg)}>")
 

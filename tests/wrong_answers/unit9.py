@@ -65,12 +65,12 @@ def _write(shard, path):
 def orbax_to_hf(ckpt_dir, out_dir, config, max_shard_bytes, dtype):
     c = LlamaConfig.from_hf(config)
     saved = flatten(ocp.StandardCheckpointer().metadata(ckpt_dir).item_metadata.tree)
-    root = "params/" if "params/embed/embedding" in saved else ""
+    where = {k.removeprefix("params/").removesuffix("/value"): k for k in saved}  # Linen's, nnx.State's, a pure dict's
     target = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(np.float32)
     os.makedirs(out_dir)
     shards, shard, used, total = [], {}, 0, 0
     for path in param_shapes(c):
-        leaf = _restore_one(ckpt_dir, root + path)CAST_LEAF
+        leaf = _restore_one(ckpt_dir, where[path])CAST_LEAF
         for name, tensor in _tensors(path, leaf, c):
             tensor = CAST
             ADD
@@ -157,7 +157,7 @@ from ckptlab.llama import flatten
 
 def orbax_to_hf(ckpt_dir, out_dir, config, max_shard_bytes, dtype):
     c = LlamaConfig.from_hf(config)
-    params = {k.removeprefix("params/"): np.asarray(v)
+    params = {k.removeprefix("params/").removesuffix("/value"): np.asarray(v)
               for k, v in flatten(ocp.StandardCheckpointer().restore(ckpt_dir)).items()}
     target = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(np.float32)
     hf = {"model.embed_tokens.weight": params["embed/embedding"]}
@@ -196,6 +196,11 @@ def orbax_to_hf(ckpt_dir, out_dir, config, max_shard_bytes, dtype):
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump({**config, "torch_dtype": dtype}, f)
 """, "incorrect", "went over the budget"),
+    # The checkpoint's tree guessed from Linen's 'params' alone: an nnx.State saved as it is (each
+    # path ending in 'value') is read as a pure dict, and its leaves are not found.
+    ("tree_guessed_from_params_alone", _to_hf().replace(
+        'where = {k.removeprefix("params/").removesuffix("/value"): k for k in saved}  # Linen\'s, nnx.State\'s, a pure dict\'s',
+        'where = {k.removeprefix("params/"): k for k in saved}'), "error", "which of the three trees holds them"),
     # The lesson's own helper called: the problem's answer, not the learner's.
     ("calls_the_lessons_helper", """
 import ckptlab.hfconvert
@@ -356,7 +361,7 @@ from ckptlab.llama import flatten
 
 
 def _checkpoint(ckpt_dir):
-    return {k.removeprefix("params/"): np.asarray(v) for k, v in
+    return {k.removeprefix("params/").removesuffix("/value"): np.asarray(v) for k, v in
             flatten(ocp.StandardCheckpointer().restore(ckpt_dir)).items()}
 
 
@@ -527,7 +532,7 @@ def conversion_is_right(ckpt_dir, hf_dir, tokens):
 
     source = hf.open_hf(hf_dir)
     c = LlamaConfig.from_hf(source.config)
-    params = {k.removeprefix("params/"): np.asarray(v) for k, v in
+    params = {k.removeprefix("params/").removesuffix("/value"): np.asarray(v) for k, v in
               flatten(ocp.StandardCheckpointer().restore(ckpt_dir)).items()}
     gap = hfcheck.logits_gap(logits(c, params, tokens), hfcheck.hf_logits(source.__getitem__, c, tokens))
     return gap <= hfcheck.logits_tolerance(source.config["torch_dtype"])
