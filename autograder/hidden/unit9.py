@@ -340,9 +340,10 @@ TO_ORBAX = Hidden(
             "small_nnx_float32", "small_linen_bfloat16", "large_linen_float32", "large_nnx_bfloat16"),
         "placed as `NamedSharding(mesh, specs[path])`": ("small_nnx_float32", "small_linen_bfloat16",
                                                          "large_linen_float32", "large_nnx_bfloat16"),
-        "as an NNX model's tree when `tree` is `\"nnx\"`": ("small_nnx_float32", "large_nnx_bfloat16"),
-        "a Linen model's (every leaf under `params`) when it is `\"linen\"`": ("small_linen_bfloat16",
-                                                                                "large_linen_float32"),
+        "as an NNX model's pure dict (the leaves at their paths) when `tree` is `\"nnx\"`": (
+            "small_nnx_float32", "large_nnx_bfloat16"),
+        "a Linen model's variables (every leaf under `params`) when it is `\"linen\"`": (
+            "small_linen_bfloat16", "large_linen_float32"),
         f"it must stay under {HF_READ_FACTOR} times the bytes of the model's largest leaf, plus {HF_SLACK >> 20} MiB": (
             "large_linen_float32", "large_nnx_bfloat16"),
         "so neither the files nor the whole model may be in your memory at once": ("large_linen_float32",
