@@ -57,8 +57,8 @@ def _to_hf_cases(rng):
     for category, pairs, tree, dtype, limit in (
             ("small_nnx_float32", _small(rng, True), "nnx", "float32", 2**15),
             ("small_linen_bfloat16", _small(rng, False), "linen", "bfloat16", 2**14),
-            ("large_nnx_state_float32", _large(rng, True), "nnx_state", "float32", 6 * MiB),
-            ("large_linen_bfloat16", _large(rng, False), "linen", "bfloat16", 3 * MiB)):
+            ("large_linen_bfloat16", _large(rng, False), "linen", "bfloat16", 3 * MiB),
+            ("large_nnx_state_float32", _large(rng, True), "nnx_state", "float32", 6 * MiB)):
         out.append(Case(category, (LlamaCheckpointArg(config=pairs, seed=_seed(rng), tree=tree), OutputFolder(),
                                    _hf_config(pairs), limit, dtype)))
     return out
@@ -78,7 +78,15 @@ def _to_hf_expected(ckpt_dir, out_dir, config, limit, dtype):
             "config": {**config, "torch_dtype": dtype}, "limit": limit}
 
 
+# Memory is held to the budget where the model is large enough for it to mean something: a small
+# model's budget is mostly the slack, below what XLA allocates once to compile a sharded program
+# (24-28 MiB, measured by a right answer that stacks on the devices), so the small cases check values only.
+MEASURED_FROM = 2 * MiB  # bytes of the largest leaf (float32)
+
+
 def _check_to_hf_memory(args, out) -> str | None:
+    if args[0].largest_leaf_bytes() < MEASURED_FROM:
+        return None
     peak = out.get("anonymous_peak_bytes")
     if peak is None:
         return "unmeasured"
@@ -171,7 +179,9 @@ TO_HF = Hidden(
         "qkv_order": "The fused qkv kernel's columns are every query head, then every key head, then every value head: "
                      "k_proj and v_proj came out exchanged.",
         "not_transposed": "A Flax kernel is (in, out), a PyTorch Linear weight (out, in): transpose it. A reshape to "
-                          "the other shape keeps the numbers in the wrong places.",
+                          "the other shape keeps the numbers in the wrong places, and so does safetensors' NumPy "
+                          "writer given a transposed view (kernel.T): it writes the buffer as it lies in memory. "
+                          "Make it contiguous (np.ascontiguousarray) before writing.",
         "norm_offset": "The norm scales are stored around zero (the norm multiplies by 1 + scale); Hugging Face's "
                        "weight multiplies as it is: add 1.",
         "cast_first": "The norm weights differ in their last bits: add the offset in float32, as saved, then cast "
@@ -234,11 +244,12 @@ def _specs_for(pairs: tuple, axes: tuple) -> dict:
 
 def _to_orbax_cases(rng):
     out = []
+    # Smaller budgets first (a case is charged with the largest peak so far): bfloat16 before float32.
     for category, pairs, dtype, tree, mesh in (
             ("small_nnx_float32", _small(rng, True), "float32", "nnx", (("model", 8),)),
             ("small_linen_bfloat16", _small(rng, False), "bfloat16", "linen", (("data", 2), ("model", 4))),
-            ("large_linen_float32", _large(rng, False), "float32", "linen", (("model", 16),)),
-            ("large_nnx_bfloat16", _large(rng, True), "bfloat16", "nnx", (("data", 2), ("model", 8)))):
+            ("large_nnx_bfloat16", _large(rng, True), "bfloat16", "nnx", (("data", 2), ("model", 8))),
+            ("large_linen_float32", _large(rng, False), "float32", "linen", (("model", 16),))):
         axes = tuple(name for name, _ in mesh)
         limit = 2**20 if category == "small_nnx_float32" else 4 * MiB  # the first: one file, no index
         out.append(Case(category, (HFFolderArg(pairs, _seed(rng), dtype=dtype, max_shard_bytes=limit), OutputFolder(),
@@ -268,6 +279,8 @@ def _largest_leaf(arg: HFFolderArg) -> int:
 
 
 def _check_to_orbax_memory(args, out) -> str | None:
+    if _largest_leaf(args[0]) < MEASURED_FROM:
+        return None
     peak = out.get("anonymous_peak_bytes")
     if peak is None:
         return "unmeasured"

@@ -122,8 +122,10 @@ PROBLEMS = (
             "Restore one leaf at a time (a partial restore of a one-leaf tree, to NumPy) and turn it into its "
             "tensors before restoring the next. Which file each tensor goes to can be planned from the shapes "
             "alone, before any value is read, so that a file is written as soon as its tensors are all there.",
-            "`safetensors.numpy` knows no bfloat16; `safetensors.flax.save_file` does, or write the file "
-            "yourself: an 8-byte little-endian header length, the JSON header, then each tensor's bytes.",
+            "`safetensors.numpy.save_file` writes each array's buffer as it lies in memory: a transposed view "
+            "(`kernel.T`) is written untransposed, under the transposed shape; make it contiguous first. It "
+            "writes bfloat16 (ml_dtypes'), which `safe_open` reads back. Or write a file yourself: an 8-byte "
+            "little-endian header length, the JSON header, then each tensor's bytes.",
         ),
         examples=(
             Example((LlamaCheckpointArg(config=_SMALL, seed=3), OutputFolder(), _config(_SMALL), 65536, "float32"),

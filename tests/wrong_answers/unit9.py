@@ -196,6 +196,10 @@ def orbax_to_hf(ckpt_dir, out_dir, config, max_shard_bytes, dtype):
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump({**config, "torch_dtype": dtype}, f)
 """, "incorrect", "went over the budget"),
+    # The transpose handed to safetensors' NumPy writer as a view (kernel.T): it writes the buffer as
+    # it lies in memory, the kernel untransposed under the transposed shape (safetensors 0.8).
+    ("transposed_view_saved_as_is", _to_hf(transpose="kernel.T", cast="tensor.astype(target, copy=False)"),
+     "incorrect", "writes the buffer as it lies in memory"),
     # The checkpoint's tree guessed from Linen's 'params' alone: an nnx.State saved as it is (each
     # path ending in 'value') is read as a pure dict, and its leaves are not found.
     ("tree_guessed_from_params_alone", _to_hf().replace(
