@@ -98,7 +98,7 @@ def guarantees() -> list[tuple[str, str, str]]:
          "the kernel's count of the worker's reads (/proc/<pid>/io), read by the grader; its code runs in one "
          "thread and starts no process; seccomp refuses file memory maps and the calls that move bytes uncounted",
          ""),
-        ("a memory-measured problem (6.1, 6.2, 7.1, 7.4) is charged its whole peak",
+        ("a memory-measured problem (6.1, 6.2, 7.1, 7.4, 9.1, 9.2) is charged its whole peak",
          "its anonymous memory (RssAnon + RssShmem of /proc/<pid>/status), sampled by the grader from outside every millisecond "
          "above where it stood before its code loaded; seccomp refuses processes, exec, giving pages back "
          "(madvise) and paging out", ""),
