@@ -61,7 +61,7 @@ LAYER_PARTS = ("input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_
 
 
 def hf_shapes(config: LlamaConfig) -> dict:
-    """Every Hugging Face tensor's name and shape, in the order ``save_pretrained`` meets them."""
+    """Every Hugging Face tensor's name and shape: the embeddings, then layer by layer, then the final norm (and head)."""
     c, d, f = config, config.hidden_size, config.intermediate_size
     per_layer = {"input_layernorm": (d,), "self_attn.q_proj": (c.q_size, d), "self_attn.k_proj": (c.kv_size, d),
                  "self_attn.v_proj": (c.kv_size, d), "self_attn.o_proj": (d, c.q_size),
@@ -275,7 +275,8 @@ def shard_file_names(count: int) -> list:
 
 
 def _write_file(path: str, tensors: dict) -> None:
-    """One safetensors file, written by hand (safetensors' NumPy API has no bfloat16): an 8-byte
+    """One safetensors file, written by hand from contiguous arrays (safetensors' NumPy writer writes a
+    view's buffer as it lies in memory, and its ``load`` reads no bfloat16 back): an 8-byte
     length, the JSON header (``{"format": "pt"}`` as its metadata, as ``save_pretrained`` writes),
     then each tensor's bytes, row-major."""
     header, offset = {"__metadata__": {"format": "pt"}}, 0

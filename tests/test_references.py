@@ -99,12 +99,13 @@ def test_expected_values_the_hidden_tests_compute_equal_the_references_exactly()
     never interrupted computed with a worker's XLA flags, by the reference's full marks, graded
     through real kills in tests/test_grader.py. 6.2's and 7.4's, checkpoints the references write, are held to what
     Orbax reads back below. 8.2's, Orbax's word on folders in tiers, is held to the reference in tests/test_tiers.py;
-    8.3's, as 5.3's, by the reference's full marks through real SIGTERMs in tests/test_grace.py.) Where the
+    8.3's, as 5.3's, by the reference's full marks through real SIGTERMs in tests/test_grace.py. 9.1's and 9.2's,
+    folders the references write, are held below to what the grader's readers read back.) Where the
     reference raises (8.1's bad hosts), the hidden tests' value raises the same exception."""
     checked = set()
     for p in registry.PROBLEMS:
         hidden = load(p)
-        if hidden.expected is None or p.id in ("5.2", "5.3", "6.2", "7.4", "8.2", "8.3"):
+        if hidden.expected is None or p.id in ("5.2", "5.3", "6.2", "7.4", "8.2", "8.3", "9.1", "9.2"):
             continue
         args_seen = [ex.args for ex in p.examples]
         args_seen += [c.args for i in range(20) for c in hidden_cases(p, f"learner{i}")[1]]
@@ -170,6 +171,45 @@ def test_7_4s_expected_checkpoint_is_what_the_reference_writes_and_the_drawn_val
             assert np.array_equal(np.asarray(leaf), want), (n, path)
         written, ours = (codec.loads(codec.dumps(tree, digest=True)) for tree in (written, ours))
         assert sorted(written) == sorted(ours) and p.returns.equal(written, ours), n
+
+
+def test_9_1s_expected_folder_is_what_the_reference_writes_as_the_graders_reader_reads_it_back(tmp_path):
+    """9.1's expected value is computed from the grader's own copy of the checkpoint (its leaves
+    restored, converted by ckptlab.hf); the reference writes a real Hugging Face folder; the grader's
+    own reader (reader.HF_SOURCE, run here) gives it back equal, on the public examples and a
+    learner's hidden cases (the three trees, float32 and bfloat16)."""
+    from autograder.wall import reader
+
+    p = registry.get("9.1")
+    hidden = load(p)
+    read_back: dict = {}
+    exec(reader.HF_SOURCE, read_back)
+    cases = [ex.args for ex in p.examples] + [c.args for c in hidden_cases(p, "learner0")[1]]
+    assert {args[0].tree for args in cases} == {"nnx", "nnx_state", "linen"}
+    for n, args in enumerate(cases):
+        real = codec.materialize(files.realize(args, str(tmp_path / str(n))))
+        reference(p)(*real)
+        written = codec.loads(codec.dumps(read_back[reader.HF_FUNCTION](real[1]), digest=True))
+        ours = codec.loads(codec.dumps(hidden.expected(*real), digest=True))
+        assert p.returns.type_error(written) is None and p.returns.equal(written, ours), n
+
+
+def test_9_2s_expected_checkpoint_is_what_the_reference_writes_as_orbax_reads_it_back(tmp_path):
+    """9.2's expected value is computed from the grader's own copy of the folder; the reference writes
+    a real checkpoint; Orbax's own load of it gives the same names, dtypes, bytes and placements, on
+    the public examples and a learner's hidden cases (one file and several, NNX and Linen trees)."""
+    from orbax.checkpoint import v1 as ocp_v1
+
+    p = registry.get("9.2")
+    hidden = load(p)
+    cases = [ex.args for ex in p.examples] + [c.args for c in hidden_cases(p, "learner0")[1]]
+    for n, args in enumerate(cases):
+        real = codec.materialize(files.realize(args, str(tmp_path / str(n))))
+        reference(p)(*real)
+        written = dict(ocp_v1.load(real[1]))
+        ours = hidden.expected(*real)
+        written, ours = (codec.loads(codec.dumps(tree, digest=True)) for tree in (written, ours))
+        assert p.returns.equal(written, ours), n
 
 
 def test_unit1_counts_without_compiling_equal_eager_flax_on_hidden_cases():

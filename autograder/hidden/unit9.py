@@ -191,8 +191,8 @@ TO_HF = Hidden(
                       "(N the number of files), with model.safetensors.index.json beside them.",
         "shard_size": "A file holds more than max_shard_bytes of tensors (and more than one tensor): start a new file "
                       "before a tensor would take the current one over the limit.",
-        "format": 'Each file\'s header needs "__metadata__": {"format": "pt"}: Hugging Face\'s loader refuses a file '
-                  "without it.",
+        "format": 'Each file\'s header needs "__metadata__": {"format": "pt"}, as save_pretrained writes it (Hugging '
+                  "Face's loader refuses metadata that names no format it knows).",
         "total_size": "The index's metadata.total_size must be the bytes of all the tensors.",
         "config": "config.json must hold config, with \"torch_dtype\" set to dtype.",
         "small_nnx_float32": "Wrong on a small model saved as an NNX tree, converted to float32.",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autograder.wall.problem_returns import UnstackedTree
+from autograder.wall.problem_returns import UnstackedTree, written_leaves_error
 from autograder.wall.returns import ReturnSpec
 
 
@@ -106,8 +106,6 @@ class ConvertedTree(UnstackedTree):
         return "an Orbax checkpoint in out_dir: the model's leaves, each placed on the mesh"
 
     def check_example(self, args, real_args, got) -> str | None:
-        import jax
-        from jax.sharding import NamedSharding
         from orbax.checkpoint import v1 as ocp
 
         from ckptlab.hf import from_hf, open_hf
@@ -121,19 +119,5 @@ class ConvertedTree(UnstackedTree):
         except Exception as exc:  # noqa: BLE001 - shown to the learner, in their own kernel
             return f"no checkpoint could be restored from out_dir ({type(exc).__name__}: {str(exc)[:200]})"
         prefix = "params/" if tree == "linen" else ""
-        want = {prefix + path: (value, specs[path]) for path, value in want.items()}
-        if set(written) != set(want):
-            extra, missing = sorted(set(written) - set(want)), sorted(set(want) - set(written))
-            return (f"the checkpoint's leaves are not the model's: {len(missing)} missing (e.g. {missing[:2]}), "
-                    f"{len(extra)} not expected (e.g. {extra[:2]})")
-        for path, (value, spec) in want.items():
-            leaf = written[path]
-            if not isinstance(leaf, jax.Array):
-                return f"{path!r} was saved as a {type(leaf).__name__}: save a jax.Array placed on the mesh"
-            if leaf.shape != value.shape or leaf.dtype != value.dtype:
-                return f"{path!r} is {leaf.dtype}{list(leaf.shape)}, expected {value.dtype}{list(value.shape)}"
-            if not np.array_equal(np.asarray(leaf), value):
-                return f"{path!r} does not hold the converted values"
-            if not leaf.sharding.is_equivalent_to(NamedSharding(mesh, spec), leaf.ndim):
-                return f"{path!r} was saved sharded as {leaf.sharding.spec}, but the spec asks for {spec}"
-        return None
+        want = {prefix + path: (value, tuple(specs[path])) for path, value in want.items()}
+        return written_leaves_error(written, want, mesh, "the model's", "the converted values")

@@ -397,8 +397,6 @@ class UnstackedTree(WrittenTree):
     def check_example(self, args, real_args, got) -> str | None:
         """Restore what the function wrote (in the learner's kernel) and compare it with the checkpoint's
         arrays, sliced per layer and placed as the stacks were."""
-        import jax
-        from jax.sharding import NamedSharding, PartitionSpec
         from orbax.checkpoint import v1 as ocp
 
         _, out_dir, mesh, groups, scan_axis = real_args
@@ -418,20 +416,30 @@ class UnstackedTree(WrittenTree):
                 for i in range(shape[scan_axis]):
                     want[f"{group}_{i}/{path[len(group) + 1:]}"] = (np.take(values[path], i, axis=scan_axis),
                                                                     spec[:scan_axis] + spec[scan_axis + 1:])
-        if set(written) != set(want):
-            extra, missing = sorted(set(written) - set(want)), sorted(set(want) - set(written))
-            return (f"the checkpoint's leaves are not the unstacked model's: {len(missing)} missing (e.g. "
-                    f"{missing[:2]}), {len(extra)} not expected (e.g. {extra[:2]})")
-        for path, (value, spec) in want.items():
-            leaf = written[path]
-            if not isinstance(leaf, jax.Array):
-                return f"{path!r} was saved as a {type(leaf).__name__}: save a jax.Array placed on the mesh"
-            if leaf.shape != value.shape or leaf.dtype != value.dtype:
-                return f"{path!r} is {leaf.dtype}{list(leaf.shape)}, expected {value.dtype}{list(value.shape)}"
-            if not np.array_equal(np.asarray(leaf), value):
-                return f"{path!r} does not hold the checkpoint's values"
-            target = NamedSharding(mesh, PartitionSpec(*spec))
-            if not leaf.sharding.is_equivalent_to(target, leaf.ndim):
-                return f"{path!r} was saved sharded as {leaf.sharding}, expected {target}"
-        return None
+        return written_leaves_error(written, want, mesh, "the unstacked model's", "the checkpoint's values")
+
+
+def written_leaves_error(written: dict, want: dict, mesh, model: str, values: str) -> str | None:
+    """What is wrong with a written checkpoint's leaves (``{path: array}``, as restored) against
+    ``want`` (``{path: (values, spec entries)}``), or None: the same paths, each a jax.Array of the
+    values' shape, dtype and values, placed as ``NamedSharding(mesh, PartitionSpec(*spec))``."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    if set(written) != set(want):
+        extra, missing = sorted(set(written) - set(want)), sorted(set(want) - set(written))
+        return (f"the checkpoint's leaves are not {model}: {len(missing)} missing (e.g. "
+                f"{missing[:2]}), {len(extra)} not expected (e.g. {extra[:2]})")
+    for path, (value, spec) in want.items():
+        leaf = written[path]
+        if not isinstance(leaf, jax.Array):
+            return f"{path!r} was saved as a {type(leaf).__name__}: save a jax.Array placed on the mesh"
+        if leaf.shape != value.shape or leaf.dtype != value.dtype:
+            return f"{path!r} is {leaf.dtype}{list(leaf.shape)}, expected {value.dtype}{list(value.shape)}"
+        if not np.array_equal(np.asarray(leaf), value):
+            return f"{path!r} does not hold {values}"
+        target = NamedSharding(mesh, PartitionSpec(*spec))
+        if not leaf.sharding.is_equivalent_to(target, leaf.ndim):
+            return f"{path!r} was saved sharded as {leaf.sharding}, expected {target}"
+    return None
 
