@@ -18,6 +18,7 @@ The forward pass is Llama's: RMSNorm, grouped-query attention with rotary positi
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict, dataclass
 
@@ -123,24 +124,17 @@ def nest(flat: dict) -> dict:
     """``{"a/b": x}`` as ``{"a": {"b": x}}``."""
     tree: dict = {}
     for path, value in flat.items():
-        *parents, last = path.split("/")
-        node = tree
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = value
+        keys = path.split("/")
+        functools.reduce(lambda branch, key: branch.setdefault(key, {}), keys[:-1], tree)[keys[-1]] = value
     return tree
 
 
 def flatten(tree, prefix: str = "") -> dict:
     """A nested dict's leaves by path: the inverse of :func:`nest`."""
-    out = {}
-    for key, value in tree.items():
-        path = f"{prefix}/{key}" if prefix else str(key)
-        if isinstance(value, dict):
-            out.update(flatten(value, path))
-        else:
-            out[path] = value
-    return out
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    return {path: leaf for key, branch in tree.items()
+            for path, leaf in flatten(branch, f"{prefix}/{key}" if prefix else str(key)).items()}
 
 
 def linen_tree(flat: dict) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import struct
 
 import jax
 import ml_dtypes
@@ -129,8 +130,8 @@ def _open_hf(hf_dir):
     for file in files:
         path = os.path.join(hf_dir, file)
         with open(path, "rb") as f:
-            n = int.from_bytes(f.read(8), "little")
-            header = json.loads(f.read(n))
+            (n,) = struct.unpack("<Q", f.read(8))  # the header's length, then the header
+            header = json.loads(f.read(n).decode("utf-8"))
         for name, entry in header.items():
             if name != "__metadata__":
                 dtype = {"F32": np.float32, "BF16": ml_dtypes.bfloat16, "F16": np.float16}[entry["dtype"]]

@@ -218,6 +218,21 @@ SHOWS = {
         "the oldest of the hosts' newest steps is 10, and host 1 cannot restore it: True",
         "only step 8 is common to both hosts' local tiers: True",
         "removed: True"),
+    "09_hugging_face.ipynb": (
+        # the three trees one model is saved as, each read
+        "nnx.state saved as it is: every leaf's path ends in 'value': True",
+        "saved_paths finds every leaf of the model in each of the three: True",
+        # a tree that matches proves nothing: the mistakes against right float32 and bfloat16 conversions
+        "every tree matches, mistakes included: True",
+        "bfloat16 rounding: a few parts in a thousand, above float32's tolerance, 10 times under bfloat16's: True",
+        "every mistake: over 0.1 (tens of percent), at least twice bfloat16's tolerance: True",
+        # sharded safetensors with their index, both ways, proven by the logits
+        "its logits, read from the files alone: within float32's tolerance: True",
+        "the view comes back as the kernel reshaped, not transposed: True",
+        "every leaf but the norm scales comes back bit for bit: True",
+        # memory measured from outside, beside the whole model at once
+        "leaf by leaf, both ways: under the grader's budget: True", "the whole model at once, both ways: over it: True",
+        "both refused, each saying what is wrong: True", "removed: True"),
 }
 
 

@@ -119,8 +119,8 @@ def test_practice_draws_unmastered_problems_that_fit_the_time(home):
     progress.record_grading(_run({p.id: "correct" for p in registry.PROBLEMS if p.unit == 1}), "grade")
     chosen, review = practice.choose(progress.load("ann"), 30, unit=1)
     assert review and all(p.unit == 1 for p in chosen)
-    with pytest.raises(ValueError, match="no unit 9"):
-        practice.choose(records, 30, unit=9)
+    with pytest.raises(ValueError, match="no unit 99"):
+        practice.choose(records, 30, unit=99)
 
 
 def test_practice_file_is_valid_python_with_every_stub():
@@ -164,7 +164,7 @@ def test_every_public_example_shows_its_arguments_in_the_learners_terms():
     # every kind a public example holds (each a kind of kinds.py: a new one needs its own words)
     assert seen == {kinds.MeshArg, kinds.SpecArg, kinds.AbstractArg, kinds.CheckpointArg, kinds.TrainingCheckpointArg,
                     kinds.TreeCheckpointArg, kinds.SafetensorsArg, kinds.PreemptedRootArg, kinds.TieredRootArg,
-                    kinds.RunFolder, kinds.OutputFolder}, seen
+                    kinds.RunFolder, kinds.OutputFolder, kinds.LlamaCheckpointArg, kinds.HFFolderArg}, seen
 
 
 def test_examples_of_4_1_and_5_2_read_as_words():
@@ -230,7 +230,7 @@ def test_every_variant_of_every_kind_has_words():
     # every kind kinds.py declares has words (a new one fails here until words.py says what it is)
     declared = [c for c in vars(kinds).values() if isinstance(c, type) and dataclasses.is_dataclass(c)
                 and c.__module__ == kinds.__name__]
-    assert len(declared) == 11 and all(c in words_module._WORDS for c in declared), declared
+    assert len(declared) == 13 and all(c in words_module._WORDS for c in declared), declared
 
 
 def test_every_hidden_case_has_words():
@@ -469,6 +469,12 @@ def _wrong(q: drills.Question) -> list[float]:
         # the saved job's hosts; a per-host count
         "restart_position": lambda: [f["step"] * f["batch"] + f["host"] * (f["batch"] // f["old"]),
                                      f["step"] * f["batch"] // f["new"] + f["host"]],
+        # the fused qkv counted as one tensor; the head counted the other way round
+        "hf_tensor_count": lambda: [2 + 7 * f["layers"] + (0 if f["tied"] else 1), 2 + 9 * f["layers"] + f["tied"]],
+        # the keys given the queries' heads; where the keys start
+        "v_columns_start": lambda: [2 * f["heads"] * f["head_dim"], f["heads"] * f["head_dim"]],
+        # the total over the limit, rounded up (the tensors reordered)
+        "shard_files": lambda: [-(-sum(f["sizes"]) // f["limit"])],
     }[q.kind]()
 
 

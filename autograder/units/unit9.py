@@ -105,7 +105,7 @@ PROBLEMS = (
             "transform done in float32 as saved and the cast last. Write the tensors as safetensors files "
             "named `model-00001-of-0000N.safetensors` to `model-0000N-of-0000N.safetensors`, each file's header "
             "holding `\"__metadata__\": {\"format\": \"pt\"}` (as `save_pretrained` writes it: Hugging Face's loader "
-            "refuses metadata that names no format it knows), "
+            "turns away metadata that names no format it knows), "
             "each file at most `max_shard_bytes` bytes of tensors unless it holds a single tensor; then "
             "`model.safetensors.index.json`, `{\"metadata\": {\"total_size\": <bytes of all the tensors>}, "
             "\"weight_map\": {<tensor>: <its file>}}`; and `config.json`, `config` with `\"torch_dtype\"` set "
