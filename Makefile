@@ -24,7 +24,7 @@ help:
 	@echo "make practice - a timed set of problems you have not mastered, or due for review (MINUTES=30 UNIT= DIFFICULTY=easy CATEGORY=orbax)"
 	@echo "make drill  - quick-fire numeric questions with worked answers, from the units you studied (UNIT=4)"
 	@echo "make test   - run the project's test-suite"
-	@echo "make bench  - speed and memory benchmarks: grading, isolation, shard reads, nbgrader, class memory, budgets, Gradescope's container, lessons, the checkpoint tool's inspect and plan"
+	@echo "make bench  - speed and memory benchmarks: grading, isolation, shard reads, nbgrader, class memory, budgets, Gradescope's container, lessons (alone, then with both cores kept busy), the checkpoint tool's inspect and plan"
 	@echo "make platforms - (root) the hostile suite in a real Docker container, default seccomp, as root and a user"
 
 $(STAMP): pyproject.toml
@@ -75,6 +75,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_budgets.py
 	$(BIN)/python bench/bench_container.py
 	$(BIN)/python bench/bench_lessons.py
+	$(BIN)/python bench/bench_lessons.py --load 2
 	$(BIN)/python bench/bench_inspector.py
 
 platforms: $(STAMP)
