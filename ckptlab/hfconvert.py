@@ -1,7 +1,10 @@
 """Lesson 9's conversions of the course's Llama-shaped model between a sharded Orbax checkpoint
 and Hugging Face's sharded safetensors, one leaf at a time (:func:`orbax_to_hf`, :func:`hf_to_orbax`),
 their controls, the whole model at once (:func:`whole_model_to_hf`, :func:`whole_model_to_orbax`),
-and each one's memory measured in a fresh process from outside (:func:`conversion_peak`).
+and each one's memory measured in a fresh process from outside (:func:`conversion_peak`); one layer
+of a stacked leaf read alone, its bytes read and its memory measured (:func:`layer_reads`); and Meta's
+original names and rotary row order beside Hugging Face's (:func:`meta_name`,
+:func:`permute_for_rotate_half`).
 
 Problems 9.1 and 9.2 ask for these conversions: they may not import this module.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 
@@ -26,6 +30,42 @@ from ckptlab.hf import (
     write_shards,
 )
 from ckptlab.llama import LlamaConfig, flatten, nest, param_shapes, restore_leaf, saved_paths
+
+# Meta's original Llama checkpoints (``consolidated.00.pth``) name the same weights otherwise, and order
+# each head's q and k rows for a rotary that pairs neighbouring dimensions (complex numbers), where
+# Hugging Face's ``rotate_half`` pairs dimension i with i + head_dim / 2. Hugging Face's converter
+# (transformers' ``src/transformers/models/llama/convert_llama_weights_to_hf.py``) permutes those rows.
+META_PARTS = {"input_layernorm": "attention_norm", "self_attn.q_proj": "attention.wq", "self_attn.k_proj": "attention.wk",
+              "self_attn.v_proj": "attention.wv", "self_attn.o_proj": "attention.wo",
+              "post_attention_layernorm": "ffn_norm", "mlp.gate_proj": "feed_forward.w1",
+              "mlp.up_proj": "feed_forward.w3", "mlp.down_proj": "feed_forward.w2"}
+
+
+def meta_name(name: str) -> str:
+    """The name Meta's original checkpoint gives Hugging Face's tensor ``name``."""
+    top = {"model.embed_tokens.weight": "tok_embeddings.weight", "model.norm.weight": "norm.weight",
+           "lm_head.weight": "output.weight"}
+    if name in top:
+        return top[name]
+    i, part = re.fullmatch(r"model\.layers\.(\d+)\.(.+)\.weight", name).groups()
+    return f"layers.{i}.{META_PARTS[part]}.weight"
+
+
+def permute_for_rotate_half(weight, heads: int):
+    """Hugging Face's ``permute(w, n_heads)`` of ``convert_llama_weights_to_hf.py``, in NumPy: a q or k
+    weight ``(heads * head_dim, in)`` from Meta's row order (each head's rows in pairs 2j, 2j + 1) to
+    ``rotate_half``'s (row j, then row head_dim / 2 + j): ``w.view(heads, head_dim // 2, 2, in)
+    .transpose(1, 2).reshape(out, in)``."""
+    out, inner = weight.shape
+    return np.ascontiguousarray(np.asarray(weight).reshape(heads, out // heads // 2, 2, inner).swapaxes(1, 2)
+                                .reshape(out, inner))
+
+
+def permute_for_pairs(weight, heads: int):
+    """The inverse of :func:`permute_for_rotate_half`: ``rotate_half``'s row order to Meta's."""
+    out, inner = weight.shape
+    return np.ascontiguousarray(np.asarray(weight).reshape(heads, 2, out // heads // 2, inner).swapaxes(1, 2)
+                                .reshape(out, inner))
 
 
 def orbax_to_hf(ckpt_dir: str, out_dir: str, config: LlamaConfig, max_shard_bytes: int, dtype: str = "float32") -> list:
@@ -159,3 +199,49 @@ def conversion_peak(how: str, src: str, out: str, *, config: LlamaConfig | None 
             tail = "\n".join(errors.read().strip().splitlines()[-15:])
             raise RuntimeError(f"the measuring process failed (exit code {proc.returncode}). Its last messages:\n{tail}")
     return peak
+
+
+_LAYER_CHILD = r"""
+import hashlib, json, sys
+job = json.loads(sys.argv[1])
+import tensorstore as ts
+from ckptlab import memory
+from ckptlab.readcount import count_reads
+
+memory.give_back_freed_memory(memory.MEASURED_MMAP_THRESHOLD)
+context = ts.Context({"cache_pool": {"total_bytes_limit": 0}})  # no cache of chunks: every read is read
+kvstore = {"driver": "ocdbt", "base": "file://" + job["ckpt_dir"], "path": job["key"] + "/"}
+zarr3 = ts.KvStore.open(kvstore, context=context).result().read("zarr.json").result().state == "value"
+store = ts.open({"driver": "zarr3" if zarr3 else "zarr", "kvstore": kvstore}, open=True, read=True,
+                context=context).result()
+out = {"shape": list(store.shape), "chunk_shape": list(store.chunk_layout.read_chunk.shape)}
+digests = {}
+for what in ("layer", "whole"):
+    memory.settle()
+    memory.reset_peak()
+    before = memory.status_bytes("VmRSS")
+    with count_reads(whole_process=True) as reads:
+        value = (store[job["layer"]] if what == "layer" else store).read().result()
+    out[what] = {"read_bytes": reads.bytes, "peak_bytes": memory.status_bytes("VmHWM") - before,
+                 "nbytes": int(value.nbytes)}
+    digests[what] = hashlib.sha256((value if what == "layer" else value[job["layer"]]).tobytes()).hexdigest()
+    del value
+out["same_values"] = digests["layer"] == digests["whole"]
+print(json.dumps(out), flush=True)
+"""
+
+
+def layer_reads(ckpt_dir: str, saved_path: str, layer: int, timeout: float = 120) -> dict:
+    """Read one layer's slice (``leaf[layer]``) of the stacked leaf at ``saved_path`` of an Orbax
+    checkpoint (OCDBT) with TensorStore, Orbax's own storage layer, then the whole leaf, in a fresh
+    process that does nothing else and caches no chunk. Returns the leaf's ``shape``, its stored
+    ``chunk_shape``, and for ``"layer"`` and ``"whole"`` the bytes read (the kernel's count, every
+    thread's) and the peak of the resident set above where it stood (``VmHWM``, reset before each),
+    and whether the slice equals that layer of the whole leaf (``same_values``). Linux only."""
+    import sys
+
+    from ckptlab.twohost import run_hosts
+
+    job = {"ckpt_dir": os.path.abspath(ckpt_dir), "key": ".".join(saved_path.split("/")), "layer": int(layer)}
+    (report,) = run_hosts([[sys.executable, "-c", _LAYER_CHILD, json.dumps(job)]], timeout, "the reading process")
+    return report

@@ -13,7 +13,10 @@ Its checkpoint layout is a JAX stack's, not Hugging Face's (``ckptlab.hf`` conve
   stored around zero (the norm multiplies by ``1 + scale``, as Gemma's does).
 
 The forward pass is Llama's: RMSNorm, grouped-query attention with rotary position embeddings
-(the two halves of each head rotated, as Hugging Face's ``rotate_half``), a SiLU-gated MLP.
+(the two halves of each head rotated, as Hugging Face's ``rotate_half``), a SiLU-gated MLP. Its
+matmuls run at ``precision="highest"`` unless told otherwise: JAX's default float32 matmul is float32
+on CPU devices, but one bfloat16 pass on a TPU and TF32 on recent NVIDIA GPUs (inputs rounded to 8 and
+11 significant bits), which moves the logits by about a bfloat16 conversion's gap (Lesson 9).
 """
 
 from __future__ import annotations
@@ -161,6 +164,26 @@ def rotary(x, positions, theta: float):
     return x * cos + rotated * sin
 
 
+# The mantissa bits (stored, beside the implicit leading one) a matmul's inputs keep where an
+# accelerator rounds them: one bfloat16 pass (a TPU's default for float32) or TF32 (recent NVIDIA
+# GPUs'). CPU devices round neither, so the lesson shows what they do by rounding the inputs itself.
+ROUNDED_INPUTS = {"bfloat16": 7, "tensorfloat32": 10}
+
+
+def _matmul(spec: str, a, b, precision: str, round_inputs: str | None):
+    """``einsum(spec, a, b)`` at JAX's ``precision`` (``"highest"``, or ``"default"``: the backend's
+    choice), its inputs first rounded as an accelerator's pass rounds them when ``round_inputs`` names
+    one (a key of :data:`ROUNDED_INPUTS`: products of the rounded inputs, summed in float32)."""
+    import jax
+    import jax.numpy as jnp
+
+    if round_inputs is not None:
+        bits = ROUNDED_INPUTS[round_inputs]
+        a, b = (jax.lax.reduce_precision(x, exponent_bits=8, mantissa_bits=bits) for x in (a, b))
+        precision = "highest"
+    return jnp.einsum(spec, a, b, precision=jax.lax.Precision(precision))
+
+
 def _module_class():
     from flax import nnx
 
@@ -172,7 +195,9 @@ def _module_class():
                 setattr(self, key, Bag(value) if isinstance(value, dict) else nnx.Param(value))
 
     class Llama(Bag):
-        """The course's Llama-shaped model. ``model(tokens)`` gives logits ``(tokens, vocab)``."""
+        """The course's Llama-shaped model. ``model(tokens)`` gives logits ``(tokens, vocab)``, every
+        matmul at ``precision`` (JAX's: ``"highest"``, or ``"default"``, the backend's choice), its
+        inputs rounded first as ``round_inputs`` says (None, or a key of :data:`ROUNDED_INPUTS`)."""
 
         def __init__(self, config: LlamaConfig, params: dict):
             import jax.numpy as jnp
@@ -180,9 +205,12 @@ def _module_class():
             self.config = config
             super().__init__(nest({k: jnp.asarray(v) for k, v in params.items()}))
 
-        def __call__(self, tokens):
+        def __call__(self, tokens, precision: str = "highest", round_inputs: str | None = None):
             import jax
             import jax.numpy as jnp
+
+            def mm(spec, a, b):
+                return _matmul(spec, a, b, precision, round_inputs)
 
             c = self.config
             tokens = jnp.asarray(tokens)
@@ -194,22 +222,23 @@ def _module_class():
             L = self.layers
             for i in range(c.num_hidden_layers):
                 x = _rms_norm(h, L.attn_norm.scale[i], c.rms_norm_eps)
-                qkv = x @ L.attn.qkv.kernel[i]
+                qkv = mm("td,de->te", x, L.attn.qkv.kernel[i])
                 q = qkv[:, :c.q_size].reshape(t, c.num_attention_heads, c.head_dim)
                 k = qkv[:, c.q_size:c.q_size + c.kv_size].reshape(t, c.num_key_value_heads, c.head_dim)
                 v = qkv[:, c.q_size + c.kv_size:].reshape(t, c.num_key_value_heads, c.head_dim)
                 q, k = rotary(q, positions, c.rope_theta), rotary(k, positions, c.rope_theta)
                 k, v = jnp.repeat(k, groups, axis=1), jnp.repeat(v, groups, axis=1)
-                scores = jnp.einsum("thd,shd->hts", q, k) / np.sqrt(c.head_dim)
+                scores = mm("thd,shd->hts", q, k) / np.sqrt(c.head_dim)
                 weights = jax.nn.softmax(jnp.where(mask, scores, -jnp.inf), axis=-1)
-                attended = jnp.einsum("hts,shd->thd", weights, v).reshape(t, c.q_size)
-                h = h + attended @ L.attn.o.kernel[i]
+                attended = mm("hts,shd->thd", weights, v).reshape(t, c.q_size)
+                h = h + mm("tq,qd->td", attended, L.attn.o.kernel[i])
                 x = _rms_norm(h, L.mlp_norm.scale[i], c.rms_norm_eps)
-                h = h + (jax.nn.silu(x @ L.mlp.gate.kernel[i]) * (x @ L.mlp.up.kernel[i])) @ L.mlp.down.kernel[i]
+                gated = jax.nn.silu(mm("td,df->tf", x, L.mlp.gate.kernel[i])) * mm("td,df->tf", x, L.mlp.up.kernel[i])
+                h = h + mm("tf,fd->td", gated, L.mlp.down.kernel[i])
             h = _rms_norm(h, self.final_norm.scale[...], c.rms_norm_eps)
             if c.tie_word_embeddings:
-                return h @ self.embed.embedding[...].T
-            return h @ self.lm_head.kernel[...]
+                return mm("td,vd->tv", h, self.embed.embedding[...])
+            return mm("td,dv->tv", h, self.lm_head.kernel[...])
 
     return Llama
 
@@ -236,11 +265,14 @@ def params_of(module) -> dict:
     return flatten(nnx.to_pure_dict(nnx.state(module, nnx.Param)))
 
 
-def logits(config: LlamaConfig, params: dict, tokens) -> np.ndarray:
-    """The model's logits on ``tokens`` (float32, on the CPU), as NumPy."""
+def logits(config: LlamaConfig, params: dict, tokens, precision: str = "highest",
+           round_inputs: str | None = None) -> np.ndarray:
+    """The model's logits on ``tokens`` (float32, every matmul at ``precision="highest"``: float32 on
+    any backend), as NumPy. ``precision`` and ``round_inputs`` as the model's call takes them."""
     import jax.numpy as jnp
 
-    return np.asarray(model(config, {k: jnp.asarray(v, jnp.float32) for k, v in params.items()})(tokens))
+    module = model(config, {k: jnp.asarray(v, jnp.float32) for k, v in params.items()})
+    return np.asarray(module(tokens, precision=precision, round_inputs=round_inputs))
 
 
 # ---------------------------------------------------------------------------------------------

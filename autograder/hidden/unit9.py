@@ -173,8 +173,9 @@ TO_HF = Hidden(
                      "k_proj and v_proj came out exchanged.",
         "not_transposed": "A Flax kernel is (in, out), a PyTorch Linear weight (out, in): transpose it. A reshape to "
                           "the other shape keeps the numbers in the wrong places, and so does safetensors' NumPy "
-                          "writer given a transposed view (kernel.T): it writes the buffer as it lies in memory. "
-                          "Make it contiguous (np.ascontiguousarray) before writing.",
+                          "writer given any non-contiguous view (a transpose such as kernel.T, a column slice of "
+                          "qkv): it writes the buffer as it lies in memory, from the view's first element. Make "
+                          "every tensor contiguous (np.ascontiguousarray) before writing.",
         "norm_offset": "The norm scales are stored around zero (the norm multiplies by 1 + scale); Hugging Face's "
                        "weight multiplies as it is: add 1.",
         "cast_first": "The norm weights differ in their last bits: add the offset in float32, as saved, then cast "
@@ -184,8 +185,8 @@ TO_HF = Hidden(
                       "(N the number of files), with model.safetensors.index.json beside them.",
         "shard_size": "A file holds more than max_shard_bytes of tensors (and more than one tensor): start a new file "
                       "before a tensor would take the current one over the limit.",
-        "format": 'Each file\'s header needs "__metadata__": {"format": "pt"}, as save_pretrained writes it (Hugging '
-                  "Face's loader refuses metadata that names no format it knows).",
+        "format": 'Each file\'s header needs "__metadata__": {"format": "pt"}, as save_pretrained writes it '
+                  "(transformers 4.x's loader refuses a file whose metadata names another format).",
         "total_size": "The index's metadata.total_size must be the bytes of all the tensors.",
         "config": "config.json must hold config, with \"torch_dtype\" set to dtype.",
         "small_nnx_float32": "Wrong on a small model saved as an NNX tree, converted to float32.",
