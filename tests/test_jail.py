@@ -18,7 +18,7 @@ from autograder.sandbox import cgroups
 pytestmark = pytest.mark.skipif(bool(sandbox.strict_missing()), reason="this machine cannot give the strict level")
 
 # Builds a strict jail in a fresh process with every open for writing recorded, then prints the
-# record from inside the jail (pid 1 of its namespace).
+# record from inside the jail (pid 2 of its namespace, under its init).
 _ENTER_AND_RECORD = textwrap.dedent("""
     import builtins, json, os, sys
     from autograder.sandbox import jail
@@ -57,7 +57,7 @@ def test_building_the_jail_never_writes_a_machine_wide_setting(root, tmp_path):
             cgroups.remove_cgroup(cgroup)
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads(done.stdout.strip().splitlines()[-1])
-    assert record["pid"] == 1  # inside its own pid namespace: the jail was really built
+    assert record["pid"] == 2  # inside its own pid namespace, under its init: the jail was really built
     assert not [p for p in record["written"] if p.startswith("/proc/sys")], record["written"]
     assert set(record["written"]) <= {"/proc/self/setgroups", "/proc/self/uid_map", "/proc/self/gid_map",
                                       "/proc/self/oom_score_adj"} | {f"{c}/cgroup.procs" for c in made}, record["written"]
@@ -719,3 +719,280 @@ def test_the_workers_of_a_series_reuse_what_the_first_compiled():
         assert os.listdir(os.path.join(series, "scratch", worker.COMPILE_CACHE))
     finally:
         sandbox.remove_folder(series)
+
+
+# --- The learner's process is an ordinary one: a minimal init is pid 1 of its pid namespace -------
+# Linux gives pid 1 of a pid namespace no signal it has no handler for: were the learner's process
+# pid 1, a SIGTERM would do nothing to a loop without a handler, which on any machine ends at once.
+
+_TERM = """
+import os, signal, time
+
+def wait_for_term(ready, seconds):
+    HOW
+    open(ready, "w").close()  # (its disposition is set: the grader may signal)
+    time.sleep(seconds)
+    return "ran on"
+"""
+_HOWS = {"no handler": "pass", "SIG_DFL set": "signal.signal(signal.SIGTERM, signal.SIG_DFL)",
+         "a handler that goes on (control)":
+             "signal.signal(signal.SIGTERM, lambda signum, frame: open(ready + '.got', 'w').close())"}
+_LEVELS = {"strict": (sandbox.STRICT, None), "strict without namespaces": (sandbox.STRICT, False),
+           "basic": (sandbox.BASIC, None)}
+
+
+def _terminated(level: str, namespaces, how: str, tmp_path, window: float) -> tuple:
+    """A function sent a SIGTERM by Worker.terminate once its disposition is set: (its result's
+    status, its launcher's exit status, whether it still ran ``window`` seconds after the signal,
+    whether a handler of its got the signal)."""
+    import time
+
+    ready = tmp_path / "scratch" / "ready"  # (the worker's own scratch folder: it may write there)
+    worker = sandbox.Worker(_TERM.replace("HOW", _HOWS[how]), "wait_for_term", [(str(ready), 30.0)], timeout=60,
+                            workdir=str(tmp_path), level=level, namespaces=namespaces, keep_scratch=True, bare=True)
+    try:
+        while not ready.exists() and worker.thread.is_alive():
+            time.sleep(0.01)
+        assert worker.thread.is_alive(), "the function never started"
+        worker.terminate()
+        worker.thread.join(window)
+        ran_on = worker.thread.is_alive()
+        if ran_on:
+            worker.preempt()  # the grace window's SIGKILL
+        run = worker.wait()
+        got = (tmp_path / "scratch" / "ready.got").exists()
+    finally:
+        sandbox.remove_folder(str(tmp_path))
+    return run.status, worker.proc.returncode, ran_on, got
+
+
+@pytest.mark.parametrize("where", list(_LEVELS))
+def test_a_loop_without_a_sigterm_handler_ends_on_the_sigterm_at_every_level(where, tmp_path):
+    """Worker.terminate (8.3's preemption notice) reaches the learner's process with its default
+    disposition intact: a function with no handler, or with SIG_DFL set, ends at once, killed by the
+    SIGTERM itself, at the strict level (its process pid 2 under the namespace's init) as at basic and
+    strict without namespaces. The control: the same function with a handler that notes the signal
+    and goes on gets it, and runs on until the grace window's SIGKILL. Before: at strict the learner's
+    process was pid 1 of its namespace, the kernel dropped the SIGTERM, and both ran on to the
+    SIGKILL, as the control does."""
+    level, namespaces = _LEVELS[where]
+    if level == sandbox.STRICT and namespaces is None and not sandbox.strict_namespaces():
+        pytest.skip("strict workers get no pid namespace of their own here")
+    # The launcher of a namespace reports its init's exit code, 128 + the signal its worker died of.
+    by = lambda signum: 128 + signum if level == sandbox.STRICT and namespaces is None else -signum  # noqa: E731
+    ended = {how: _terminated(level, namespaces, how, tmp_path / str(i), window=3.0) for i, how in enumerate(_HOWS)}
+    assert ended["no handler"] == ("crashed", by(15), False, False), ended
+    assert ended["SIG_DFL set"] == ("crashed", by(15), False, False), ended
+    assert ended["a handler that goes on (control)"] == ("crashed", by(9), True, True), ended
+
+
+_namespaced = pytest.mark.skipif(not sandbox.strict_namespaces(),
+                                           reason="strict workers get no pid namespace of their own here")
+_PIDS = """
+import os
+
+def probe():
+    with open("/proc/self/status") as f:  # its own /proc entry, which Landlock leaves it: its own pid there
+        own = [line.split()[-1] for line in f if line.startswith("NSpid:")]
+    return [os.getpid(), os.getppid(), own]
+"""
+
+
+@_namespaced
+def test_the_learners_process_is_not_pid_1_of_its_namespace():
+    """At the strict level the learner's function runs as pid 2, the child of the namespace's init
+    (pid 1): an answer that does the right thing only `if os.getpid() == 1` finds nothing to test. It
+    still reads its own /proc entry, as before: Landlock's rule for it is its own (the jail is built
+    after the fork: a rule made before it names the init's entry, and the worker could not read its own)."""
+    run = sandbox.Worker(_PIDS, "probe", [()], timeout=30, level=sandbox.STRICT, bare=True).wait()
+    assert run.status == "ok", (run.status, run.cases, run.stderr_tail[-500:])
+    assert run.cases[0]["value"] == [2, 1, ["2"]], run.cases
+
+
+_ORPHANS = """
+import os, time
+
+def probe(n):
+    orphans = []
+    for _ in range(n):
+        report_r, report_w = os.pipe()
+        child = os.fork()
+        if child == 0:  # a child that leaves a grandchild behind, which ends once it is an orphan
+            hold_r, hold_w = os.pipe()
+            grandchild = os.fork()
+            if grandchild == 0:
+                os.close(hold_w)
+                os.read(hold_r, 1)  # until its parent has ended: then pid 1 of the namespace adopts it
+                os._exit(0)
+            os.write(report_w, str(grandchild).encode())
+            os._exit(0)
+        os.close(report_w)
+        orphans.append(int(os.read(report_r, 32)))
+        os.close(report_r)
+        os.waitpid(child, 0)
+    end = time.monotonic() + 5
+    while orphans and time.monotonic() < end:  # a zombie stays until its parent reaps it
+        time.sleep(0.01)
+        orphans = [pid for pid in orphans if exists(pid)]
+    return len(orphans)
+
+def exists(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+"""
+
+
+@_namespaced
+def test_orphans_the_learners_code_leaves_are_reaped():
+    """Every orphan is adopted by pid 1 of the namespace, which must reap it once it ends: three
+    grandchildren, orphaned, then ended, are gone (the learner's process signals each by its pid)
+    within 5 s. Before, the learner's process was pid 1 and reaped none: each stayed a zombie,
+    counted against the worker's 400 processes until the worker ended."""
+    run = sandbox.Worker(_ORPHANS, "probe", [(3,)], timeout=60, level=sandbox.STRICT, bare=True).wait()
+    assert run.status == "ok", (run.status, run.stderr_tail[-500:])
+    assert run.cases[0]["value"] == 0, f"{run.cases[0]['value']} of 3 orphans left as zombies"
+
+
+_SIGNAL_THE_INIT = """
+import os, signal, time
+
+FORWARDED = [signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2,
+             signal.SIGALRM, signal.SIGWINCH]
+
+def probe(case):
+    got, refused = [], []
+    for signum in FORWARDED:
+        signal.signal(signum, lambda signum, frame: got.append(int(signum)))
+    for signum in [signal.SIGKILL, signal.SIGSTOP, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGCHLD,
+                   signal.SIGPIPE, signal.SIGTSTP, signal.SIGCONT, signal.SIGXCPU, *FORWARDED]:
+        try:
+            os.kill(1, signum)
+        except OSError as exc:
+            refused.append(exc.errno)
+    end = time.monotonic() + 10
+    while not refused and len(set(got)) < len(FORWARDED) and time.monotonic() < end:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    return [case, os.getppid(), sorted(set(got)), refused]
+"""
+
+
+@_namespaced
+@pytest.mark.parametrize("abi", ["", "4"])
+def test_a_learner_who_signals_the_init_gains_nothing_and_breaks_nothing(monkeypatch, abi):
+    """Learner code sends pid 1 of its namespace, the init, every kind of signal, twice over. Where
+    Landlock scopes signals (ABI 6), every one is refused: the init is outside the worker's domain.
+    Below it (ABI 4, emulated), SIGKILL and SIGSTOP, faults and stops, which the init has no handler
+    for, the kernel drops (sent from inside the namespace), SIGCHLD finds nothing to reap, and the
+    signals the init forwards come back to the learner's own process, as though it had sent them
+    itself. Either way the init lives on: the second case is answered by the same worker, still its
+    child, and nothing is left of the namespace after."""
+    import errno
+    import signal
+
+    from autograder.sandbox import landlock
+
+    if abi:
+        monkeypatch.setenv("CKPT_TEST_LANDLOCK_ABI", abi)
+    scoped = landlock.landlock_abi() >= 6 and not abi
+    worker = sandbox.Worker(_SIGNAL_THE_INIT, "probe", [(1,), (2,)], timeout=60, level=sandbox.STRICT, bare=True)
+    run = worker.wait()
+    assert run.status == "ok", (run.status, run.stderr_tail[-500:])
+    forwarded = sorted(int(s) for s in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1,
+                                        signal.SIGUSR2, signal.SIGALRM, signal.SIGWINCH))
+    # (18 signals sent: 10 kinds the init does not forward, 8 it does)
+    each = [[], [errno.EPERM] * 18] if scoped else [forwarded, []]
+    assert [c.get("value") for c in run.cases] == [[1, 1, *each], [2, 1, *each]], run.cases
+    assert worker.namespace and not sandbox.namespace_pids(worker.namespace)
+
+
+# Namespaces made one after another, each a user and a pid namespace held by processes of their own (until
+# this helper ends), until one takes the number argv[1] or argv[2] are made: the numbers they took.
+_NAMESPACES = """
+import json, os, sys
+
+want, tries = int(sys.argv[1]), int(sys.argv[2])
+hold_r, hold_w = os.pipe()
+taken = []
+for _ in range(tries):
+    made_r, made_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(hold_w)
+        os.unshare(os.CLONE_NEWUSER | os.CLONE_NEWPID)
+        os.fork()  # (a pid namespace is named once it has its pid 1)
+        os.close(made_w)
+        os.read(hold_r, 1)  # (end of file once the helper has ended)
+        os._exit(0)
+    os.close(made_w)
+    os.read(made_r, 1)  # (end of file once its namespaces are made)
+    os.close(made_r)
+    taken += [os.stat(f"/proc/{pid}/ns/{kind}").st_ino for kind in ("user", "pid_for_children")]
+    if want in taken:
+        break
+print(json.dumps(taken))
+"""
+
+
+@_namespaced
+def test_a_workers_namespace_keeps_its_name_until_the_grader_is_done_with_it(monkeypatch):
+    """The grader's last look for a worker's processes (proctree.wait_gone, once its launcher is reaped)
+    finds them by the name of their pid namespace and kills whatever it finds. The kernel gives an ended
+    namespace's number to the next namespace made, at once: a worker started meanwhile (two problems
+    graded in parallel, another grader on the machine) could bear the name, and be killed (seen: a worker
+    that took an ended one's name, SIGKILLed by a late look for the ended one). So the grader holds the
+    namespace open until its look is done: the namespaces made while it looks (up to 30 user and 30 pid
+    namespaces, lowest numbers first) never take its number. Without the hold, one does."""
+    from autograder.sandbox import proctree
+
+    seen = {}
+    look = proctree.wait_gone
+
+    def late(namespace, seconds=5.0):  # the grader's look, once other namespaces were made
+        number = int(namespace[len("pid:["):-1])
+        made = subprocess.run([sys.executable, "-c", _NAMESPACES, str(number), "30"], capture_output=True,
+                              text=True, timeout=60)
+        seen.update(number=number, taken=json.loads(made.stdout or "[]"), stderr=made.stderr[-500:])
+        look(namespace, seconds)
+
+    monkeypatch.setattr(proctree, "wait_gone", late)
+    run = sandbox.Worker("def probe():\n    return 1\n", "probe", [()], timeout=30, level=sandbox.STRICT,
+                         bare=True).wait()
+    assert run.status == "ok" and seen.get("taken"), (run.status, seen)
+    assert seen["number"] not in seen["taken"], seen  # (all 60 made, none with its number)
+
+
+# The init's start, outside any namespace: its jail (argv[2]: "fails" or "holds") takes argv[1] seconds.
+_INIT_JAILED = """
+import sys, time
+from autograder.sandbox import pid1
+
+def jail():
+    time.sleep(float(sys.argv[1]))
+    if sys.argv[2] == "fails":
+        raise OSError("its jail refused")
+
+pid1.start(jail=jail)
+print("the worker went on", flush=True)  # (only the worker returns from start)
+"""
+
+
+@pytest.mark.parametrize("jail", ["fails", "holds"])
+def test_a_worker_goes_on_only_once_its_init_is_jailed(root, jail):
+    """The init jails itself beside the worker. Should its jail fail, the worker must end before it
+    runs any learner code: a failed start, the grader's own failure. Had the worker gone on at once,
+    an init whose jail failed late (refused by the kernel after a wait on a busy machine) would end it
+    in the middle of the learner's function: a crash charged to the learner (seen, the init's jail
+    made to fail 1 s late: status crashed, exit 70, for a right answer). The control: an init whose
+    jail holds lets the worker go on, and exits with its status."""
+    from autograder.sandbox import pid1
+
+    done = subprocess.run([sys.executable, "-c", _INIT_JAILED, "0.3", jail], capture_output=True, text=True,
+                          timeout=60, cwd=root)
+    if jail == "fails":
+        assert (done.stdout, done.returncode) == ("", pid1.FAILED) and "its jail refused" in done.stderr, done
+    else:
+        assert (done.stdout, done.returncode) == ("the worker went on\n", 0), done

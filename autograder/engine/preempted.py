@@ -85,7 +85,7 @@ def _point_reached(kill: tuple, folder: str, start: int) -> bool:
 TERMS = ("term_save", "term_eval")
 # After a step of a "term_eval" point appeared, the SIGTERM waits this long: the run has then left
 # its save for the evaluation that follows it (problem 8.3's loop: its steps take milliseconds, its
-# evaluation 3 s, of which 2.5 s are left, beyond the 2 s grace window).
+# evaluation 4.5 s, of which 4 s are left, beyond the 3 s grace window).
 EVAL_DELAY = 0.5
 
 
@@ -156,11 +156,11 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
     should have resumed; ``committed_after``, the latest once its process ended with its answer;
     ``terms``, what each SIGTERM met (:func:`_terminate`; ``committed``, the newest committed step
     once that run ended; ``returned``, whether its function returned, rather than its process ending
-    on the signal or the SIGKILL); ``seen``, every step this side saw committed, in any run); that
-    worker's RunResult, its times the whole series'; the kills made).
+    on the signal or the SIGKILL; ``by_term``, whether the signal's default action ended it);
+    ``seen``, every step this side saw committed, in any run); that worker's RunResult, its times the whole series'; the kills made).
 
     With ``plant_table`` (a function giving :func:`autograder.sandbox.trusted.planted_runs`'s table for this case), once every
-    kill is made and before the last run starts, the latest
+    kill is made (or, with ``left_at``, the first run ended) and before the last run starts, the latest
     committed step is read back and another state planted in it (:func:`plant_state`): the outcome
     then says ``planted_at`` (that step), ``plant_expected`` (the parameters a run restoring it
     ends with) and ``plant_fresh_data`` (those of a run restoring it but not the data's position:
@@ -182,7 +182,7 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
     crowded = threading.Event()
     table, planted = {}, {}
     computing = None
-    if plant_table is not None and kills:
+    if plant_table is not None and (kills or left_at):
         def compute():
             try:
                 table.update(plant_table())
@@ -197,7 +197,8 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
     for _ in range(MAX_RUNS):
         start = max(committed_steps(folder), default=0)
         kill = None if leading else kills[made] if made < len(kills) else None
-        if computing is not None and kill is None and made and start and not planted:
+        # (after the kills, or after the first run of a folder a run has left: the public example's plant)
+        if computing is not None and kill is None and (made or left_at) and not leading and start and not planted:
             computing.join()
             if "failure" in table:
                 raise table["failure"]
@@ -247,8 +248,11 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
             killed_seconds += last.seconds
             if termed:
                 seen.update(committed_steps(folder))
+                # Ended by the SIGTERM's default action: as its launcher reports it (128 + 15 from a pid
+                # namespace's init, -15 elsewhere), the learner's process killed by the signal itself.
                 terms.append({**termed, "committed": max(committed_steps(folder), default=0),
-                              "returned": last.status == "ok" and bool(last.cases) and "value" in last.cases[0]})
+                              "returned": last.status == "ok" and bool(last.cases) and "value" in last.cases[0],
+                              "by_term": last.returncode in (-15, 128 + 15)})
             continue
         if leading and last.status == "ok" and not last.setup and last.cases and "value" in last.cases[0]:
             leading = False  # it ended by itself, as asked: the case's own runs start in what it left

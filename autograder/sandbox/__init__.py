@@ -5,7 +5,10 @@
 - :mod:`~autograder.sandbox.jail` builds that jail from kernel mechanisms (Landlock, seccomp,
   namespaces, resource limits) in the worker before any learner code runs: Landlock's rules in
   :mod:`~autograder.sandbox.landlock`, seccomp's filters in :mod:`~autograder.sandbox.seccomp`,
-  the C library's calls they make in :mod:`~autograder.sandbox.syscalls`.
+  the C library's calls they make in :mod:`~autograder.sandbox.syscalls`; at the strict level
+  with namespaces the worker is pid 2 of its pid namespace, under the minimal init of
+  :mod:`~autograder.sandbox.pid1` (forwarding signals, reaping orphans), so that its signals act as
+  on any machine.
 - :mod:`~autograder.sandbox.wire` carries bounded frames between the two sides.
 - The grader's side, one concern a module: :mod:`~autograder.sandbox.worker` starts workers,
   feeds them cases, checks their frames, counts what they read, and kills them;

@@ -2,8 +2,9 @@
 
 Two levels (see SECURITY.md):
 
-- ``strict``: the worker runs in its own user, pid, network, IPC and mount namespaces, as pid 1
-  of its pid namespace (so every process it starts dies with it, however it detached); Landlock
+- ``strict``: the worker runs in its own user, pid, network, IPC and mount namespaces, as pid 2
+  of its pid namespace under a minimal init (:mod:`~autograder.sandbox.pid1`: so its signals act as
+  on any machine, and every process it starts dies with it, however it detached); Landlock
   lets it read only the interpreter, the libraries, the public course files and its cases' files,
   write only its own scratch folder (a size- and inode-limited tmpfs of its own), connect or bind
   no TCP port, and send no signal and reach no abstract unix socket outside its sandbox; a seccomp
@@ -19,8 +20,9 @@ Two levels (see SECURITY.md):
 Both levels keep the memory, file-size, core-dump and time limits. Everything here runs in the
 worker process *before* any learner code, while it is single-threaded; the module imports only
 the standard library, :mod:`autograder.limits` (which imports nothing) and the modules of each
-mechanism (:mod:`~autograder.sandbox.landlock`, :mod:`~autograder.sandbox.seccomp`, and
-:mod:`~autograder.sandbox.syscalls`, the C library's calls), which import only the standard library.
+mechanism (:mod:`~autograder.sandbox.landlock`, :mod:`~autograder.sandbox.seccomp`,
+:mod:`~autograder.sandbox.syscalls`, the C library's calls, and :mod:`~autograder.sandbox.pid1`, the
+namespace's init), which import only the standard library.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import sys
 from dataclasses import dataclass, field
 
 from autograder.limits import MAX_TASKS, SCRATCH_BYTES, SCRATCH_INODES
-from autograder.sandbox import landlock, seccomp, syscalls
+from autograder.sandbox import landlock, pid1, seccomp, syscalls
 from autograder.sandbox.syscalls import PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, JailError
 
 STRICT, BASIC = "strict", "basic"
@@ -201,8 +203,10 @@ def enter(confinement: Confinement, close_in_launcher: tuple = ()) -> None:
     """Make this (single-threaded) process the jailed worker that ``confinement`` describes.
 
     At the strict level the process forks: the parent stays outside, waits for the child and exits
-    with its status (it never returns); the child, pid 1 of the new pid namespace, returns from
-    here inside the jail. Raises :class:`JailError` when the kernel refuses a part of it."""
+    with its status (it never returns); the child, pid 1 of the new pid namespace, forks again and
+    stays as the namespace's init (:mod:`~autograder.sandbox.pid1`: it jails itself, and never
+    returns either); its child, pid 2, jails itself and returns from here. Raises
+    :class:`JailError` when the kernel refuses a part of it."""
     limit(confinement.memory_bytes, confinement.file_bytes)
     first_for_the_oom_killer()
     if confinement.level == BASIC:
@@ -236,17 +240,24 @@ def enter(confinement: Confinement, close_in_launcher: tuple = ()) -> None:
         if confinement.tmpfs_scratch:
             _scratch(confinement, libc)
         os.chdir(confinement.scratch)  # (after the mount: into the tmpfs)
+        # This process stays pid 1, the namespace's init, and never returns; its child, pid 2, is the
+        # worker: an ordinary process, whose signals act as on any machine. Each jails itself, so that
+        # each has Landlock's rule for its own /proc entry; the init's domain scopes no signal (it
+        # forwards them to the worker, outside it), the worker's does (it cannot signal the init).
+        pid1.start(close=close_in_launcher, jail=lambda: _confine(confinement, libc, own_pid_namespace=True,
+                                                                  scoped=False))
         _confine(confinement, libc, own_pid_namespace=True)
     except BaseException as exc:  # noqa: BLE001 - the child must never return un-jailed
         sys.stderr.write(f"jail: {exc}\n")
         os._exit(3)
 
 
-def _confine(confinement: Confinement, libc, *, own_pid_namespace: bool) -> None:
-    """Landlock, no capabilities, seccomp: the part of the jail that needs no namespace."""
+def _confine(confinement: Confinement, libc, *, own_pid_namespace: bool, scoped: bool = True) -> None:
+    """Landlock, no capabilities, seccomp: the part of the jail that needs no namespace (``scoped``:
+    Landlock's scope of signals and abstract sockets too, where its ABI has it)."""
     syscalls.check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     abi = min(landlock.landlock_abi(), confinement.landlock_abi or 1 << 30)
-    ruleset = landlock.build_ruleset(confinement, libc, abi)
+    ruleset = landlock.build_ruleset(confinement, libc, abi, scoped=scoped)
     _drop_capabilities(libc)
     syscalls.check(libc.syscall(landlock.SYS_RESTRICT_SELF, ruleset, ctypes.c_uint32(0)), "landlock_restrict_self")
     os.close(ruleset)

@@ -78,14 +78,14 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def build_ruleset(confinement, libc, abi: int) -> int:
+def build_ruleset(confinement, libc, abi: int, scoped: bool = True) -> int:
     """A Landlock ruleset (its descriptor) granting what ``confinement`` (a :class:`~autograder.sandbox.jail.Confinement`)
-    allows, with the rights ``abi`` can express."""
+    allows, with the rights ``abi`` can express (``scoped``: signals and abstract unix sockets kept inside its domain)."""
     if abi < STRICT_LANDLOCK_ABI:
         raise syscalls.JailError(landlock_status()[1] or f"Landlock ABI {abi}")
     every = _fs_rights(abi)
     attr = _RulesetAttr(every, (NET_BIND_TCP | NET_CONNECT_TCP) * (abi >= 4),
-                        (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) * (abi >= 6))
+                        (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) * (abi >= 6 and scoped))
     ruleset = syscalls.check(libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr),
                                           ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0)),
                              "landlock_create_ruleset")

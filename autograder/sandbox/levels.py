@@ -58,7 +58,7 @@ def guarantees() -> list[tuple[str, str, str]]:
         signals = "a pid namespace (no process outside it can be named); seccomp refuses ptrace" + \
             (f"; Landlock's signal scope (ABI {abi})" if abi >= 6 else "")
         processes = ("every process it starts ends with the problem; at most 400",
-                     "pid 1 of its own pid namespace; RLIMIT_NPROC in its own user namespace"
+                     "its own pid namespace, under a minimal init; RLIMIT_NPROC in its own user namespace"
                      + ("; a pids cgroup" if "pids" in kinds else ""), "")
     else:
         scratch = (f"the grader measures the folder every {SCRATCH_POLL:g} s and stops the worker past the limit "

@@ -99,14 +99,44 @@ def children(parent: int) -> list[int]:
     return [pid for depth, pid in _tree(parent) if depth == 1]
 
 
-def pid_namespace(launcher: int) -> str | None:
-    """The pid namespace of the launcher's children, if it is not this grader's own (never one
-    whose processes are not all the worker's)."""
+WORKER_PID = 2  # the worker's pid in its own pid namespace: the first process its init (pid 1) forks
+
+
+def namespace_worker(launcher: int) -> int | None:
+    """The process running the learner's code in the worker's pid namespace, by this grader's pid:
+    the child of the namespace's init (the launcher's one child) that is pid 2 inside (orphans the
+    init adopted are its children too); None when there is none."""
+    found = [pid for depth, pid in _tree(launcher) if depth == 2 and inner_pid(pid) == WORKER_PID]
+    return found[0] if len(found) == 1 else None
+
+
+def inner_pid(pid: int) -> int | None:
+    """A process's pid in its own (innermost) pid namespace: the last of its ``NSpid`` (None when gone)."""
     try:
-        namespace = os.readlink(f"/proc/{launcher}/ns/pid_for_children")
-        return None if namespace == os.readlink("/proc/self/ns/pid") else namespace
+        with open(f"/proc/{pid}/status", "rb") as f:
+            return next(int(line.split()[-1]) for line in f if line.startswith(b"NSpid:"))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def pid_namespace(launcher: int) -> tuple[str, int] | None:
+    """The pid namespace of the launcher's children, if it is not this grader's own (never one
+    whose processes are not all the worker's): its name, and a descriptor open on it, to close once
+    done with the name. While that is open the namespace outlives its processes and its name stays
+    its own: the kernel gives an ended namespace's number to the next namespace made, at once
+    (another worker's, whose processes a look for this one's would find, and kill)."""
+    try:
+        fd = os.open(f"/proc/{launcher}/ns/pid_for_children", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        namespace = f"pid:[{os.fstat(fd).st_ino}]"  # (as its link reads: the namespace's number)
+        if namespace != os.readlink("/proc/self/ns/pid"):
+            return namespace, fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
 
 
 def namespace_pids(namespace: str) -> list[int]:

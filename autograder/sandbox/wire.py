@@ -77,3 +77,17 @@ def recv(fd: int, deadline: float | None = None, limit: int = MAX_FRAME):
         return json.loads(body)
     except (ValueError, RecursionError) as exc:
         raise FrameError(f"not JSON ({type(exc).__name__})") from None
+
+
+ERROR_KINDS = ("exception", "memory", "not_implemented", "setup", "bad_return", "devices")
+
+
+def clean_error(raw) -> dict:
+    """An error frame from the worker, reduced to bounded plain fields of known kinds."""
+    raw = raw if isinstance(raw, dict) else {}
+    kind = raw.get("kind") if raw.get("kind") in ERROR_KINDS else "exception"
+    line = raw.get("line") if type(raw.get("line")) is int else None
+    mro = [m[:100] for m in raw.get("mro", [])[:64] if isinstance(m, str)] if isinstance(raw.get("mro"), list) else []
+    text = lambda k: raw.get(k)[:500] if isinstance(raw.get(k), str) else ""  # noqa: E731
+    return {"kind": kind, "type": text("type")[:100], "line": line, "mro": mro, "message": text("message"),
+            "detail": text("detail")}

@@ -9,6 +9,7 @@ problem ends.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import subprocess
@@ -38,7 +39,6 @@ from autograder.wall import codec
 # (on a restart, compiling is most of a small model's time). The learner's own folder: only that
 # learner's later runs read it.
 COMPILE_CACHE = ".jax-compiled"
-_ERROR_KINDS = ("exception", "memory", "not_implemented", "setup", "bad_return", "devices")
 
 
 class IsolationUnavailable(RuntimeError):
@@ -112,17 +112,6 @@ def _strict_probe() -> tuple[bool, tuple, str]:
     return False, (refused,), refused
 
 
-def _clean_error(raw) -> dict:
-    """An error frame from the worker, reduced to bounded plain fields of known kinds."""
-    raw = raw if isinstance(raw, dict) else {}
-    kind = raw.get("kind") if raw.get("kind") in _ERROR_KINDS else "exception"
-    line = raw.get("line") if type(raw.get("line")) is int else None
-    mro = [m[:100] for m in raw.get("mro", [])[:64] if isinstance(m, str)] if isinstance(raw.get("mro"), list) else []
-    text = lambda k: raw.get(k)[:500] if isinstance(raw.get(k), str) else ""  # noqa: E731
-    return {"kind": kind, "type": text("type")[:100], "line": line, "mro": mro, "message": text("message"),
-            "detail": text("detail")}
-
-
 # ---------------------------------------------------------------------------------------------
 # The worker
 
@@ -194,6 +183,7 @@ class Worker:
                     "compile_cache": os.path.join(os.path.realpath(self.scratch), COMPILE_CACHE)
                     if compile_cache and keep_scratch else None}
         self.namespace: str | None = None
+        self._namespace_fd: int | None = None  # open on it until this worker's end is done (proctree.pid_namespace)
         self.started = False  # whether the worker said its own start was over (learner code runs after)
         self.oom_kills = cgroups.oom_kills()  # the machine's OOM kills so far: one more, and a SIGKILL is the machine's
         asked = time.monotonic()
@@ -260,9 +250,9 @@ class Worker:
                 if not self.started:  # it died before running any learner code: the grader's failure
                     result.status = "failed_start"
                 return
-            self.namespace = proctree.pid_namespace(self.proc.pid) if self.level == STRICT and self.confinement.namespaces else None
+            self._hold_namespace()
             if not isinstance(first, dict) or not first.get("loaded"):
-                result.setup = _clean_error(first.get("setup") if isinstance(first, dict) else None)
+                result.setup = wire.clean_error(first.get("setup") if isinstance(first, dict) else None)
                 result.status = "ok"
                 return
             # One count per case: a case's window opens where the last one closed (before its file
@@ -315,13 +305,16 @@ class Worker:
         own, and that of the children each one has reaped."""
         return proctree.tree_cpu_seconds(self.proc.pid)
 
+    def _hold_namespace(self) -> None:  # its name, and a descriptor keeping it ours (proctree.pid_namespace)
+        if self.level == STRICT and self.confinement.namespaces:
+            self.namespace, self._namespace_fd = proctree.pid_namespace(self.proc.pid) or (None, None)
+
     # -- memory, measured from here -------------------------------------------------------------
     def _learner_pid(self) -> int | None:
-        """The process that runs the learner's code: pid 1 of the worker's own pid namespace (the
-        launcher's one child), else the worker itself."""
+        """The process that runs the learner's code: pid 2 of the worker's own pid namespace (the
+        child of its init, which is the launcher's one child), else the worker itself."""
         if self.level == STRICT and self.confinement.namespaces:
-            children = proctree.children(self.proc.pid)
-            return children[0] if len(children) == 1 else None
+            return proctree.namespace_worker(self.proc.pid)
         return self.proc.pid
 
     def _measure_from(self) -> None:
@@ -364,7 +357,7 @@ class Worker:
         peaks = {} if peak_bytes is None else {"peak_bytes": peak_bytes, "anonymous_peak_bytes": self._anonymous_peak()}
         if "value" in answer:
             return {"value": codec.decode(answer["value"], checked=True), "read_bytes": read_bytes, **peaks}
-        return {"error": _clean_error(answer.get("error")), **peaks}
+        return {"error": wire.clean_error(answer.get("error")), **peaks}
 
     # -- the end ----------------------------------------------------------------------------------
     def _stop(self) -> None:
@@ -372,26 +365,28 @@ class Worker:
         namespace is empty."""
         with self._reaping:  # (not through a number that may be another process's by now)
             live = not self._reaped()
-            namespace = self.namespace or (proctree.pid_namespace(self.proc.pid) if live and self.level == STRICT and self.confinement.namespaces else None)
+            if self.namespace is None and live:
+                self._hold_namespace()
+            namespace = self.namespace
             if live:
                 self.result.peak_bytes = proctree.tree_peak_bytes(self.proc.pid)
         if namespace:
-            # Pid 1 first: the kernel kills the whole namespace and reaps it before pid 1 ends; then
-            # the launcher, which waits for pid 1, reaps it and exits. (Killing the launcher first
-            # would leave pid 1 to be reaped by the machine's init, whenever it gets to it.)
+            # Pid 2 first: its init exits with its status and the kernel ends the namespace; the init only if
+            # still there (the launcher, killed first, would leave it to the machine's init).
             with self._reaping:
-                if not self._reaped():
-                    for pid in proctree.children(self.proc.pid):
+                for targets in (lambda: [self._learner_pid()], lambda: proctree.children(self.proc.pid)):
+                    for pid in [] if self._reaped() else filter(None, targets()):
                         proctree.kill(pid)
-                try:
-                    self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        self.proc.wait(timeout=5)
+                        break
         self._kill_group()  # the launcher's group (basic: the worker's group)
         with self._reaping:
             self.proc.wait()
         if namespace:
             proctree.wait_gone(namespace)
+        if self._namespace_fd is not None:  # (from now on its name may be another namespace's)
+            os.close(self._namespace_fd)
         for fd in (self.to_w, self.from_r):
             try:
                 os.close(fd)
@@ -473,10 +468,9 @@ class Worker:
             if not (children and self.level == STRICT and self.confinement.namespaces):
                 proctree.kill(-self.proc.pid)
 
-    def terminate(self) -> None:  # SIGTERM the learner's process, a preemption notice (8.3; SECURITY.md), any thread
-        with self._reaping:  # (in a pid namespace, the launcher's one child runs it; else the launcher does)
-            own = self.level == STRICT and self.confinement.namespaces
-            for pid in () if self._reaped() else proctree.children(self.proc.pid) if own else (self.proc.pid,):
+    def terminate(self) -> None:  # SIGTERM the learner's process (pid 2, never its init): 8.3's notice, any thread
+        with self._reaping:
+            if not self._reaped() and (pid := self._learner_pid()) is not None:
                 proctree.kill(pid, 15)  # SIGTERM
 
     def _kill_group(self) -> None:
