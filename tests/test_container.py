@@ -55,8 +55,7 @@ def dense_checkpoint_accounting(seed, x, num_shards, features):
     held = np.ones(KIB * 1024 // 8)  # real pages: under its own 4 GiB limit, over the container's memory
     return np.array([held.sum(), 0.0])
 """
-# Ends as a killed worker looks (exit status 137; SIGKILL to itself does nothing to pid 1 of its
-# own pid namespace, which a strict worker is), with no OOM kill.
+# Ends as a killed worker looks (exit status 137, as its launcher reports a SIGKILL), with no OOM kill.
 _SELF_KILLED = """
 import os
 def dense_checkpoint_accounting(seed, x, num_shards, features):
