@@ -143,16 +143,22 @@ class ProblemHandle:
                 return CheckResult(p, "error", f"{p.function} must take {len(p.signature)} arguments: {p.call}.")
         except (TypeError, ValueError):
             pass
+        used = _course_helper(p, fn)
+        if used:  # as grading and `autograder check` say it (engine/locate.py)
+            from autograder.engine.locate import course_helper_message
+
+            return CheckResult(p, "incorrect", course_helper_message(p, used))
+        ready = _real_examples(p.examples)
         for i, ex in enumerate(p.examples, 1):
             if isinstance(ex.expected, Raises):
-                bad = _expect_raise(fn, ex)
+                bad = _expect_raise(fn, ex, ready[i - 1] if ready else None)
                 if bad:
                     return CheckResult(p, "incorrect", f"example {i}: {bad}",
                                        f"{p.function}({_args(ex.args)})\n  expected: raise {ex.expected.type} "
                                        f"mentioning {ex.expected.mentions!r}")
                 continue
             try:
-                real_args = _real_args(ex.args)
+                real_args = ready[i - 1] if ready else _real_args(ex.args)
                 with _reading(p) as reads:
                     got = p.returns.run_example(fn, ex.args, real_args)
             except NotImplementedError:
@@ -184,7 +190,10 @@ class ProblemHandle:
                                    f"  got      {_fmt(got, False)}")
         n = len(p.examples)
         self._debriefed = True  # a correct check opens .debrief(); the result shows the debrief under it
-        return CheckResult(p, "correct", f"public examples {n}/{n} passed. Hidden tests run when graded (make check, or your instructor).",
+        # (memory is measured from outside the process running the function: the grader's worker, never the kernel)
+        memory = " They measure your function's memory too, which this check cannot." if p.measure_memory else ""
+        return CheckResult(p, "correct", f"public examples {n}/{n} passed. Hidden tests run when graded (make check, or "
+                                         f"your instructor).{memory}",
                            "\n".join(p.debrief()))
 
     def debrief(self) -> None:
@@ -278,6 +287,115 @@ def _real_args(args):
     return codec.materialize(args)
 
 
+def _course_helper(problem: registry.Problem, fn) -> str | None:
+    """The first module of ``problem.forbidden`` (or below one) the function reaches, as the kernel holds
+    it (grading reads the source instead: engine/locate.py): a name its code uses bound to such a module
+    or to something defined in one, a module it imports itself, or the same in a function of the
+    learner's it calls (one defined in the same namespace)."""
+    import types
+
+    if not problem.forbidden:
+        return None
+
+    def banned(name) -> bool:
+        return isinstance(name, str) and any(name == f or name.startswith(f + ".") for f in problem.forbidden)
+
+    seen, functions = set(), [fn]
+    while functions:
+        function = functions.pop()
+        code, names = getattr(function, "__code__", None), getattr(function, "__globals__", None)
+        if code is None or names is None or code in seen:
+            continue
+        seen.add(code)
+        used, codes = set(), [code]
+        while codes:  # its own names and those of the functions and comprehensions inside it
+            c = codes.pop()
+            used.update(c.co_names)
+            codes += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+        for name in sorted(used):
+            dotted = [name] + [f"{name}.{attr}" for attr in used]  # an import inside: `from ckptlab import hf`
+            hit = next((d for d in dotted if banned(d)), None)
+            if hit:
+                return hit
+            value = names.get(name)
+            reached = [value] + ([_attribute(value, attr) for attr in used] if isinstance(value, types.ModuleType) else [])
+            for v in reached:
+                where = v.__name__ if isinstance(v, types.ModuleType) else _attribute(v, "__module__")
+                if banned(where):
+                    return where
+            if isinstance(value, types.FunctionType) and value.__globals__ is names:
+                functions.append(value)
+    return None
+
+
+def _attribute(value, name: str):
+    try:
+        return getattr(value, name, None)
+    except Exception:  # noqa: BLE001 - a module's lazy attribute, or an object of the learner's that raises
+        return None
+
+
+_MADE: dict = {}  # repr of a problem's examples -> (a folder its helper-made files were written to, once; their args)
+_MADE_PREFIX = "ckpt-examples-"  # then this process's pid: a kernel killed (restarted) leaves its folder, the next removes it
+
+
+def _sweep_made_folders(parent: str) -> None:
+    """Remove the folders of :data:`_MADE` that processes of this uid which no longer run left in ``parent``."""
+    import re
+    import shutil
+
+    for name in os.listdir(parent):
+        match = re.fullmatch(re.escape(_MADE_PREFIX) + r"(\d+)-\w+", name)
+        path = os.path.join(parent, name)
+        if match is None or int(match.group(1)) == os.getpid() or os.path.islink(path):
+            continue
+        try:
+            if os.lstat(path).st_uid != os.geteuid():
+                continue
+            os.kill(int(match.group(1)), 0)  # its process runs: kept
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def _real_examples(examples) -> list | None:
+    """Every example's arguments at once (as :func:`_real_args` makes them) where any holds a folder that a
+    helper process writes (a killed saver's root, tiers: seconds apiece): written once in this process, for
+    all the examples, then copied afresh for each check (a function may write where it should only read).
+    None where none does: each example's files are then written when it runs."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from autograder.wall import codec, files, kinds
+
+    if not any(files.has_files(ex.args, (kinds.PreemptedRootArg, kinds.TieredRootArg)) for ex in examples):
+        return None
+    key = repr(tuple(ex.args for ex in examples))
+    if key not in _MADE:
+        folder = tempfile.mkdtemp(prefix=f"{_MADE_PREFIX}{os.getpid()}-")
+        if not _MADE:
+            _sweep_made_folders(os.path.dirname(folder))
+            atexit.register(lambda: [shutil.rmtree(f, ignore_errors=True) for f, _ in _MADE.values()])
+        _MADE[key] = folder, files.realize(copy.deepcopy(tuple(ex.args for ex in examples)), folder)
+    source, made = _MADE[key]
+    target = tempfile.mkdtemp(prefix="ckpt-example-")
+    _EXAMPLE_FOLDERS.append(target)
+    shutil.copytree(source, target, dirs_exist_ok=True)
+
+    def moved(leaf):
+        if not (isinstance(leaf, str) and leaf.startswith(source + os.sep)):
+            return leaf
+        path = target + leaf[len(source):]
+        if type(leaf) is str:
+            return path
+        kind, args = leaf.__reduce__()[:2]  # a path carrying facts (files.TieredPath's restore): kept
+        return kind(path, *args[1:])
+
+    return list(codec.materialize(codec.map_leaves(made, moved)))
+
+
 def _remove_example_files() -> None:
     """Remove the folders a check's examples were written to (a checkpoint each: megabytes a run of
     the check cell would otherwise leave in the temporary folder, every time)."""
@@ -312,11 +430,11 @@ def _too_many_reads(ex, read: int | None) -> str | None:
             "open(path, 'rb', buffering=0): a buffered file fetches a whole buffer (the file's st_blksize, often 4 KiB) for each small read.")
 
 
-def _expect_raise(fn, ex) -> str | None:
+def _expect_raise(fn, ex, real_args=None) -> str | None:
     """None when ``fn`` raises the expected exception with a message naming what is wrong."""
     want = ex.expected
     try:
-        got = fn(*_real_args(ex.args))
+        got = fn(*(real_args if real_args is not None else _real_args(ex.args)))
     except NotImplementedError:
         return "still the stub: replace `raise NotImplementedError` with your code."
     except Exception as exc:  # noqa: BLE001

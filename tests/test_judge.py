@@ -203,3 +203,25 @@ def test_syntax_trees_built_on_two_threads_at_once_never_fail_the_grader():
     if sys.version_info[:2] == (3, 11):  # (where CPython has the bug: the control must reproduce it)
         assert "recursion depth mismatch" in run("plain", 30)
     assert run("serialized", 2) == "none"
+
+
+def test_a_public_examples_silence_does_not_outvote_the_hidden_family_that_names_it():
+    """Public examples carry the statement's traps (tests/test_public_checks_catch.py): an answer that
+    returns where two of them raise fails them with a bare "should raise" (an example has no family),
+    and the hidden case of that mistake names it. The family is the message; the control, a silence no
+    hidden case names, keeps the bare one."""
+    from autograder.hidden import Case, Hidden
+    from autograder.wall.returns import Raises
+
+    hidden = Hidden(generate=lambda rng: [], messages={"should_raise": "Raise where it must.",
+                                                      "should_raise/unplaced": "Silent: a leaf with no place.",
+                                                      "other": "Wrong on another case."})
+    p = registry.get("7.2")
+    cases = [Case("public", ()), Case("public", ()), Case("unplaced", ()), Case("other", ())]
+    returned = RunResult("ok", cases=[{"value": {}}] * 4)
+    status, category, message = judge(p, hidden, cases, [Raises("ValueError")] * 3 + [{}], returned, "", timeout=60.0)
+    assert (status, category) == ("incorrect", "should_raise/unplaced") and "Silent: a leaf with no place." in message
+    assert "It fails a public example too" in message
+    control = [Case("public", ()), Case("public", ()), Case("other", ()), Case("other", ())]
+    status, category, _ = judge(p, hidden, control, [Raises("ValueError")] * 3 + [{}], returned, "", timeout=60.0)
+    assert category == "should_raise"

@@ -197,6 +197,10 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
         return "correct", "", f"All {len(cases)} cases passed."
     # The mistake that explains the most failing cases; else the first failing family, in message order.
     diagnosed = Counter(d for _, d in failing if d)
+    if any(c.category != "public" and d and d.startswith("should_raise/") for c, d in failing):
+        # A public example's silence (a bare "should raise": an example has no family) is one a hidden case
+        # names: it does not outvote the family that names it.
+        diagnosed -= Counter(d for c, d in failing if c.category == "public" and d == "should_raise")
     hidden_failing = [c.category for c, _ in failing if c.category != "public"]
     public_failing = len(hidden_failing) < len(failing)
     if diagnosed:

@@ -44,10 +44,14 @@ def locate(problem, sub: extract.Submission) -> ProblemResult | None:
         return problem_result(problem, "error", bad, category="signature")
     used = _uses(sub, problem)
     if used:
-        return problem_result(problem, "incorrect", f"{problem.function} uses the course's own {used}, the lesson's "
-                              "answer to this problem: write it with the libraries (JAX, Orbax, safetensors), as the "
-                              "lesson does inside that helper.", category="course_helper")
+        return problem_result(problem, "incorrect", course_helper_message(problem, used), category="course_helper")
     return None
+
+
+def course_helper_message(problem, used: str) -> str:
+    """What a function that uses a module of ``problem.forbidden`` is told (here and by the notebook's check)."""
+    return (f"{problem.function} uses the course's own {used}, the lesson's answer to this problem: write it with "
+            "the libraries (JAX, Orbax, safetensors), as the lesson does inside that helper.")
 
 
 def _uses(sub: extract.Submission, problem) -> str | None:

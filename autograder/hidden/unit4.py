@@ -4,9 +4,7 @@ the grader with the ``safetensors`` package, fresh for each learner."""
 from __future__ import annotations
 
 import itertools
-import json
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,26 +34,6 @@ def _others(rng, n=2):
 # ---------------------------------------------------------------------------------------------
 # 4.1 parse_safetensors_header
 
-@dataclass(frozen=True)
-class _SpoiledEntry(SafetensorsArg):
-    """The damage "bad_entry" for the fields ``SafetensorsArg`` leaves whole (it spoils "data_offsets"):
-    the first tensor's ``spoiled`` field ("dtype" or "shape") given another JSON type, an int dtype
-    (its width) or a str shape ("16x8"), the header's length kept."""
-
-    spoiled: str = "dtype"
-
-    def content(self) -> bytes:
-        data = self.intact()
-        n = int.from_bytes(data[:8], "little")
-        parsed = json.loads(data[8:8 + n])
-        entry = parsed[next(k for k in parsed if k != "__metadata__")]
-        entry[self.spoiled] = (np.dtype(next(d for _, _, d in self.tensors)).itemsize if self.spoiled == "dtype"
-                               else "x".join(map(str, entry["shape"])))
-        text = json.dumps(parsed, separators=(",", ":")).encode()
-        assert len(text) <= n
-        return data[:8] + text.ljust(n) + data[8 + n:]
-
-
 def _header_cases(rng):
     def file(tensors, metadata=(), damage=""):
         return (SafetensorsArg(tuple(tensors), _seed(rng), tuple(metadata), damage),)
@@ -75,9 +53,7 @@ def _header_cases(rng):
         Case("many_tensors", file([(f"layers.{i}.w", (int(rng.integers(1, 6)), 4), "float32") for i in range(12)])),
         *[Case("truncated", file(mixed[:2], damage=d)) for d in TRUNCATED],
         Case("truncated", file(tiny, damage="data_cut")),
-        *[Case("corrupt", file(mixed[:2], damage=d)) for d in CORRUPT],
-        *[Case("corrupt", (_SpoiledEntry(tuple(mixed[:2]), _seed(rng), (), "bad_entry", field),))
-          for field in ("dtype", "shape")],
+        *[Case("corrupt", file(mixed[:2], damage=d)) for d in CORRUPT],  # (bad_dtype, bad_shape: every field checked)
     ]
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from autograder.declarations import CONVENTIONS, Example, Problem, Unit
 from autograder.wall.kinds import PreemptedRootArg, RunFolder
-from autograder.wall.problem_returns import ResumedRun
 from autograder.wall.returns import Struct
+from autograder.wall.run_returns import ResumedRun
 
 UNIT = Unit(
     number=5,
@@ -38,7 +38,8 @@ UNIT = Unit(
 )
 
 # A root a saver left when it was killed while its fourth step was being written (POSIX protocol).
-_KILLED_IN_TMP = PreemptedRootArg((("kill", "tmp"), ("min_committed", 3), ("max_to_keep", 3), ("seed", 1)))
+# (``steps`` one beyond ``min_committed``: the kill meets that step's save or the saver is made again, never a later one)
+_KILLED_IN_TMP = PreemptedRootArg((("kill", "tmp"), ("min_committed", 3), ("max_to_keep", 3), ("seed", 1), ("steps", 4)))
 
 PROBLEMS = (
     Problem(
@@ -125,6 +126,14 @@ PROBLEMS = (
         ),
         examples=(
             Example((_KILLED_IN_TMP,), 3, "killed while step 4 was in its temporary folder"),
+            Example((PreemptedRootArg((("commit_file", True), ("kill", "uncommitted"), ("max_to_keep", None),
+                                       ("min_committed", 4), ("seed", 2), ("steps", 5)),
+                                      (("state_unreadable", 1), ("data_removed", 2))),), 3,
+                    "the object-store protocol, killed while step 5 was written in place (no commit_success.txt); "
+                    "step 4's state no longer restores, and steps 3 and 4 lost their data item: step 3's state "
+                    "restores"),
+            Example((PreemptedRootArg((("kill", "first"), ("seed", 3))),), None,
+                    "killed during its first save: no step committed"),
         ),
         timeout=60.0,
         difficulty="medium",
@@ -181,9 +190,11 @@ PROBLEMS = (
         ),
         examples=(
             Example((RunFolder(), 3, 0), None, "three steps in a fresh folder, not interrupted"),
-            Example((RunFolder(left_at=2), 4, 0), None,
+            Example((RunFolder(left_at=2, plant=5), 4, 0), None,
                     "a run stopped after step 2 committed (your function, called first with total_steps 2), "
-                    "started again for 4 steps: it must go on from step 2, on the batches that come next"),
+                    "started again for 4 steps: it must go on from step 2, on the batches that come next; before "
+                    "the second call the check, as the grader does, puts another valid state in step 2, so only a "
+                    "run that restores what the step holds ends right"),
         ),
         timeout=60.0,
         mode="preempted",

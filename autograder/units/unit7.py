@@ -59,12 +59,35 @@ _RENAME = {"params/layer0/kernel": "params/block0/kernel", "params/layer0/bias":
            "params/layer1/kernel": None, "params/layer1/bias": None}
 _NEW = {"params/block0/scale": np.ones(8, np.float32)}
 
+
+def _retarget(**params) -> dict:
+    """_NEW_TARGET with some of its 'params' entries put in place of its own."""
+    return {**_NEW_TARGET, "params": {**_NEW_TARGET["params"], **params}}
+
+
+_BLOCK0_NO_BIAS = {k: v for k, v in _NEW_TARGET["params"]["block0"].items() if k != "bias"}
+
 # Two small checkpoints of one model: b lacks a bias, has a head, and its embedding cast to bfloat16.
 _MODEL = (("params/embed", (16, 8), "float32", ()), ("params/layer0/kernel", (8, 8), "float32", ()),
           ("params/layer0/bias", (8,), "float32", ()), ("step", (), "int32", ()))
 _A = TreeCheckpointArg(_MODEL, (("x", 1),), 5)
 _B = TreeCheckpointArg(_MODEL, (("x", 1),), 5, (("drop", "params/layer0/bias"), ("add", "params/head", (8, 4), "float32"),
                                                 ("cast", "params/embed", "bfloat16")))
+# Counters one apart, each the same number as the float of its width (2^24 + 3 rounds to 2^24 + 4 in
+# float32, 2^53 + 5 to 2^53 + 4 in float64), and a NaN at the same place on both sides.
+_COUNTED = _MODEL + (("tokens_seen", (2,), "int64", ()),)
+_NAN = (("set", "params/layer0/kernel", 1, float("nan")),)
+_COUNTERS_A = TreeCheckpointArg(_COUNTED, (("x", 1),), 6, _NAN + (("set", "step", 0, 2**24 + 4),
+                                                                 ("set", "tokens_seen", 0, 2**53 + 4)))
+_COUNTERS_B = TreeCheckpointArg(_COUNTED, (("x", 1),), 6, _NAN + (("set", "step", 0, 2**24 + 3),
+                                                                 ("set", "tokens_seen", 0, 2**53 + 5)))
+# With rtol 0.1: a kernel scaled by 1.105 (within 0.1 of the larger value, not of the smaller), an
+# infinity against 1.0, 1e-12 against 3e-12 (an absolute term would hide them).
+_TOLERANT_A = TreeCheckpointArg(_MODEL, (("x", 1),), 7, _NAN + (("set", "params/layer0/bias", 0, 1e-12),
+                                                               ("set", "params/embed", 3, float("inf"))))
+_TOLERANT_B = TreeCheckpointArg(_MODEL, (("x", 1),), 7, _NAN + (("scale", "params/layer0/kernel", 1.105),
+                                                               ("set", "params/layer0/bias", 0, 3e-12),
+                                                               ("set", "params/embed", 3, 1.0)))
 
 # A scanned model of two layers (MaxText's names, stacked along axis 1) on a 2 x 8 mesh.
 _SCAN_MESH = (("data", 2), ("model", 8))
@@ -162,6 +185,32 @@ PROBLEMS = (
                     "layer0 renamed block0 with a new scale, layer1 dropped"),
             Example((TreeCheckpointArg(_OLD, (("x", 1),), 4), _NEW_TARGET, _RENAME, {}),
                     Raises("ValueError", word="scale"), "the same, the new scale's value missing: raise"),
+            Example((TreeCheckpointArg(_OLD, (("x", 1),), 4), _NEW_TARGET,
+                     {"params/layer0/kernel": "params/block0/kernel", "params/layer0/bias": "params/block0/bias"}, _NEW),
+                    Raises("ValueError", word="params/layer1"),
+                    "layer1 neither dropped nor renamed: saved leaves with no place in the new model, raise"),
+            Example((TreeCheckpointArg(_OLD, (("x", 1),), 4), _retarget(embed=AbstractArg((16, 8), "bfloat16")), _RENAME,
+                     _NEW), Raises("ValueError", word="params/embed"),
+                    "the new model's embed is bfloat16, saved as float32: never cast it, raise"),
+            Example((TreeCheckpointArg(_OLD, (("x", 1),), 4), _retarget(embed=AbstractArg((32, 8), "float32")), _RENAME,
+                     _NEW), Raises("ValueError", word="params/embed"),
+                    "the new model's embed has 32 rows, 16 saved: never pad it, raise"),
+            Example((TreeCheckpointArg(_OLD, (("x", 1),), 4),
+                     _retarget(block0={**_NEW_TARGET["params"]["block0"], "bias": AbstractArg((1, 8), "float32")}),
+                     _RENAME, _NEW), Raises("ValueError", word="bias"),
+                    "the new model's block0 bias is (1, 8), saved (as layer0's) as (8,), the same size: never reshape "
+                    "it, raise"),
+            Example((TreeCheckpointArg(_OLD, (("x", 1),), 4),
+                     _retarget(layer1={"kernel": AbstractArg((8, 8), "float32"), "bias": AbstractArg((8,), "float32")}),
+                     _RENAME, {**_NEW, "params/embed": np.zeros((16, 8), np.float32),
+                               "params/layer1/kernel": np.full((8, 8), 0.5, np.float32),
+                               "params/layer1/bias": np.zeros(8, np.float32)}), None,
+                    "new also gives embed, which the checkpoint provides (the saved value stays), and a new layer1 "
+                    "under the name of the layer rename dropped (new's values, not the saved ones)"),
+            Example((TreeCheckpointArg(_OLD, (("x", 1),), 4), _retarget(block0=_BLOCK0_NO_BIAS),
+                     {**_RENAME, "params/layer0/bias": "params/block0/b"}, _NEW),
+                    Raises("ValueError", word="params/layer0/bias"),
+                    "layer0's bias renamed to params/block0/b, a path the new model lacks: raise, naming it"),
         ),
         timeout=60.0,
         difficulty="hard",
@@ -211,6 +260,14 @@ PROBLEMS = (
             Example((_A, _B, 0.01), {"missing": ["params/layer0/bias"], "extra": ["params/head"],
                                      "mismatched": ["params/embed"], "differing": []},
                     "the same with rtol 0.01: the cast is within it"),
+            Example((_COUNTERS_A, _COUNTERS_B, 0.0), {"missing": [], "extra": [], "mismatched": [],
+                                                      "differing": ["step", "tokens_seen"]},
+                    "an int32 step above 2^24 and an int64 count above 2^53, each one apart (as floats of their width, "
+                    "the same number); a NaN at the same place on both sides (rtol 0)"),
+            Example((_TOLERANT_A, _TOLERANT_B, 0.1), {"missing": [], "extra": [], "mismatched": [],
+                                                      "differing": ["params/embed", "params/layer0/bias"]},
+                    "rtol 0.1: a kernel scaled by 1.105 (within 0.1 of the larger value), with a NaN on both sides; "
+                    "an infinity against 1.0; 1e-12 against 3e-12"),
         ),
         forbidden=("ckptlab.tool",),  # the course's own checkpoint tool (its diff among them)
         timeout=60.0,
@@ -266,6 +323,13 @@ PROBLEMS = (
         examples=(
             Example((_SCANNED, OutputFolder(), MeshArg(_SCAN_MESH), ["params/decoder/layers"], 1), None,
                     "two layers stacked along axis 1, on a 2 x 8 mesh"),
+            Example((TreeCheckpointArg(_SCANNED.arrays[:2] + (
+                        ("params/decoder/layers/mlp/wi/kernel", (3, 32, 64), "float32", (None, None, ("data", "model"))),
+                        ("params/decoder/layers_post_norm/scale", (3, 32), "float32", (None, ("data", "model")))), _SCAN_MESH,
+                       8),
+                     OutputFolder(), MeshArg(_SCAN_MESH), ["params/decoder/layers"], 0), None,
+                    "three layers stacked along axis 0, beside a leaf of another name that begins like the group's "
+                    "(layers_post_norm): not under the group, saved as it was"),
         ),
         measure_memory=True,
         mode="readback",

@@ -104,8 +104,8 @@ PROBLEMS = (
             + _CONVERSION_WORDS + " Store every tensor in `dtype` (`\"float32\"` or `\"bfloat16\"`), each "
             "transform done in float32 as saved and the cast last. Write the tensors as safetensors files "
             "named `model-00001-of-0000N.safetensors` to `model-0000N-of-0000N.safetensors`, each file's header "
-            "holding `\"__metadata__\": {\"format\": \"pt\"}` (as `save_pretrained` writes it: Hugging Face's loader "
-            "turns away metadata that names no format it knows), "
+            "holding `\"__metadata__\": {\"format\": \"pt\"}` (as `save_pretrained` writes it: transformers 4.x's loader "
+            "turns away a file whose metadata names another format, 5.x reads none), "
             "each file at most `max_shard_bytes` bytes of tensors unless it holds a single tensor; then "
             "`model.safetensors.index.json`, `{\"metadata\": {\"total_size\": <bytes of all the tensors>}, "
             "\"weight_map\": {<tensor>: <its file>}}`; and `config.json`, `config` with `\"torch_dtype\"` set "
@@ -123,8 +123,10 @@ PROBLEMS = (
             "Restore one leaf at a time (a partial restore of a one-leaf tree, to NumPy) and turn it into its "
             "tensors before restoring the next. Which file each tensor goes to can be planned from the shapes "
             "alone, before any value is read, so that a file is written as soon as its tensors are all there.",
-            "`safetensors.numpy.save_file` writes each array's buffer as it lies in memory: a transposed view "
-            "(`kernel.T`) is written untransposed, under the transposed shape; make it contiguous first. It "
+            "`safetensors.numpy.save_file` writes an array's bytes from its first element as they lie in memory, "
+            "whatever its strides, so any non-contiguous view is written wrong: a transposed view (`kernel.T`) "
+            "untransposed under the transposed shape, a column slice of `qkv` as the bytes after its first "
+            "element. Make every tensor contiguous first (`np.ascontiguousarray`). It "
             "writes bfloat16 (ml_dtypes'), which `safe_open` reads back. Or write a file yourself: an 8-byte "
             "little-endian header length, the JSON header, then each tensor's bytes.",
         ),
@@ -134,6 +136,10 @@ PROBLEMS = (
             Example((LlamaCheckpointArg(config=_UNTIED, seed=4, tree="linen"), OutputFolder(), _config(_UNTIED), 65536,
                      "bfloat16"),
                     None, "a Linen tree, embeddings not tied (an lm_head), stored in bfloat16"),
+            Example((LlamaCheckpointArg(config=_SMALL, seed=5, tree="nnx_state"), OutputFolder(), _config(_SMALL), 32768,
+                     "float32"),
+                    None, "an nnx.State saved as it is (each path ending in 'value'), files of at most 32 KiB: smaller "
+                          "than one kind of tensor of both layers together"),
         ),
         measure_memory=True,
         forbidden=_FORBIDDEN,
@@ -221,7 +227,8 @@ PROBLEMS = (
             "safetensors files, `model.safetensors.index.json` or one `model.safetensors`), stored in float32 or bfloat16 as its "
             "`config.json`'s `torch_dtype` says. " + _CONVERSION_WORDS + " Return True when `hf_dir` holds the "
             "same model: when the logits of a forward pass written from Hugging Face's layout, on `tokens`, "
-            "differ from those of `ckptlab.llama.logits` on the checkpoint's weights by at most a tolerance times "
+            "differ from those of `ckptlab.llama.logits` on the checkpoint's weights (float32 on any backend: its "
+            "matmuls run at `precision=\"highest\"`) by at most a tolerance times "
             "the largest |logit| of the checkpoint's model, the tolerance being 1e-4 for float32 files and 5e-2 "
             "for bfloat16 ones (a bfloat16 conversion rounds every weight). Return False otherwise. Every "
             "conversion has every tensor's name and shape right: a tree that matches proves nothing."
@@ -242,6 +249,17 @@ PROBLEMS = (
             Example((LlamaCheckpointArg(config=_SMALL, seed=7, tree="nnx_state"), HFFolderArg(_SMALL, 7, mistake="qkv_order"),
                      [3, 14, 15, 92, 65, 35]),
                     False, "the same model, its fused q, k, v columns split as q, v, k: names and shapes all match"),
+            Example((LlamaCheckpointArg(config=_UNTIED, seed=8, tree="linen"), HFFolderArg(_UNTIED, 8, dtype="bfloat16"),
+                     [7, 1, 8, 2, 8, 1]),
+                    True, "a right conversion of a Linen tree (embeddings not tied) stored in bfloat16: its logits are "
+                          "further from the checkpoint's than float32's tolerance, within bfloat16's"),
+            Example((LlamaCheckpointArg(config=_SMALL, seed=9), HFFolderArg(_SMALL, 9, mistake="rounded"), [2, 7, 1, 8]),
+                    False, "float32 files whose weights were rounded through bfloat16 on their way: float32's tolerance "
+                           "applies to them"),
+            Example((LlamaCheckpointArg(config=_SMALL, seed=10), HFFolderArg(_SMALL, 10, mistake="transpose"),
+                     [1, 4, 1, 4, 2]),
+                    False, "the last layer's o_proj reshaped where it should have been transposed: every tensor's "
+                           "name, shape, norm and sum as in a right conversion"),
         ),
         forbidden=_FORBIDDEN,
         timeout=90.0,

@@ -12,14 +12,16 @@
 - :mod:`~autograder.wall.returns`: what each problem must return, and how a return is compared: the
   contract every return spec keeps (``ReturnSpec``) and the generic specs;
   :mod:`~autograder.wall.problem_returns`: the specs written for one problem each (Unit 9's in
-  :mod:`~autograder.wall.hf_returns`);
+  :mod:`~autograder.wall.hf_returns`; the training runs of 5.3 and 8.3 in
+  :mod:`~autograder.wall.run_returns`, whose public examples run in the learner's own process, 8.3's
+  sent a real SIGTERM during an evaluation by :mod:`~autograder.wall.grace`);
 - :mod:`~autograder.wall.reads`: reading files with memory maps off, for read-counted problems;
 - :mod:`~autograder.wall.memory`: the memory-measured problems' budgets and the worker's preparation
   before its baseline;
 - :mod:`~autograder.wall.libraries`: the libraries learner code may import;
 - :mod:`~autograder.wall.reader` and :mod:`~autograder.wall.plant`: the code of the grader's own
   workers that read back a written checkpoint (6.2, 7.4; a Hugging Face folder, 9.1) and plant a
-  state in a run folder (5.3).
+  state in a run folder (5.3, 8.3; a public example's, in the learner's process).
 
 Both sides import these (the worker's side only after its jail is up); none of them imports the
 sandbox, the engine or the course's content.

@@ -1,7 +1,7 @@
 """What the problems that return a checkpoint's contents must return, one spec each (the generic
-specs are in :mod:`autograder.wall.returns`): a checkpoint restored onto a mesh (Unit 3), a
-safetensors shard (Unit 4), a resumed training run (Unit 5), and the trees served, written, placed,
-migrated and unstacked of Units 6 and 7.
+specs are in :mod:`autograder.wall.returns`; the training runs of 5.3 and 8.3 in
+:mod:`autograder.wall.run_returns`): a checkpoint restored onto a mesh (Unit 3), a safetensors shard
+(Unit 4), and the trees served, written, placed, migrated and unstacked of Units 6 and 7.
 
 Each also checks a public example from the example's own arguments (``check_example``: no reference
 needed), in the learner's kernel, on real arrays.
@@ -13,16 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autograder.wall.returns import (
-    ArrayTree,
-    ExactArray,
-    ExactArrays,
-    ReturnSpec,
-    exact_arrays_error,
-    is_int,
-    leaves_with_paths,
-    type_name,
-)
+from autograder.wall.returns import ArrayTree, ExactArray, ReturnSpec, leaves_with_paths, type_name
 
 
 @dataclass(frozen=True)
@@ -66,6 +57,8 @@ class RestoredTree(ReturnSpec):
             leaf = got[name]
             if not isinstance(leaf, jax.Array):
                 return f"{name!r} is a {type(leaf).__name__}, not a jax.Array"
+            if leaf.dtype != want.dtype:  # (values compare equal across a cast: bfloat16's fit in float32)
+                return f"{name!r} is {leaf.dtype}, but was saved as {want.dtype}: take each dtype from the metadata"
             if not np.array_equal(np.asarray(leaf), want):
                 return f"the values of {name!r} differ from the checkpoint's"
             target = NamedSharding(mesh, specs[name])
@@ -101,102 +94,6 @@ class SafetensorsShard(ExactArray):
         if not np.array_equal(got, want):
             return "the values differ from the tensor's (check the base offset and the row-major order)"
         return None
-
-
-@dataclass(frozen=True)
-class ResumedRun(ReturnSpec):
-    """What a run of problem 5.3 returns: ``(params, first_step)``, the parameters (compared bit
-    for bit with a run never interrupted, the expected value) and the step this run started
-    training from (held by the hidden tests against where the grader saw it should resume)."""
-
-    checks_examples = True
-
-    @property
-    def describe(self) -> str:
-        return ("a tuple (params, first_step): params a dict from each parameter's path (str) to its value "
-                "(np.ndarray), first_step an int")
-
-    def type_error(self, v, detail: bool = True) -> str | None:
-        if type(v) is not tuple or len(v) != 2:
-            return f"must return {self.describe}, but returned a {type_name(v, detail)}"
-        params, first = v
-        bad = exact_arrays_error(params, self.describe, detail)
-        if bad:
-            return bad
-        if isinstance(first, (bool, np.bool_)) or not is_int(first):
-            return f"must return {self.describe}: first_step is a {type_name(first, detail)}"
-        return None
-
-    def has_nan(self, v) -> bool:
-        return False  # compared bit for bit below, NaN included
-
-    def equal(self, actual, expected) -> bool:
-        """The parameters only: where a run started is the hidden tests' to check."""
-        return ExactArrays().equal(actual[0], expected[0])
-
-    def run_example(self, fn, args, real_args):
-        """In a folder a run has already trained in (:class:`~autograder.wall.kinds.RunFolder`'s
-        ``left_at``, k): the function first runs there with ``total_steps=k``, to its end, as the
-        grader runs it (a notebook cannot kill it), then again with the example's arguments, the run
-        started again. The latest committed step between the two calls, where the second must go on
-        from, is noted on the path (``left``) for :meth:`check_example`."""
-        from autograder.wall.kinds import RunFolder
-        from ckptlab.steps import committed_steps
-
-        folder = args[0]
-        if isinstance(folder, RunFolder) and folder.left_at:
-            fn(real_args[0], folder.left_at, *real_args[2:])
-            real_args[0].left = max(committed_steps(real_args[0]), default=0)
-        return fn(*real_args)
-
-    def check_example(self, args, real_args, got) -> str | None:
-        """A public example's run is never killed: in a fresh folder it starts at 0; in a folder a run
-        of k steps left (``left_at``), it must go on from step k. Either way it ends as training never
-        saved does (:func:`ckptlab.training.uninterrupted_params`, computed in this same process), and
-        a resume that ends otherwise is told the rule it broke (the data's position lost, told by
-        :func:`ckptlab.training.resumed_without_position`, or the state)."""
-        from ckptlab.training import resumed_without_position, uninterrupted_params
-
-        bad = self.type_error(got)
-        if bad:
-            return bad
-        total, seed = int(args[1]), int(args[2])
-        left_at = getattr(args[0], "left_at", 0)
-        want = uninterrupted_params(total, seed)
-        if set(got[0]) != set(want):
-            return "the keys are not the model's parameter paths: return training.params_of(model)"
-        first = int(got[1])
-        if not left_at:
-            if not self.equal(got, (want, 0)):
-                return ("the parameters differ from a run of the same steps never interrupted: check the batches "
-                        "(one next(batches) per step) and the number of steps")
-            if first != 0:
-                return f"first_step is {got[1]}, but a run in a fresh folder starts from step 0"
-            return None
-        at = getattr(real_args[0], "left", None)
-        if at != left_at:
-            found = f"step {at}" if at else "no committed step"
-            return (f"when your function returns, its last step must be committed on disk: after it ran with "
-                    f"total_steps {left_at} in a fresh folder, the folder held {found}, not step {left_at}. Save step "
-                    "s + 1 after training step s, and wait for the manager (wait_until_finished) before returning")
-        if first != at:
-            if first == 0:
-                return (f"a run must go on from the latest committed step ({at} here): restore it (the manager's "
-                        "latest_step()) instead of training from step 0, train only the steps that remain, and "
-                        "return that step as first_step")
-            return (f"first_step is {first}, but a run must go on from the latest committed step ({at} here): "
-                    "restore that step, train only the steps that remain, and return it as first_step")
-        if self.equal(got, (want, at)):
-            return None
-        if self.equal(got, (resumed_without_position(total, seed, at), at)):
-            return (f"a resumed run must continue the data where it stopped: this one went on from step {at} with "
-                    "a fresh pipeline, which serves epoch 0 again, so it trained on the wrong batches. Save the "
-                    "pipeline's position, batches.get_state(), as each step's data item, and after restoring the "
-                    "step put it back with batches.set_state(...)")
-        return (f"resumed from step {at}, the run does not end with the parameters of a run never interrupted: "
-                "restore the whole training state (training.load_train_state: the optimizer's moments and step "
-                "too, not only the parameters) and the pipeline's position (batches.set_state), then train only "
-                "the steps that remain")
 
 
 @dataclass(frozen=True)
