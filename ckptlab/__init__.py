@@ -18,14 +18,15 @@ module to exactly one wing, and the wings to their rules):
   (`ckptlab.s3server`): the grader may import these;
 - the problems' own models, the lessons' too: Lesson 5's run (`ckptlab.training`, problem 5.3's),
   its killed savers (`ckptlab.preempt`: the grader takes its saver alone, problem 5.2's), Lesson 7's
-  scanned model (`ckptlab.unstacking`, problem 7.4's), Lesson 8's checkpoints in tiers
-  (`ckptlab.tiers`, problem 8.2's), Lesson 9's Llama-shaped model (`ckptlab.llama`) and Hugging
-  Face's layout and files (`ckptlab.hf`, Unit 9's);
+  scanned model (`ckptlab.unstacking`, problem 7.4's), Lesson 8's checkpoints in tiers, Orbax's
+  emergency manager run on real processes (`ckptlab.tiers`, problem 8.2's), Lesson 9's Llama-shaped
+  model (`ckptlab.llama`) and Hugging Face's layout and files (`ckptlab.hf`, Unit 9's);
 - the lessons' own: the shard-placement explorer (`ckptlab.explore`), Lesson 6's serving
   (`ckptlab.serving`), another machine's devices (`ckptlab.topology`), a lesson's claims checked
-  (`ckptlab.claims`), Lesson 8's preempted jobs (`ckptlab.graceful`) and data pipelines
-  (`ckptlab.pipeline`), Lesson 9's conversions (`ckptlab.hfconvert`) and their proof
-  (`ckptlab.hfcheck`): never the grader's;
+  (`ckptlab.claims`), Lesson 8's preempted jobs (`ckptlab.graceful`), a container's entrypoint as
+  pid 1 (`ckptlab.entrypoint`) and data pipelines (`ckptlab.pipeline`), Lesson 9's conversions
+  (`ckptlab.hfconvert`) and their proof (`ckptlab.hfcheck`), and every lesson's work folder, removed
+  when its kernel ends (`ckptlab.workdir`): never the grader's;
 - the tool (``python -m ckptlab``, `ckptlab.__main__`): the folder `ckptlab.tool` (its own map in
   its ``__init__``), importing no lesson's module; never the grader's.
 """
@@ -37,7 +38,8 @@ WINGS = {
                "adapters.jax_internals", "adapters.orbax_internals"),
     "measuring": ("memory", "readcount", "memcount", "restorecount", "loadcount", "twohost", "s3server"),
     "problem models": ("training", "preempt", "unstacking", "tiers", "llama", "hf"),
-    "lessons": ("explore", "serving", "topology", "claims", "graceful", "pipeline", "hfcheck", "hfconvert"),
+    "lessons": ("explore", "serving", "topology", "claims", "graceful", "entrypoint", "pipeline", "hfcheck",
+                "hfconvert", "workdir"),
     "tool": ("tool", "tool.cli", "tool.inspection", "tool.planning", "tool.measuring", "tool.diffing",
              "tool.figures", "tool.files", "tool.objectstore", "tool.untrusted"),
 }

@@ -13,11 +13,22 @@ saves every ``save_every`` steps. How it answers a SIGTERM is its ``handler``:
   the SIGTERM and, through the coordination service, agrees with every host on one step to save at
   (the largest step any host has reached, plus one: ``multihost_utils.reached_preemption_sync_point``);
   ``CheckpointManager.save`` saves at that step (its ``PreemptionCheckpointingPolicy``) and
-  ``reached_preemption(step)`` tells the loop to wait for the save and exit.
+  ``reached_preemption(step)`` tells the loop to wait for the save and exit. The notifier's thread
+  looks at the signal's flag once a second (XLA's ``preemption_notifier.cc``, ``kListenInterval``),
+  so the hosts agree up to a second (plus a step) after the SIGTERM.
 - ``"flag"``: a plain Python handler (``signal.signal``) sets a flag the training loop checks after
   each step; the host that sees it saves at its own step and exits.
 - ``"none"``: no handler; a single process, as a script without ``jax.distributed`` runs, ended by
   the SIGTERM's default action at once.
+- ``"alone"``: the ``"jax"`` loop in a single process without ``jax.distributed`` (as problem 8.3's
+  runs), with a handler that only notes the SIGTERM, so that the process lives on to show what
+  ``reached_preemption`` says then: JAX has no sync point without its distributed client.
+
+How a host ends once its last save committed is its ``exit``: ``"prompt"``, as a production job
+ends (the manager closed, the log closed, then ``os._exit(0)``: no interpreter teardown), or
+``"teardown"`` (``sys.exit(0)``: atexit handlers, then every module and JAX's runtime freed), the
+control. Each host logs ``exit`` once its last save committed; the process's end after that line
+is the exit's time (``Report.exit_s``).
 
 The scheduler (:func:`preempt`, in this process) waits until host 0 logs the moment asked for
 (``"step"``: a training step begins; ``"eval"``: an evaluation begins; ``"save"``: a periodic save
@@ -45,7 +56,7 @@ from ckptlab.devices import prepare_environment
 prepare_environment(job["devices_per_host"])
 import jax
 
-if job["handler"] != "none":
+if job["handler"] in ("jax", "flag"):
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(f"127.0.0.1:{job['port']}", num_processes=job["hosts"], process_id=job["host"],
                                initialization_timeout=120)
@@ -63,7 +74,7 @@ def say(event, **kw):
 
 
 flag = {}
-if job["handler"] == "flag":
+if job["handler"] in ("flag", "alone"):
     signal.signal(signal.SIGTERM, lambda *_: flag.setdefault("at", time.time()))
 
 
@@ -71,6 +82,15 @@ def work(seconds):  # compute, not sleep: a signal handler in Python runs betwee
     end = time.time() + seconds
     while time.time() < end:
         pass
+
+
+def leave(step, why):
+    say("exit", step=step, why=why)  # the step is committed: from here on the process only has to end
+    if job["exit"] == "teardown":  # the control: the interpreter's teardown (atexit handlers, threads, modules)
+        sys.exit(0)
+    manager.close()  # its saves committed, its threads stopped: nothing for os._exit to cut short
+    log.close()  # the last line written (os._exit flushes no buffer)
+    os._exit(0)  # no teardown: the process ends now
 
 
 manager = ocp.CheckpointManager(job["folder"], options=ocp.CheckpointManagerOptions(
@@ -87,21 +107,23 @@ for step in range(1, job["steps"] + 1):
         work(job["eval_s"])
         say("eval_done", step=step)
     started = time.time()
+    if job["handler"] == "alone" and "at" in flag and "noted" not in flag:
+        say("sigterm", at=flag["at"])  # the handler only noted it; the loop goes on as "jax"'s does
+        flag["noted"] = True
     if job["handler"] == "flag" and "at" in flag:
         say("save", step=step, why="flag")
         manager.save(step, args=ocp.args.StandardSave(state), force=True)
         manager.wait_until_finished()
-        say("saved", step=step, seconds=time.time() - started, why="flag")
-        sys.exit(0)
+        say("saved", step=step, seconds=time.time() - started, began=started, why="flag")
+        leave(step, "flag")
     if step % job["save_every"] == 0:
         say("save", step=step, why="periodic")  # announced: the scheduler may signal during it
     if manager.save(step, args=ocp.args.StandardSave(state)):  # asks reached_preemption(step) itself
         manager.wait_until_finished()
         why = "periodic" if step % job["save_every"] == 0 else "first" if step == 1 else "preemption"
-        say("saved", step=step, seconds=time.time() - started, why=why)
-    if job["handler"] == "jax" and manager.reached_preemption(step):
-        say("exit", step=step, why="preemption")
-        sys.exit(0)
+        say("saved", step=step, seconds=time.time() - started, began=started, why=why)
+    if job["handler"] in ("jax", "alone") and manager.reached_preemption(step):
+        leave(step, "preemption")
 say("exit", step=job["steps"], why="done")
 """
 
@@ -110,7 +132,7 @@ say("exit", step=job["steps"], why="done")
 class Job:
     """A training job: its hosts, how it answers a SIGTERM, and the time its parts take."""
 
-    handler: str = "jax"  # "jax", "flag" or "none" (see the module's text)
+    handler: str = "jax"  # "jax", "flag", "none" or "alone" (see the module's text)
     hosts: int = 2
     steps: int = 200
     step_s: float = 0.05  # a training step's work
@@ -119,6 +141,7 @@ class Job:
     save_every: int = 20  # the periodic saves
     rows: int = 1024  # the state: rows x 256 float32 (1 MiB at 1,024 rows)
     devices_per_host: int = 2
+    exit: str = "prompt"  # after the last commit: "prompt" (close the manager, os._exit) or "teardown" (sys.exit)
 
 
 @dataclass
@@ -138,6 +161,10 @@ class Report:
     pending: list  # step folders a save left uncommitted
     save_s: list = field(default_factory=list)  # each committed save's seconds (save and wait), every host's
     preemption_saves: list = field(default_factory=list)  # per host, the step it saved for the preemption, or None
+    noticed_after: list = field(default_factory=list)  # per host, seconds from SIGTERM to the check that began that save
+    committed_after: list = field(default_factory=list)  # per host, seconds from SIGTERM to that save's commit
+    exit_s: list = field(default_factory=list)  # per host, seconds from its last log line ("exit") to its end, or None
+    noted_after: list = field(default_factory=list)  # per host, seconds from SIGTERM to its handler ("alone"), or None
     events: list = field(default_factory=list, repr=False)  # per host, its log: (seconds from the SIGTERM, event, step)
 
     @property
@@ -166,7 +193,11 @@ def preempt(job: Job, folder, signal_at: str = "step", grace: float = 3.0, signa
 
     if signal_at not in ("step", "eval", "save"):
         raise ValueError(f"signal_at is 'step', 'eval' or 'save', not {signal_at!r}")
-    hosts = 1 if job.handler == "none" else job.hosts
+    if job.handler not in ("jax", "flag", "none", "alone"):
+        raise ValueError(f"handler is 'jax', 'flag', 'none' or 'alone', not {job.handler!r}")
+    if job.exit not in ("prompt", "teardown"):
+        raise ValueError(f"exit is 'prompt' or 'teardown', not {job.exit!r}")
+    hosts = 1 if job.handler in ("none", "alone") else job.hosts
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -215,6 +246,8 @@ def preempt(job: Job, folder, signal_at: str = "step", grace: float = 3.0, signa
     ckpt = folder / "ckpt"
     names = sorted(os.listdir(ckpt)) if ckpt.exists() else []
     save_s = [round(e["seconds"], 3) for ev in logs for e in ev if e["event"] == "saved"]
+    last = [next((e for e in ev if e["event"] == "saved" and e["why"] in ("preemption", "flag")), None) for ev in logs]
+    left = [next((e["t"] for e in ev if e["event"] == "exit"), None) for ev in logs]
     return Report(
         handler=job.handler, signalled=targets, signal_at=signal_at, grace=grace, sent_at_step=step,
         exits=[p.returncode for p in procs], exited_after=[round(x, 3) for x in ended],
@@ -223,8 +256,12 @@ def preempt(job: Job, folder, signal_at: str = "step", grace: float = 3.0, signa
         committed=sorted(int(n) for n in names if n.isdigit()),
         pending=[n for n in names if not n.isdigit()], save_s=save_s,
         events=[[(round(e["t"] - sent, 3), e["event"], e.get("step")) for e in ev] for ev in logs],
-        preemption_saves=[next((e["step"] for e in ev if e["event"] == "saved" and e["why"] in ("preemption", "flag")),
-                               None) for ev in logs])
+        preemption_saves=[e and e["step"] for e in last],
+        noticed_after=[e and round(e["began"] - sent, 3) for e in last],
+        committed_after=[e and round(e["t"] - sent, 3) for e in last],
+        exit_s=[None if t is None or p.returncode != 0 else round(sent + end - t, 3)
+                for t, p, end in zip(left, procs, ended)],
+        noted_after=[next((round(e["at"] - sent, 3) for e in ev if e["event"] == "sigterm"), None) for ev in logs])
 
 
 __all__ = ["Job", "Report", "preempt"]

@@ -23,30 +23,26 @@ def host_batch(step, host, hosts, seed, examples, global_batch):
     return [int(order[i]) for i in range(start, start + per_host)]
 
 
-def _restores(tier, step):
-    """Whether one tier's folder holds ``step`` committed (named by the step alone), its `state` item
-    restoring."""
-    folder = os.path.join(tier, str(step))
-    if not os.path.isdir(folder):
-        return False  # never saved, or its save cut short ("<step>.orbax-checkpoint-tmp")
-    try:
-        with ocp.StandardCheckpointer() as checkpointer:
-            checkpointer.restore(os.path.join(folder, "state"))
-    except Exception:  # noqa: BLE001 - any failure to restore: not this step
-        return False
-    return True
+def _committed(tier):
+    """The steps a tier's folder holds committed: folders named by the step alone (a save cut short
+    keeps its temporary name, ``<step>.orbax-checkpoint-tmp-...``)."""
+    if not os.path.isdir(tier):
+        return set()
+    return {int(name) for name in os.listdir(tier) if name.isdigit() and os.path.isdir(os.path.join(tier, name))}
 
 
-def newest_step_across_tiers(tiers):
-    hosts = [os.path.join(tiers, "local", h) for h in os.listdir(os.path.join(tiers, "local"))]
-    persistent = os.path.join(tiers, "persistent")
-    named = {int(n) for tier in (*hosts, persistent) if os.path.isdir(tier) for n in os.listdir(tier) if n.isdigit()}
-    for step in sorted(named, reverse=True):  # newest first: the first step either tier restores
-        if hosts and all(_restores(host, step) for host in hosts):
-            return step, "local"
-        if _restores(persistent, step):
-            return step, "persistent"
-    return None
+def newest_step_across_tiers(tiers, slices):
+    local = os.path.join(tiers, "local")
+    reader = {}  # step -> the lowest-numbered slice whose every process holds it
+    for number, processes in enumerate(slices):
+        held = [_committed(os.path.join(local, str(p))) for p in processes]
+        for step in set.intersection(*held) if held else ():
+            reader.setdefault(step, number)
+    steps = set(reader) | _committed(os.path.join(tiers, "persistent"))
+    if not steps:
+        return None
+    newest = max(steps)
+    return newest, reader.get(newest, 0)  # 0: the primary slice, reading the persistent tier
 
 
 class _Preempted(Exception):

@@ -1,7 +1,9 @@
 """Problem 8.3, graded through real SIGTERMs: what the grader's runner does (engine/preempted.py's
 ``_terminate``), and what a learner can now forge: a save 'made on the SIGTERM' that is no save (a
-folder shaped like a committed step), or an older save copied under the new step's number. Each
-forgery scores 0 beside the control, the reference, which scores full marks through the same runs."""
+folder shaped like a committed step), or an older save copied under the new step's number, or a
+handler set only where the process is pid 1. Each forgery scores 0 beside the control, the
+reference, which scores full marks through the same runs. (That the SIGTERM reaches the learner's
+process, its default action intact, at every level: tests/test_jail.py.)"""
 
 from __future__ import annotations
 
@@ -57,60 +59,22 @@ def test_a_forged_save_on_the_sigterm_scores_nothing(grade_code, forgery, says):
     assert says in result.message, result.message
 
 
-_HANDLES = """
-import signal
-import time
+# The reference's handler, set only where the process is pid 1 of its pid namespace: what the grader's
+# sandbox once was, and no machine a job runs on (a container's entrypoint, under --init, is not).
+_HANDLER = "    previous = signal.signal(signal.SIGTERM, lambda signum, frame: signalled.append(signum))\n"
+_PID_1_ONLY = _HANDLER.replace("signalled.append(signum))", "signalled.append(signum)) if os.getpid() == 1 \\\n"
+                               "        else signal.getsignal(signal.SIGTERM)")
 
 
-def wait_for_term(ready, seconds):
-    got = []
-    signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
-    open(ready, "w").close()
-    start = time.monotonic()
-    while not got and time.monotonic() - start < seconds:
-        time.sleep(0.01)
-    return "handled" if got else "no signal"
-"""
-_NO_HANDLER = """
-import time
-
-
-def wait_for_term(ready, seconds):
-    open(ready, "w").close()
-    time.sleep(seconds)
-    return "ran on"
-"""
-
-
-@pytest.mark.parametrize("level", ["strict", "basic"])
-def test_the_sigterm_reaches_the_learners_process_and_only_a_handler_keeps_it_alive(level, tmp_path):
-    """Worker.terminate sends the learner's own process a SIGTERM: a handler gets it at either level.
-    Without one, outside a pid namespace (basic) the process ends on it, as on a cluster; inside one
-    (strict) the kernel drops it and the process runs on, to the grader's SIGKILL (SECURITY.md)."""
-    import threading
-    import time
-
-    from autograder import sandbox
-
-    if level == "strict" and sandbox.strict_missing():
-        pytest.skip("this machine cannot give the strict level")
-    outcomes = {}
-    for name, source in (("handler", _HANDLES), ("none", _NO_HANDLER)):
-        ready = tmp_path / name / "scratch" / "ready"  # (the worker's own scratch folder: it may write there)
-        worker = sandbox.Worker(source, "wait_for_term", [(str(ready), 4.0)], timeout=30,
-                                workdir=str(tmp_path / name), level=level, keep_scratch=True)
-
-        def term(worker=worker, ready=ready):
-            while not ready.exists() and worker.thread.is_alive():
-                time.sleep(0.01)  # (the function has started, its handler set, where it has one)
-            worker.terminate()
-
-        threading.Thread(target=term, daemon=True).start()
-        result = worker.wait()
-        outcomes[name] = (result.status, [c.get("value") for c in result.cases])
-    assert outcomes["handler"] == ("ok", ["handled"]), outcomes
-    namespaced = level == "strict" and sandbox.strict_namespaces()
-    assert outcomes["none"] == (("ok", ["ran on"]) if namespaced else ("crashed", [])), outcomes
+def test_a_loop_that_handles_the_sigterm_only_as_pid_1_scores_nothing(grade_code):
+    """A loop that installs its handler only `if os.getpid() == 1`: on any machine it has none, and
+    the SIGTERM ends it at once. In the grader it is pid 2 of its pid namespace, under a minimal init,
+    as on a machine: it scores 0, told that no handler was in place (the control, the reference,
+    scores full marks above). Before, the learner's process was pid 1 there, and this scored 20/20."""
+    assert _REFERENCE.count(_HANDLER) == 1
+    result = _grade(grade_code, _REFERENCE.replace(_HANDLER, _PID_1_ONLY), "forger")
+    assert result.status == "incorrect" and result.score == 0, result.message
+    assert "no SIGTERM handler of yours was in place" in result.message, result.message
 
 
 def test_a_decoy_step_folder_that_calls_the_signal_early_gains_nothing(grade_code):
@@ -133,3 +97,20 @@ def test_a_decoy_step_folder_that_calls_the_signal_early_gains_nothing(grade_cod
     assert decoy.count("decoys") == 4
     result = _grade(grade_code, IMPORTS + decoy, "forger")
     assert result.status in ("incorrect", "error") and result.score == 0, result.message
+
+
+def test_a_run_the_sigterm_ended_is_told_apart_from_one_that_exited_after_it():
+    """What the grader says of a run that did not return after the SIGTERM: ended by the signal's
+    default action (its process killed by SIGTERM: no handler was in place), or by an exit or an
+    exception of its own after it (a handler that calls sys.exit), or by the SIGKILL (a handler that
+    answered too late). Each gets its own message; the curated wrong answers grade the first for real."""
+    from autograder.hidden.unit8 import GRACE_RUN, _grace_outcome
+
+    args = ("ckpt", 5, 0, 2, 3)
+    out = lambda **how: {"planned": 1, "terms": [{"point": "term_eval", "before": 2, "committed": 2,  # noqa: E731
+                                                   "ended_first": False, "killed": False, **how}]}
+    assert _grace_outcome(args, out(returned=False, by_term=True)) == "ended_by_term"
+    assert _grace_outcome(args, out(returned=False, by_term=False)) == "exited_on_term"
+    assert _grace_outcome(args, out(returned=False, by_term=False, killed=True)) == "grace_exceeded"
+    assert "no SIGTERM handler of yours was in place" in GRACE_RUN.messages["ended_by_term"]
+    assert "sys.exit" in GRACE_RUN.messages["exited_on_term"]

@@ -199,14 +199,17 @@ def test_every_variant_of_every_kind_has_words():
                                                            ("data_removed", 0))))
             assert "steps 2, 4, 6, ... saved" in words and ("object-store" in words) == commit_file, words
             assert "the newest committed step" in words and "every committed step" in words, words
-    harms = (("lost", 1), ("cut", 0), ("unreadable", 1, 0), ("unreadable", 0, 2), ("persistent_cut",),
-             ("persistent_unreadable", 0))
-    tiers = in_words(kinds.TieredRootArg((("hosts", 3), ("steps", 9), ("damage", harms))))
-    assert tiers.startswith("<a folder of two tiers written by 3 hosts over 9 steps"), tiers
-    for said in ("host 1's local tier emptied", "host 0's newest local save cut short", "host 1's newest local step",
-                 "host 0's 2 before the newest local step", "the newest persistent save cut short",
-                 "the arrays' data of a persistent step deleted"):
+    harms = (("lost", 1), ("cut", 2), ("hole", 1, 0), ("hole", 2, 2), ("persistent_cut",), ("persistent_hole", 0))
+    spec = (("slices", 3), ("per_slice", 1), ("steps", 9))
+    tiers = in_words(kinds.TieredRootArg(spec, harms))
+    assert tiers.startswith("<a folder Orbax's emergency CheckpointManager wrote for a job of 3 processes in 3 replica "
+                            "slices of 1 process, over 9 steps"), tiers
+    for said in ("process 1's local tier emptied", "process 2's newest local save cut short", "process 1's newest local "
+                 "step gone", "process 2's 2 before the newest local step gone", "the newest persistent save cut short",
+                 "a persistent step gone"):
         assert said in tiers, (said, tiers)
+    pairs = in_words(kinds.TieredRootArg((("slices", 2), ("per_slice", 2))))
+    assert "4 processes in 2 replica slices of 2 processes" in pairs, pairs
     edits = (("drop", "a"), ("add", "b", (2,), "int32"), ("cast", "c", "bfloat16"), ("reshape", "c", (4,)),
              ("scale", "a", 2.0), ("set", "a", 0, 1.0))
     tree = kinds.TreeCheckpointArg((("a", (4, 2), "float32", ("x",)), ("c", (), "int32", ())), (("x", 2),), 0, edits)

@@ -13,6 +13,10 @@ from ckptlab.pipeline import JobResult, run_job
 def test_what_the_models_refuse(tmp_path):
     with pytest.raises(ValueError, match="signal_at is 'step', 'eval' or 'save'"):
         preempt(Job(), tmp_path, signal_at="lunch")
+    with pytest.raises(ValueError, match="handler is 'jax', 'flag', 'none' or 'alone'"):
+        preempt(Job(handler="pray"), tmp_path)
+    with pytest.raises(ValueError, match="exit is 'prompt' or 'teardown'"):
+        preempt(Job(exit="later"), tmp_path)
     with pytest.raises(ValueError, match="how is 'grain', 'restart' or 'index'"):
         run_job(tmp_path, hosts=2, steps=1, how="sampler")
     with pytest.raises(ValueError, match="cannot be split over 3 hosts"):
@@ -34,3 +38,4 @@ def test_a_jobs_global_batches_gather_every_hosts_share():
     job = JobResult(hosts=2, how="grain", seen=[[[4, 9], [5, 7]], [[10, 22], [13, 20]]], step=2)
     assert job.by_step == [[4, 9, 10, 22], [5, 7, 13, 20]]
     assert job.ids == [4, 9, 10, 22, 5, 7, 13, 20]
+    assert job.rows == [[4, 9, 10, 22], [5, 7, 13, 20]]  # host 0's rows, then host 1's: the global batch as laid out

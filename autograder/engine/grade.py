@@ -95,6 +95,18 @@ def _needs_jax(plan: Plan) -> bool:
     return plan.hidden.expected is None or any(files.has_files(c.args) or codec.needs_jax(c.args) for c in plan.cases)
 
 
+def _written_by_a_job(plan: Plan) -> bool:
+    """Whether a job of several JAX processes writes this plan's files (8.2's tiers: about 100 MiB each)."""
+    return any(files.has_files(c.args, (kinds.TieredRootArg,)) for c in plan.cases)
+
+
+def _writing(plan: Plan):
+    """Where the grader's memory is short (a container: one worker at a time), a plan whose files a job of
+    processes writes writes them alone: no worker runs beside the job, and none starts until it ends."""
+    short = sandbox.container_limits()[0] < 2 * MEMORY_PER_JOB
+    return _ROOM.alone() if short and _written_by_a_job(plan) else contextlib.nullcontext()
+
+
 def _reads_checkpoints(plan: Plan) -> bool:
     """Whether the reference, given this plan's cases, restores a checkpoint with Orbax (one
     learner's at a time: :data:`autograder.wall.kinds.ORBAX`)."""
@@ -111,7 +123,10 @@ class _References:
     worker's thread only drives its worker. Learner code never runs here."""
 
     def __init__(self, plans: list[Plan], shared: SharedCases | None = None, salt: str | None = None):
-        self.plans = [p for p in plans if p.result is None]
+        # Plans whose files a job of processes writes go first, while this process is small: before the
+        # references of the others load their libraries and checkpoints (in Gradescope's 768 MB, the grader
+        # at its largest beside a job of 4 processes would not fit).
+        self.plans = sorted((p for p in plans if p.result is None), key=lambda p: not _written_by_a_job(p))
         self.shared, self.salt = shared, salt
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True, name="ckpt-references")
@@ -140,7 +155,8 @@ class _References:
         # The references read files of their own: learner code may rewrite every file in its folder.
         reference_dir = sandbox.new_workdir() if any(files.has_files(c.args) for c in plan.cases) else workdir
         try:
-            args = files.realize([c.args for c in plan.cases], reference_dir)  # all at once: one saver helper
+            with _writing(plan):
+                args = files.realize([c.args for c in plan.cases], reference_dir)  # all at once: one saver helper
             if lazy:
                 worker_args = [c.args for c in plan.cases]
             elif reference_dir != workdir:  # the same files, copied into the worker's own folder
@@ -164,7 +180,8 @@ class _References:
         (:mod:`autograder.engine.shared`), each learner's worker given its own copy of the files."""
 
         def compute(folder: str):
-            args = files.realize([c.args for c in plan.cases], folder)
+            with _writing(plan):
+                args = files.realize([c.args for c in plan.cases], folder)
             with kinds.ORBAX if _reads_checkpoints(plan) else contextlib.nullcontext():
                 return args, [expected_outcome(plan.problem, a) for a in args]
 

@@ -162,176 +162,221 @@ BATCH = Hidden(
 
 
 # ---------------------------------------------------------------------------------------------
-# 8.2 newest_step_across_tiers: each folder written by real Orbax saves (ckptlab.tiers), then damaged.
+# 8.2 newest_step_across_tiers: each folder written for real by Orbax's emergency CheckpointManager in a
+# job of processes joined by jax.distributed (ckptlab.tiers), then damaged; the expected value is what
+# Orbax's manager itself restored from it (files.TieredPath.restored), never a model of it.
 
-def _tiers(category, **spec):
-    return Case(category, (TieredRootArg(tuple(sorted(spec.items()))),))
+# Lesson 8's job, the public examples' too (one job writes them and these): 3 slices of one process.
+_THREE = (("slices", 3), ("per_slice", 1), ("devices_per_process", 2), ("steps", 12), ("local_every", 2),
+          ("local_keep", 3), ("persistent_every", 5), ("persistent_keep", 2), ("seed", 0))
+
+
+def _pair(steps: int) -> tuple:
+    """2 slices of 2 processes: slice 1's processes 2 and 3 each hold half of its copy."""
+    return (("slices", 2), ("per_slice", 2), ("devices_per_process", 1), ("steps", steps), ("local_every", 1),
+            ("local_keep", 3), ("persistent_every", 4), ("persistent_keep", 1), ("seed", 0))
+
+
+def _tiers(category, spec, damage=()):
+    arg = TieredRootArg(spec, tuple(damage))
+    return Case(category, (arg, tuple(tuple(procs) for procs in arg.tier_spec().slice_processes())))
 
 
 def _tier_cases(rng):
-    seed = lambda: int(rng.integers(0, 1000))  # noqa: E731
-    hosts = lambda: int(_pick(rng, (2, 3)))  # noqa: E731
-    h3 = int(rng.integers(0, 3))
-    cases = [
-        # nothing lost: the newest local step is newer than the newest persistent one
-        _tiers("whole", hosts=hosts(), steps=int(_pick(rng, (8, 9))), local_every=int(_pick(rng, (1, 2))), local_keep=2,
-               persistent_every=5, persistent_keep=1, seed=seed()),
-        # the newest step in both tiers: the local read wins
-        _tiers("tie", hosts=hosts(), steps=int(_pick(rng, (8, 12))), local_every=2, local_keep=2, persistent_every=4,
-               persistent_keep=1, seed=seed()),
-        # one host's machine replaced: no step is common to every host's local tier
-        _tiers("host_lost", hosts=3, steps=int(_pick(rng, (8, 9))), local_every=1, local_keep=2,
-               persistent_every=int(_pick(rng, (3, 4))), persistent_keep=2, seed=seed(), damage=(("lost", h3),)),
-        _tiers("host_lost", hosts=2, steps=int(_pick(rng, (9, 11))), local_every=1, local_keep=3, persistent_every=5,
-               persistent_keep=1, seed=seed(), damage=(("lost", int(rng.integers(0, 2))),)),
-        # one host's newest local save cut short: the step before it, common to all, newer than the persistent one
-        _tiers("cut", hosts=hosts(), steps=int(_pick(rng, (10, 11))), local_every=1, local_keep=3, persistent_every=4,
-               persistent_keep=1, seed=seed(), damage=(("cut", int(rng.integers(0, 2))),)),
-        # holes in two hosts' local tiers at different steps: only the oldest local step is common
-        _tiers("holes", hosts=2, steps=int(_pick(rng, (11, 13))), local_every=1, local_keep=3, persistent_every=5,
-               persistent_keep=1, seed=seed(), damage=(("unreadable", 0, 0), ("unreadable", 1, 1))),
-        # a host lost, and the newest persistent save cut short or unreadable: the one before it
-        _tiers("persistent_cut", hosts=2, steps=int(_pick(rng, (9, 10))), local_every=1, local_keep=2,
-               persistent_every=3, persistent_keep=2, seed=seed(), damage=(("lost", 0), ("persistent_cut",))),
-        _tiers("persistent_unreadable", hosts=2, steps=int(_pick(rng, (9, 10))), local_every=1, local_keep=2,
-               persistent_every=3, persistent_keep=2, seed=seed(), damage=(("lost", 1), ("persistent_unreadable", 0))),
-        # nothing restorable anywhere
-        _tiers("nothing", hosts=2, steps=6, local_every=2, local_keep=1, persistent_every=5, persistent_keep=1,
-               seed=seed(), damage=(("lost", int(rng.integers(0, 2))), ("persistent_cut",))),
-        _tiers("nothing", hosts=2, steps=6, local_every=2, local_keep=1, persistent_every=5, persistent_keep=1,
-               seed=seed(), damage=(("cut", int(rng.integers(0, 2))), ("persistent_unreadable", 0))),
-        _tiers("one_host", hosts=1, steps=int(_pick(rng, (7, 9))), local_every=int(_pick(rng, (1, 3))), local_keep=2,
-               persistent_every=4, persistent_keep=1, seed=seed(), damage=(("unreadable", 0, 0),)),
+    a, b = (1, 2) if rng.integers(0, 2) else (2, 1)
+    pair = _pair(int(_pick(rng, (9, 11, 13))))  # (8.2 reads names only: the values' seed is the lesson's)
+    q = int(rng.integers(2, 4))
+    return [
+        _tiers("whole", _THREE),
+        # one process's RAM disk gone: the other local slice still holds the newest step complete
+        _tiers("process_lost", _THREE, (("lost", a),)),
+        # both local slices gone: the persistent tier, read by the primary slice
+        _tiers("slices_lost", _THREE, (("lost", 1), ("lost", 2))),
+        # each local slice lacks another step: the newest is complete in one of them
+        _tiers("holes", _THREE, (("hole", a, 0), ("hole", b, 1))),
+        # both newest local saves cut short: the step before, in both tiers, read locally
+        _tiers("cut_tie", _THREE, (("cut", 1), ("cut", 2))),
+        # one slice lost, the other's newest gone: a tie again, read by the slice that holds it
+        _tiers("tie_other_slice", _THREE, (("lost", a), ("hole", b, 0))),
+        # one slice holds only step 8, the other is lost: the persistent tier's 10 is newer, so it wins
+        _tiers("persistent_newer", _THREE, (("hole", a, 0), ("hole", a, 0), ("lost", b))),
+        _tiers("persistent_cut", _THREE, (("lost", 1), ("lost", 2), ("persistent_cut",))),
+        _tiers("nothing", _THREE, (("lost", 1), ("lost", 2), ("persistent_hole", 0), ("persistent_hole", 0))),
+        # two processes to a slice: a slice is complete only where both hold the step
+        _tiers("pair_whole", pair),
+        _tiers("pair_process_lost", pair, (("lost", q),)),
+        _tiers("pair_hole", pair, (("hole", q, 0),)),
+        # each process of slice 1 lacks another step: complete only below both holes, whatever each one's newest
+        _tiers("pair_holes", pair, (("hole", q, 0), ("hole", 5 - q, 1))),
+        _tiers("nothing", pair, (("lost", q), ("persistent_hole", 0))),
     ]
-    return cases
 
 
-def _tier_model(arg, *, tmp_ok=False, unreadable_ok=False):
-    """Arithmetic, from the folder's spec: each host's restorable local steps and the persistent
-    tier's (or, for diagnoses, what an answer trusting a cut save or an unreadable step counts)."""
-    spec = dict(arg.spec)
-    damage = [tuple(h) for h in spec.get("damage", ())]
+def newest_across_tiers_truth(tiers, slices):
+    """What Orbax's emergency manager restored from this folder, in a job of its own (on a copy)."""
+    restored = getattr(tiers, "restored", "unknown")  # (files.TieredPath)
+    if restored == "unknown":
+        raise RuntimeError("a tiers folder without Orbax's restore of it: realize it with autograder.wall.files")
+    return restored
+
+
+def _held_model(arg, *, tmp_ok=False):
+    """Arithmetic, from the folder's spec, for the diagnoses (tests/test_tiers.py holds it to the folders
+    Orbax writes): each process's committed local steps and the persistent tier's. Orbax's manager
+    saves the first step it is offered as well as every interval's (its initial save policy), and keeps
+    the newest ``keep``; ``tmp_ok`` also counts a save cut short."""
+    spec = arg.tier_spec()
 
     def kept(every, keep):
-        steps = [s for s in range(1, spec["steps"] + 1) if s % every == 0]
-        return steps[-keep:] if keep else steps
+        steps = sorted({1} | {s for s in range(every, spec.steps + 1, every)})
+        return set(steps[-keep:])
 
-    hosts = {h: kept(spec.get("local_every", 2), spec.get("local_keep", 3)) for h in range(spec.get("hosts", 2))}
-    persistent = kept(spec.get("persistent_every", 5), spec.get("persistent_keep", 2))
+    local = {p: (kept(spec.local_every, spec.local_keep) if spec.slice_of(p) else set()) for p in range(spec.processes)}
+    persistent = kept(spec.persistent_every, spec.persistent_keep)
 
     def harm(steps, kind, k=0):
-        steps = sorted(steps, reverse=True)
-        if kind == "cut" and steps and not tmp_ok:
-            steps = steps[1:]
-        elif kind == "unreadable" and k < len(steps) and not unreadable_ok:
-            steps = steps[:k] + steps[k + 1:]
+        newest = sorted(steps, reverse=True)
+        if kind == "cut" and newest and not tmp_ok:
+            return set(newest[1:])
+        if kind == "hole" and k < len(newest):
+            return set(newest[:k] + newest[k + 1:])
         return set(steps)
 
-    hosts = {h: set(v) for h, v in hosts.items()}
-    persistent = set(persistent)
-    for d in damage:
-        if d[0] == "lost":
-            hosts[d[1]] = set()
-        elif d[0] == "cut":
-            hosts[d[1]] = harm(hosts[d[1]], "cut")
-        elif d[0] == "unreadable":
-            hosts[d[1]] = harm(hosts[d[1]], "unreadable", d[2])
-        elif d[0] == "persistent_cut":
+    for d in arg.damage:
+        kind = d[0]
+        if kind == "lost":
+            local[d[1]] = set()
+        elif kind in ("cut", "hole"):
+            local[d[1]] = harm(local[d[1]], kind, d[-1])
+        elif kind == "persistent_cut":
             persistent = harm(persistent, "cut")
-        elif d[0] == "persistent_unreadable":
-            persistent = harm(persistent, "unreadable", d[1])
-    return hosts, persistent
+        elif kind == "persistent_hole":
+            persistent = harm(persistent, "hole", d[-1])
+    return local, persistent
 
 
-def _best(common, persistent):
-    """The newest of the steps every host restores locally and the persistent tier's (a tie: local)."""
-    return max([(s, "local") for s in common] + [(s, "persistent") for s in persistent - common], default=None)
-
-
-def tier_truth_model(arg):
-    hosts, persistent = _tier_model(arg)
-    return _best(set.intersection(*hosts.values()) if hosts else set(), persistent)
-
-
-def newest_across_tiers_truth(tiers):
-    """The truth, from Orbax: every tier's committed steps restored (ckptlab.tiers)."""
-    from ckptlab.tiers import newest_restorable
-
-    found = newest_restorable(tiers)
-    return None if found is None else (int(found[0]), found[1])
+def _rule(local, persistent, slices, *, complete=all, tie_local=True):
+    """Orbax's rule on steps held (or a mistaken variant of it, for the diagnoses)."""
+    by_slice = {}
+    for k, procs in enumerate(slices):
+        held = [local.get(p, set()) for p in procs]
+        if complete is min:  # the oldest of its processes' newest steps, taken as complete
+            steps = {min(max(h) for h in held)} if held and all(held) else set()
+        else:
+            steps = set.intersection(*held) if complete is all else set().union(*held)
+        for step in steps:
+            by_slice.setdefault(step, k)
+    best = max(set(by_slice) | persistent, default=None)
+    if best is None:
+        return None
+    if best in by_slice and (tie_local or best not in persistent):
+        return best, by_slice[best]
+    return best, 0
 
 
 def _diagnose_tiers(args, actual, expected):
-    arg = args[0]
-    if actual is None:  # (where only the persistent tier has a step: it was not looked at)
-        return "persistent_ignored" if expected is not None and expected[1] == "persistent" else "missed"
-    step, tier = actual
-    hosts, persistent = _tier_model(arg)
-    common = set.intersection(*hosts.values()) if hosts else set()
-    if tier not in ("local", "persistent"):
-        return "tier_name"
-    if expected is not None and step == expected[0] and tier != expected[1]:
-        return "tie_to_persistent" if expected[1] == "local" else "not_common"
-    if tier == "local" and step in common and expected is not None and expected[1] == "persistent":
-        return "persistent_ignored"  # a step every host restores, older than the persistent tier's
-    union = _best(set().union(*hosts.values()), persistent)
-    if union != expected and actual == union:
-        return "not_common"  # the union of the hosts' steps (where it answers as another mistake would too)
-    for name, (h, p) in (("tmp_trusted", _tier_model(arg, tmp_ok=True)),
-                         ("unrestored", _tier_model(arg, unreadable_ok=True))):
-        wrong = _best(set.intersection(*h.values()) if h else set(), p)
-        if wrong != expected and actual == wrong:
+    arg, slices = args[0], [list(x) for x in args[1]]
+    if actual is None:  # (None where only the persistent tier holds a step: that tier was left out)
+        return None if expected is None else "persistent_ignored" if expected[1] == 0 else "missed"
+    step, where = actual
+    local, persistent = _held_model(arg)
+    as_process = _rule({k: local.get(k, set()) for k in range(len(slices))}, persistent, [[k] for k in range(len(slices))])
+    if expected is not None and step == expected[0]:
+        if any(len(s) > 1 for s in slices) and as_process == (step, where):
+            # slice k's copy looked for in tiers/local/<k>/ (also a tie given to the persistent tier: the other
+            # cases tell them apart, by count)
+            return "slice_as_process"
+        if expected[1] and where == 0 and step in persistent:
+            return "tie_to_persistent"
+        if expected[1] and len(slices[expected[1]]) > 1 and where in slices[expected[1]]:
+            return "process_number"  # a process of the slice that reads it
+        if 0 < where < len(slices):  # a slice that does not hold the step complete
+            held = [local.get(p, set()) for p in slices[where]]
+            if all(held) and step == min(max(h) for h in held) and not all(step in h for h in held):
+                return "oldest_newest"
+            if any(step in h for h in held) and not all(step in h for h in held):
+                return "any_process"
+        return "wrong_slice"
+    every = set.intersection(*(local[p] for p in local)) if local else set()
+    wrongs = (
+        # slice k's copy looked for in tiers/local/<k>/ (first: with one process to a slice it is the rule itself)
+        ("slice_as_process", as_process),
+        ("every_host", max([(s, 1) for s in every] + [(s, 0) for s in persistent - every], default=None)),
+        ("any_process", _rule(local, persistent, slices, complete=any)),
+        ("oldest_newest", _rule(local, persistent, slices, complete=min)),
+        ("tmp_trusted", _rule(*_held_model(arg, tmp_ok=True), slices)),
+        ("persistent_ignored", _rule(local, set(), slices)),
+        ("local_ignored", _rule({}, persistent, slices)),
+    )
+    for name, wrong in wrongs:
+        if wrong != expected and wrong is not None and step == wrong[0]:
             return name
-    if tier == "local" and step not in common and any(step in v for v in hosts.values()):
-        return "not_common"  # some host restores it, not every one (the oldest of the hosts' newest steps)
-    if expected is not None and expected[1] == "local" and tier == "persistent" and step < expected[0]:
-        return "local_ignored"
+    if expected is not None and step < expected[0]:
+        return "older"
     return None
 
 
 TIERS = Hidden(
     generate=_tier_cases,
     messages={
-        "missed": "A step can be restored here: return it as (step, tier) rather than None.",
-        "tier_name": "Name the tier as \"local\" or \"persistent\".",
-        "not_common": "You returned a step as restorable from the local tier that not every host can restore "
-                      "locally: each host's local tier holds only its own shards, so the job restores a step "
-                      "locally only where every host holds it, committed and readable. Intersect the hosts' sets of "
-                      "steps (the oldest of their newest steps is not enough: a host may lack it and hold a newer one).",
-        "tmp_trusted": "You counted a save that never committed: a '<step>.orbax-checkpoint-tmp' folder is a save "
+        "missed": "A step can be restored here: return it as (step, slice) rather than None.",
+        "every_host": "A replica slice holds a newer step complete in its local tiers, and you returned the persistent "
+                      "tier's. With Orbax's emergency manager each slice holds a whole copy, and one complete slice is "
+                      "enough: it reads the step and broadcasts it to the others. A step need not be in every process's "
+                      "local tier (the primary slice's processes save none), and the persistent tier is the fallback: "
+                      "work slice by slice.",
+        "any_process": "You counted a step that some process holds locally but no slice holds complete: a slice reads a "
+                       "step from its local tiers only where every one of its processes holds its shards of it.",
+        "oldest_newest": "A slice is complete at a step only where each of its processes holds that very step: the "
+                         "oldest of its processes' newest steps can be missing from one of them (a hole below the newest).",
+        "slice_as_process": "`slices[k]` lists slice k's processes, and each process's local tier is "
+                            "`tiers/local/<process>/`: slice k's copy lies in its processes' folders, not in "
+                            "`tiers/local/<k>/`.",
+        "tmp_trusted": "You counted a save that never committed: a '<step>.orbax-checkpoint-tmp-...' folder is a save "
                        "cut short before its rename, whatever it holds.",
-        "unrestored": "You returned a step that looks committed but whose `state` item does not restore: prove each "
-                      "candidate by restoring it, and take a failure as 'not this step'.",
-        "tie_to_persistent": "Every host holds that step in its local tier too: restore it from there (the fast "
-                             "read), and say \"local\".",
-        "local_ignored": "A newer step can be restored from the local tiers: the persistent tier is the fallback, "
-                         "not the first choice.",
-        "persistent_ignored": "The persistent tier holds a newer restorable step than any common local one: compare "
-                              "both tiers.",
+        "persistent_ignored": "The persistent tier holds a newer step than any slice's local copy: compare both tiers.",
+        "local_ignored": "A newer step is complete in a slice's local tiers: the persistent tier is the fallback, not "
+                         "the first choice.",
+        "older": "A newer step can be restored: look at every slice and at the persistent tier.",
+        "tie_to_persistent": "Right step, but a slice also holds it complete in its local tiers: Orbax reads it there "
+                             "(the fast read), so the slice is that one, not 0.",
+        "wrong_slice": "Right step, wrong slice: the step is read by the lowest-numbered slice that holds it complete, "
+                       "and 0 means it comes from the persistent tier.",
+        "process_number": "You returned a process's number where the slice's is asked: `slices[k]` lists slice k's "
+                          "processes.",
         "whole": "Wrong on a folder nothing happened to.",
-        "tie": "Wrong when the newest step is in both tiers.",
-        "host_lost": "Wrong when one host's local tier is empty (its machine was replaced).",
-        "cut": "Wrong when one host's newest local save was cut short.",
-        "holes": "Wrong when two hosts each lack a different local step.",
+        "process_lost": "Wrong when one process's local tier is empty (its machine was replaced).",
+        "slices_lost": "Wrong when every local tier is empty.",
+        "holes": "Wrong when two local slices each lack another step.",
+        "cut_tie": "Wrong when the newest local saves were cut short and the step before is in both tiers.",
+        "tie_other_slice": "Wrong when one slice is lost and the newest step both tiers hold is complete in the other.",
+        "persistent_newer": "Wrong when the persistent tier holds a newer step than any slice holds complete.",
         "persistent_cut": "Wrong when the newest persistent save was cut short.",
-        "persistent_unreadable": "Wrong when the newest persistent step does not restore.",
-        "nothing": "Wrong when no step can be restored from either tier: return None.",
-        "one_host": "Wrong for a job of one host.",
+        "nothing": "Wrong when no step can be restored: return None.",
+        "pair_whole": "Wrong for slices of two processes.",
+        "pair_process_lost": "Wrong for slices of two processes, one of whose local tiers is empty.",
+        "pair_hole": "Wrong for slices of two processes, one of which lacks a step the other holds.",
+        "pair_holes": "Wrong for slices of two processes that each lack another step.",
     },
     diagnose=_diagnose_tiers,
-    precedence=("tmp_trusted", "unrestored", "not_common"),
+    precedence=("tmp_trusted", "every_host", "any_process"),
     requirements={
-        "A step can be restored from the local tier only when every host's local tier holds it committed and its "
-        "`state` restores there": ("host_lost", "cut", "holes", "one_host"),
-        "from the persistent tier when it is committed there and its `state` restores": (
-            "persistent_cut", "persistent_unreadable", "nothing"),
-        "a step's save committed when its folder is named by the step alone": ("cut", "persistent_cut", "nothing"),
-        "Return `(step, tier)` for the newest step the job can restore": ("whole", "cut", "host_lost", "holes"),
-        "`tier` being `\"local\"` when every host can restore it locally (the fast path)": ("tie", "whole", "cut"),
-        "None when no step can be restored": ("nothing",),
+        "A slice can read a step from the local tiers only where every one of its processes holds it committed": (
+            "pair_process_lost", "pair_hole", "pair_holes", "holes"),
+        "`slices[k]` listing slice k's process numbers": ("pair_whole", "pair_hole", "pair_process_lost"),
+        "A save committed when its step folder is named by the step alone": ("cut_tie", "persistent_cut"),
+        "a process's local tier may be empty (its machine was replaced)": ("process_lost", "slices_lost",
+                                                                             "pair_process_lost"),
+        "the primary slice reads the persistent tier, so its number, `0`, means the step comes from there": (
+            "slices_lost", "persistent_cut", "persistent_newer", "pair_process_lost"),
+        "The manager restores the newest step it can read anywhere": ("whole", "holes", "persistent_newer",
+                                                                     "persistent_cut"),
+        "reading a step from the local tiers wherever a slice can, from the lowest-numbered slice that can": (
+            "cut_tie", "tie_other_slice", "whole", "process_lost"),
+        "Return None when no step can be restored": ("nothing",),
     },
-    on_exception="A host's local tier may be empty and a step folder half-written: list folders with os.listdir, "
-                 "and treat any failure to restore a step as 'not this step'.",
+    on_exception="A process's local tier may be empty and a step folder half-written: list folders with os.listdir "
+                 "(or Orbax's `ocp.step.checkpoint_steps`), and read nothing else.",
     expected=newest_across_tiers_truth,
 )
 
@@ -341,7 +386,7 @@ TIERS = Hidden(
 # grace window (engine/preempted.py), starts it again, and plants a state before the last run, as
 # for 5.3 (whose plant table, expected values and resume diagnoses it shares).
 
-GRACE = 2.0  # seconds between the SIGTERM and the SIGKILL (the statement says it)
+GRACE = 3.0  # seconds between the SIGTERM and the SIGKILL (the statement says it)
 
 
 def _grace_cases(rng):
@@ -371,7 +416,8 @@ def _grace_outcome(args, out):
     if any(t.get("killed") for t in terms):
         return "grace_exceeded"
     if not all(t.get("returned") for t in terms):
-        return "ended_by_term"
+        # ended by the SIGTERM's default action (no handler in place), or by an exit or exception after it
+        return "ended_by_term" if any(t.get("by_term") for t in terms if not t.get("returned")) else "exited_on_term"
     # the periodic steps, the last, and each step committed on a SIGTERM (newer than any folder then)
     allowed = {s for s in range(every, total + 1, every)} | {total}
     allowed |= {t.get("committed", 0) for t in terms if t.get("committed", 0) > t.get("before", 0)}
@@ -410,9 +456,16 @@ GRACE_RUN = Hidden(
         "grace_exceeded": "Your run was still running when the grace window closed, and the SIGKILL ended it: after "
                           "a SIGTERM the loop must stop whatever it is doing (an evaluation lasts longer than the "
                           "window: look at the signal inside it too), save, wait for the commit and return.",
-        "ended_by_term": "Your process ended on the SIGTERM itself instead of returning: Python's default action ends "
-                         "it at once, whatever it was saving. Install a handler (`signal.signal`), save the steps "
-                         "finished, wait for the commit, and return.",
+        "ended_by_term": "Your process ended on the SIGTERM itself, at once, without returning: no SIGTERM handler "
+                         "of yours was in place when it came (none installed, or `signal.SIG_DFL` put back), and "
+                         "Python's default action for a SIGTERM ends the process on the spot, as Lesson 8 section 1 "
+                         "shows: the steps since the last save were lost. Install a handler with "
+                         "`signal.signal(signal.SIGTERM, ...)` before the loop starts and keep it until the function "
+                         "returns; on a SIGTERM, save the steps finished, wait for the commit, and return.",
+        "exited_on_term": "After the SIGTERM your run ended without returning: your code raised or exited (an "
+                          "exception, `sys.exit`, which raises SystemExit, or `os._exit`). On a SIGTERM save the steps "
+                          "finished, wait for the commit, and return the function's result as a run that ends by "
+                          "itself does.",
         "trained_on": "After the SIGTERM your run went on training (and saved a later step): it must stop where it "
                       "stands, whatever it is doing, and save the steps it finished then. Training on spends the grace "
                       "window on steps a longer run, or a slower save, would lose to the SIGKILL.",
@@ -453,8 +506,8 @@ GRACE_RUN = Hidden(
     },
     diagnose=_diagnose_grace,
     check_outcome=_grace_outcome,
-    precedence=("plant_not_state", "plant_unreadable", "grace_exceeded", "ended_by_term", "saves_between",
-                "trained_on", "not_saved_on_term"),
+    precedence=("plant_not_state", "plant_unreadable", "grace_exceeded", "ended_by_term", "exited_on_term",
+                "saves_between", "trained_on", "not_saved_on_term"),
     requirements={
         "never save another step, except on a SIGTERM": ("during_evaluation", "during_save"),
         "On a SIGTERM your loop must stop whatever it is doing": ("during_evaluation", "during_save"),

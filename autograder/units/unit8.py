@@ -6,12 +6,18 @@ from __future__ import annotations
 
 from autograder.declarations import Example, Problem, Unit
 from autograder.wall.kinds import RunFolder, TieredRootArg
-from autograder.wall.problem_returns import ResumedRun
-from autograder.wall.returns import Struct
+from autograder.wall.returns import Raises, Struct
+from autograder.wall.run_returns import GraceRun
 
-# A job of 2 hosts, 12 steps: local saves every 2 steps (3 kept), persistent every 5 (2 kept).
-_TIERS = (("hosts", 2), ("steps", 12), ("local_every", 2), ("local_keep", 3), ("persistent_every", 5),
-          ("persistent_keep", 2), ("seed", 0))
+# A job of 3 processes, one per replica slice: slice 0 saves the persistent tier every 5 steps (2 kept),
+# slices 1 and 2 their local tiers every 2 (3 kept); 12 steps (Lesson 8's job).
+_TIERS = (("slices", 3), ("per_slice", 1), ("devices_per_process", 2), ("steps", 12), ("local_every", 2),
+          ("local_keep", 3), ("persistent_every", 5), ("persistent_keep", 2), ("seed", 0))
+_SLICES = ((0,), (1,), (2,))
+# Lesson 8's second job: 2 slices of 2 processes (slice 1 is processes 2 and 3), the same cadence.
+_PAIRS = (("slices", 2), ("per_slice", 2), ("devices_per_process", 1), ("steps", 12), ("local_every", 2),
+          ("local_keep", 3), ("persistent_every", 5), ("persistent_keep", 2), ("seed", 0))
+
 
 UNIT = Unit(
     number=8,
@@ -19,9 +25,9 @@ UNIT = Unit(
     intro=(
         "Clusters take machines back with a SIGTERM, a grace window, then a SIGKILL, and a job of several "
         "hosts must agree on what to save. Say which examples each host reads at a step, whatever the "
-        "number of hosts the job restarts with; find the newest step every host can restore when the "
-        "checkpoints live in tiers (a fast local one per host, a slow persistent one) and a host's local "
-        "tier is gone; and write a training loop that saves where it stands when the grader sends it a "
+        "number of hosts the job restarts with; say which step Orbax's emergency CheckpointManager restores, "
+        "and which replica slice reads it, when the checkpoints live in tiers (a fast local one per host, a "
+        "slow persistent one) and hosts' local tiers are gone; and write a training loop that saves where it stands when the grader sends it a "
         "real SIGTERM, wherever the signal lands, within the grace window. The lesson is "
         "`course/08_preemption.ipynb`."
     ),
@@ -80,6 +86,9 @@ PROBLEMS = (
             Example((0, 1, 2, 0, 10, 4), [6, 7], "the same step, host 1: rows 2-3"),
             Example((0, 0, 1, 0, 10, 4), [0, 4, 6, 7], "the same step on one host: the same global batch"),
             Example((2, 1, 2, 0, 10, 4), [5, 7], "step 2 crosses the end of the first epoch (positions 8 to 11: ids 5, 2 of the first, 5, 7 of the second)"),
+            Example((1, 0, 1, 0, 10, 4), [8, 3, 1, 9], "step 1 on one host: rows 0-3 in row order, not sorted"),
+            Example((0, 0, 3, 0, 10, 4), Raises("ValueError"), "a global batch of 4 rows cannot be split among 3 hosts"),
+            Example((0, 2, 2, 0, 10, 4), Raises("ValueError"), "host 2 is not one of the 2 hosts 0 and 1"),
         ),
         difficulty="medium",
         category="fault-tolerance",
@@ -98,36 +107,55 @@ PROBLEMS = (
     Problem(
         id="8.2",
         function="newest_step_across_tiers",
-        signature=("tiers",),
+        signature=("tiers", "slices"),
         points=15,
-        title="The newest step a job can restore, across tiers and hosts",
+        title="The step Orbax's multi-tier manager restores, and the slice that reads it",
         statement=(
-            "A job of several hosts checkpointed into the folder `tiers` in two tiers. `tiers/local/<host>/` "
-            "(hosts `0`, `1`, ...) is each host's fast local tier (a RAM disk in production): an Orbax "
-            "`CheckpointManager` of that host's own saved its shards there every few steps, as the item `state`. "
-            "`tiers/persistent/` is the persistent tier: a `CheckpointManager` saved the whole state there "
-            "rarely, as the item `state`. Both save with the atomic-rename protocol: a step's save committed "
-            "when its folder is named by the step alone. Then the job was preempted: a host's local tier may be "
-            "empty (its machine was replaced), a save may have been cut short, a committed step may not "
-            "restore. A step can be restored from the local tier only when every host's local tier holds it "
-            "committed and its `state` restores there; from the persistent tier when it is committed there and "
-            "its `state` restores. Return `(step, tier)` for the newest step the job can restore, `tier` being "
-            "`\"local\"` when every host can restore it locally (the fast path) and `\"persistent\"` otherwise; "
-            "None when no step can be restored. The folder is read-only to you."
+            "A job of several processes trained with Orbax's emergency (multi-tier) `CheckpointManager` "
+            "(`orbax.checkpoint.experimental.emergency.checkpoint_manager`) and checkpointed into the folder "
+            "`tiers`. Its mesh has a replica axis: the processes form replica slices, `slices[k]` listing slice "
+            "k's process numbers, and each slice holds a whole copy of the state, every process its shards of it. "
+            "Slice 0, the primary, saved the whole state to the persistent tier `tiers/persistent/`, rarely. Every "
+            "other slice saved to its processes' local tiers, `tiers/local/<process>/` (a RAM disk in production), "
+            "often, each process its own shards. A save committed when its step folder is named by the step alone. "
+            "Then the job was preempted: a process's local tier may be empty (its machine was replaced), a save "
+            "may have been cut short, a step may be missing from a process's tier. Return `(step, slice)`: the "
+            "step the manager restores when the job starts again, and the replica slice that reads it (the "
+            "others receive it by broadcast). A slice can read a step from the local tiers only where every one "
+            "of its processes holds it committed; the primary slice reads the persistent tier, so its number, "
+            "`0`, means the step comes from there. The manager restores the newest step it can read anywhere, "
+            "reading a step from the local tiers wherever a slice can, from the lowest-numbered slice that can. "
+            "Return None when no step can be restored. The folder is read-only to you; Orbax trusts the names "
+            "of committed steps, and so may you."
         ),
-        returns=Struct(("optional", ("fixed", ("int", "str")))),
+        returns=Struct(("optional", ("fixed", ("int", "int")))),
         hints=(
-            "Which steps can one host restore locally? Its committed step folders, newest first, each proven by "
-            "a restore of its `state` item (problem 5.2's rule, one tier at a time).",
-            "The job restores a step locally only if every host can: intersect the hosts' sets, not their "
-            "newest steps. An empty tier holds nothing, so nothing is common.",
-            "Compare the newest common local step with the newest restorable persistent step: the larger wins, "
-            "and a tie goes to the local tier, the faster read.",
+            "Each local tier alone tells you nothing: a process holds only its shards. Group the processes by "
+            "their slice first, and ask of each slice which steps all its processes hold committed.",
+            "One complete slice is enough for the job: the others get the state by broadcast. So the local "
+            "steps are those of any slice, not those every process holds (the primary slice's processes hold no "
+            "local step at all).",
+            "Put the persistent tier's committed steps beside them: the newest step wins; a step both tiers "
+            "hold is read locally, by the lowest-numbered slice that holds it complete.",
         ),
         examples=(
-            Example((TieredRootArg(_TIERS),), (12, "local"), "nothing lost: every host holds step 12 locally"),
-            Example((TieredRootArg(_TIERS + (("damage", (("lost", 1),)),)),), (10, "persistent"),
-                    "host 1's local tier lost: the newest persistent step"),
+            Example((TieredRootArg(_TIERS), _SLICES), (12, 1),
+                    "nothing lost: slices 1 and 2 each hold step 12 complete; slice 1 reads it"),
+            Example((TieredRootArg(_TIERS, (("lost", 2),)), _SLICES), (12, 1),
+                    "process 2's local tier lost: slice 1 still holds step 12, so it is restored from there"),
+            Example((TieredRootArg(_TIERS, (("hole", 1, 0), ("hole", 2, 1))), _SLICES), (12, 2),
+                    "holes: process 1 lacks step 12, process 2 lacks step 10: slice 2 reads step 12"),
+            Example((TieredRootArg(_TIERS, (("cut", 1), ("cut", 2))), _SLICES), (10, 1),
+                    "both newest local saves cut short (left with temporary names): step 10, in both tiers, read "
+                    "locally by slice 1"),
+            Example((TieredRootArg(_TIERS, (("lost", 1), ("lost", 2))), _SLICES), (10, 0),
+                    "both local slices lost: the persistent tier's step 10, read by the primary slice"),
+            Example((TieredRootArg(_PAIRS, (("hole", 3, 0),)), ((0, 1), (2, 3))), (10, 1),
+                    "slices of two processes: process 3 lacks step 12, which process 2 holds, so slice 1 is "
+                    "complete only up to step 10, read locally"),
+            Example((TieredRootArg(_PAIRS, (("hole", 2, 1), ("hole", 3, 0))), ((0, 1), (2, 3))), (10, 0),
+                    "process 2 lacks step 10, process 3 step 12: slice 1 is complete only at step 8, so the "
+                    "persistent tier's step 10, newer, is read by the primary slice"),
         ),
         timeout=60.0,
         forbidden=("ckptlab.tiers",),
@@ -136,13 +164,13 @@ PROBLEMS = (
         tags=("preemption", "tiers", "orbax"),
         seen_in="Orbax's emergency (multi-tier) checkpointing; MaxText issue #1153, axlearn issue #1332",
         why=(
-            "A local tier is per host, so a step restores from it only where every host restores it: the "
-            "intersection of the hosts' restorable steps. The persistent tier, slower and older, is the floor "
-            "when a host's local tier is gone."
+            "Orbax's emergency manager keeps one copy of the state per replica slice, so a step restores from "
+            "the local tiers wherever one slice holds it complete: that slice reads it and broadcasts it. A lost "
+            "host costs only its own slice; the persistent tier, written by the primary slice, is the floor."
         ),
         next_question=(
-            "With hosts replicated in pairs, a lost host's shards also live on its peer: how would you find the "
-            "newest step then, and what would you copy where before restoring?"
+            "The manager trusts committed names: what happens to the job when the one slice holding the newest "
+            "step has a damaged shard, and what would you check before restoring?"
         ),
     ),
     Problem(
@@ -162,8 +190,11 @@ PROBLEMS = (
             "a SIGTERM. After training step s - 1 when s is a multiple of `eval_every` (after that step's periodic "
             "save, if it has one), evaluate the model: `training.eval_loss(model, x, y)` on every batch of "
             "`training.eval_batches(seed)`, which takes seconds. The grader sends your process a real SIGTERM at "
-            "a moment of its choosing (while a save is under way, or during an evaluation), and a SIGKILL 2 "
-            "seconds later (the grace window). On a SIGTERM your loop must stop whatever it is doing, save the "
+            "a moment of its choosing (while a save is under way, or during an evaluation), and a SIGKILL 3 "
+            "seconds later (the grace window). Your function runs as one process without `jax.distributed` (the "
+            "grader's sandbox has no network), so JAX's preemption sync point is not available to it (Orbax's "
+            "`reached_preemption` is always False there): your loop answers the SIGTERM itself. On a SIGTERM your "
+            "loop must stop whatever it is doing, save the "
             "state after the last training step it finished, wait until that step is committed, and return "
             "within the grace window. Started again with the same arguments, a run must go on from the latest "
             "committed step, training only the steps that remain, on the batches that come next. Return "
@@ -173,7 +204,7 @@ PROBLEMS = (
             "state after that many steps, and may put another valid state in its place: the last run must go on "
             "from what the step holds."
         ),
-        returns=ResumedRun(),
+        returns=GraceRun(),
         hints=(
             "A signal handler runs between two Python bytecodes of the main thread, whatever the loop is doing; "
             "`signal.signal(signal.SIGTERM, handler)` installs one. What should it change, and where does the "
@@ -185,6 +216,11 @@ PROBLEMS = (
             "its step commits: wait for the manager before returning.",
         ),
         examples=(
+            Example((RunFolder((("term_eval", 2),), plant=8, grace=3.0), 4, 0, 2, 3), None,
+                    "four steps in a fresh folder, saves at 2 and 4, sent a real SIGTERM during the evaluation after "
+                    "step 3: your run must save step 3, wait for its commit and return within 3 s; then, after the "
+                    "check (as the grader does) puts another valid state in step 3, started again it must go on from "
+                    "what step 3 holds"),
             Example((RunFolder(), 4, 0, 2, 3), None, "four steps in a fresh folder, not interrupted: saves at 2 and 4, "
                                                      "an evaluation after step 3"),
             Example((RunFolder(left_at=2), 4, 0, 2, 3), None,
@@ -201,7 +237,7 @@ PROBLEMS = (
         why=(
             "The handler only records the SIGTERM; every loop that runs longer than the grace window, evaluation "
             "included, looks at it, and the loop then saves the steps it finished, waits for the commit, and "
-            "exits while the window is open."
+            "exits while the window is open. As a container's entrypoint (pid 1) only a handler lets the SIGTERM in."
         ),
         next_question=(
             "On several hosts only one may get the SIGTERM first: how do they agree on one step to save, and "

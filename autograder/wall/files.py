@@ -28,8 +28,8 @@ def _roots_of(kind, value, workdir: str, make) -> dict:
     if not args:
         return {}
     roots = [os.path.join(workdir, f"ckpt-{uuid.uuid4().hex[:12]}") for _ in args]
-    make(args, roots)
-    return {id(arg): root for arg, root in zip(args, roots)}
+    notes = make(args, roots) or [None] * len(roots)
+    return {id(arg): (root, note) for arg, root, note in zip(args, roots, notes)}
 
 
 def _kill_and_damage(args, roots) -> None:
@@ -41,11 +41,41 @@ def _kill_and_damage(args, roots) -> None:
         damage_root(root, arg.damage)
 
 
-def _write_tiers(args, roots) -> None:
-    """:class:`~autograder.wall.kinds.TieredRootArg`'s folders, written and damaged."""
+# (spec, damage) -> (a pristine copy of the folder, what Orbax restored from it): a tiers folder costs a job of
+# processes, and the same one comes again (a check run twice, the public examples of every learner graded by one
+# process, the same hidden draw); each use gets a copy of its own. Removed when the process ends.
+_TIERS_WRITTEN: dict = {}
+
+
+def _tiers_kept() -> str:
+    import atexit
+    import shutil
+    import tempfile
+
+    if "folder" not in _TIERS_WRITTEN:
+        folder = tempfile.mkdtemp(prefix="ckpt-tiers-written-")
+        atexit.register(shutil.rmtree, folder, True)
+        _TIERS_WRITTEN["folder"] = folder
+    return _TIERS_WRITTEN["folder"]
+
+
+def _write_tiers(args, roots) -> list:
+    """:class:`~autograder.wall.kinds.TieredRootArg`'s folders, written and damaged (each new one by a real
+    job, :func:`ckptlab.tiers.make_tiers`, then kept; each root a copy); what Orbax restores from each
+    (``(step, slice)`` or None)."""
+    import shutil
+
     from ckptlab.tiers import make_tiers
 
-    make_tiers([(root, arg.tier_spec()) for arg, root in zip(args, roots)])
+    keys = [(arg.spec, arg.damage) for arg in args]
+    new = {key: arg for key, arg in zip(keys, args) if key not in _TIERS_WRITTEN}
+    if new:
+        kept = [os.path.join(_tiers_kept(), uuid.uuid4().hex[:12]) for _ in new]
+        restored = make_tiers([(folder, arg.tier_spec(), arg.damage) for folder, arg in zip(kept, new.values())])
+        _TIERS_WRITTEN.update({key: (folder, r.answer) for key, folder, r in zip(new, kept, restored)})
+    for key, root in zip(keys, roots):
+        shutil.copytree(_TIERS_WRITTEN[key][0], root, symlinks=True)
+    return [_TIERS_WRITTEN[key][1] for key in keys]
 
 
 def damage_root(root: str, damage: tuple) -> None:
@@ -83,6 +113,20 @@ class RunPath(str):
         return self
 
 
+class TieredPath(str):
+    """A realized :class:`~autograder.wall.kinds.TieredRootArg`: its path, carrying what Orbax's emergency
+    manager restored from the folder (``restored``: ``(step, slice)`` or None), for the hidden tests'
+    expected value, computed on this side. A worker gets the path alone (a plain string)."""
+
+    def __new__(cls, path: str, restored=None):
+        self = super().__new__(cls, path)
+        self.restored = None if restored is None else tuple(restored)
+        return self
+
+    def __reduce__(self):
+        return TieredPath, (str(self), self.restored)
+
+
 def realize(value, workdir: str):
     """Write every file argument inside ``value`` under ``workdir``; return paths instead."""
     preempted = _roots_of(PreemptedRootArg, value, workdir, _kill_and_damage)
@@ -90,9 +134,9 @@ def realize(value, workdir: str):
 
     def save(leaf):
         if isinstance(leaf, PreemptedRootArg):
-            return preempted[id(leaf)]
+            return preempted[id(leaf)][0]
         if isinstance(leaf, TieredRootArg):
-            return tiered[id(leaf)]
+            return TieredPath(*tiered[id(leaf)])
         if isinstance(leaf, RunFolder):  # not made: the run makes it, in the scratch folder it writes
             return RunPath(os.path.join(workdir, "scratch", f"run-{uuid.uuid4().hex[:12]}"), leaf.plant)
         if isinstance(leaf, OutputFolder):  # not made: the function writes it (its parent exists)
@@ -119,7 +163,7 @@ def mirror(value, source: str, target: str):
     def move(leaf):
         if isinstance(leaf, str) and leaf.startswith(source + os.sep):
             moved = target + leaf[len(source):]
-            return RunPath(moved, leaf.plant) if isinstance(leaf, RunPath) else moved
+            return RunPath(moved, leaf.plant) if isinstance(leaf, RunPath) else moved  # (a TieredPath: its path alone)
         return leaf
 
     return map_leaves(value, move)

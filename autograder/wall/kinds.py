@@ -226,7 +226,7 @@ class TreeCheckpointArg(CheckpointArg):
 
 # Damage a safetensors file can have, and the word a clear error about it must use.
 TRUNCATED = ("short", "header_cut", "huge_length", "data_cut")
-CORRUPT = ("bad_json", "not_object", "bad_utf8", "bad_entry")
+CORRUPT = ("bad_json", "not_object", "bad_utf8", "bad_entry", "bad_dtype", "bad_shape")
 
 
 @dataclass(frozen=True)
@@ -303,7 +303,9 @@ class SafetensorsArg:
             "bad_json": lambda: data[:8] + b"{" + b"#" * (n - 1) + body,
             "not_object": lambda: data[:8] + b"[" + b" " * (n - 2) + b"]" + body,
             "bad_utf8": lambda: data[:8] + header[:2] + b"\xff\xfe" + header[4:] + body,
-            "bad_entry": lambda: data[:8] + _break_entry(header) + body,
+            "bad_entry": lambda: data[:8] + _break_entry(header, "data_offsets") + body,
+            "bad_dtype": lambda: data[:8] + _break_entry(header, "dtype") + body,
+            "bad_shape": lambda: data[:8] + _break_entry(header, "shape") + body,
         }
         return damaged[self.damage]()
 
@@ -321,11 +323,12 @@ class SafetensorsArg:
         return sum(self.nbytes(name) for name, _, _ in self.tensors)
 
 
-def _break_entry(header: bytes) -> bytes:
-    """The same header, with one tensor's "data_offsets" made unreadable (same length)."""
+def _break_entry(header: bytes, field: str) -> bytes:
+    """The same header (same length), one tensor's ``field`` of another JSON type: "data_offsets" not
+    [begin, end], a "dtype" not a str (an int), a "shape" not a list ("16x8"): each shorter, so it fits."""
     parsed = json.loads(header)
-    name = next(k for k in parsed if k != "__metadata__")
-    parsed[name]["data_offsets"] = "x"  # shorter than any "[begin,end]", so the length still fits
+    entry = parsed[next(k for k in parsed if k != "__metadata__")]
+    entry[field] = {"data_offsets": "x", "dtype": 4, "shape": "x".join(map(str, entry["shape"]))}[field]
     text = json.dumps(parsed, separators=(",", ":")).encode()
     assert len(text) <= len(header)
     return text.ljust(len(header))
@@ -355,12 +358,12 @@ class PreemptedRootArg:
 
 @dataclass(frozen=True)
 class TieredRootArg:
-    """A folder a job of several hosts checkpointed into in two tiers (problem 8.2), written by real
-    Orbax saves and then damaged as ``spec`` says (a :class:`ckptlab.tiers.TierSpec`'s fields as
-    pairs; its ``damage`` too). Every such argument of a :func:`~autograder.wall.files.realize` call
-    is written by one helper process."""
+    """Problem 8.2's folder: Orbax's emergency manager's tiers, saved by a real job of processes
+    (:func:`ckptlab.tiers.make_tiers`; ``spec``: a ``TierSpec``'s fields as pairs), then ``damage``d.
+    Orbax's own restore of it travels with the realized path (``files.TieredPath``), never inside it."""
 
     spec: tuple
+    damage: tuple = ()
 
     def tier_spec(self):
         from ckptlab.tiers import TierSpec
@@ -385,7 +388,7 @@ class RunFolder:
     (its steps 1 to ``left_at`` committed), and the case's run starts again in what it left: it must
     go on from step ``left_at``, on the batches that come next. The notebook's check can kill no
     run (the learner's code runs in the kernel), so this is how a public example stops one
-    (:meth:`autograder.wall.problem_returns.ResumedRun.run_example`); the grader does the same
+    (:meth:`autograder.wall.run_returns.ResumedRun.run_example`); the grader does the same
     (:func:`autograder.engine.preempted.run_case`), so the example means one thing in both."""
 
     kills: tuple = ()

@@ -44,6 +44,8 @@ DAMAGE = {
     "not_object": "whose header is JSON but not an object",
     "bad_utf8": "whose header is not valid UTF-8",
     "bad_entry": "with a tensor entry whose data_offsets are not [begin, end]",
+    "bad_dtype": "with a tensor entry whose dtype is not a string",
+    "bad_shape": "with a tensor entry whose shape is not a list",
 }
 
 
@@ -176,26 +178,28 @@ def _preempted_root(arg: PreemptedRootArg) -> str:
 
 
 def _tiered_root(arg: TieredRootArg) -> str:
-    """The folder in words: its hosts, how often each tier saved and kept, what the grader did to it."""
+    """The folder in words: the job's slices, how often each tier saved and kept, what the grader did to it."""
     spec = arg.tier_spec()
-    text = (f"<a folder of two tiers written by {spec.hosts} hosts over {spec.steps} steps: each host's local tier "
-            f"saved every {spec.local_every} steps (the newest {spec.local_keep} kept), the persistent tier every "
-            f"{spec.persistent_every} (the newest {spec.persistent_keep} kept)")
+    per = "1 process" if spec.per_slice == 1 else f"{spec.per_slice} processes"
+    text = (f"<a folder Orbax's emergency CheckpointManager wrote for a job of {spec.processes} processes in "
+            f"{spec.slices} replica slices of {per}, over {spec.steps} steps: slice 0's persistent tier saved every "
+            f"{spec.persistent_every} steps (the newest {spec.persistent_keep} kept), the other slices' local tiers "
+            f"every {spec.local_every} (the newest {spec.local_keep} kept)")
     harms = []
-    for harm in spec.damage:
+    for harm in arg.damage:
         kind = harm[0]
         if kind == "lost":
-            harms.append(f"host {harm[1]}'s local tier emptied (its machine replaced)")
+            harms.append(f"process {harm[1]}'s local tier emptied (its machine replaced)")
         elif kind == "cut":
-            harms.append(f"host {harm[1]}'s newest local save cut short before its rename")
-        elif kind == "unreadable":
+            harms.append(f"process {harm[1]}'s newest local save cut short before its rename")
+        elif kind == "hole":
             which = "newest" if harm[2] == 0 else "one before the newest" if harm[2] == 1 else \
                 f"{harm[2]} before the newest"
-            harms.append(f"the arrays' data of host {harm[1]}'s {which} local step deleted, its records kept")
+            harms.append(f"process {harm[1]}'s {which} local step gone")
         elif kind == "persistent_cut":
             harms.append("the newest persistent save cut short before its rename")
-        elif kind == "persistent_unreadable":
-            harms.append("the arrays' data of a persistent step deleted, its records kept")
+        elif kind == "persistent_hole":
+            harms.append("a persistent step gone")
     if harms:
         text += "; then " + "; ".join(harms)
     return text + ">"

@@ -8,7 +8,8 @@ release that moves it breaks one module, whose :func:`check` says which name, in
 - :mod:`~ckptlab.adapters.jax_internals`: JAX's arrays class and the slots its getters read.
 - :mod:`~ckptlab.adapters.errors`: the error that names what moved, and in which version.
 - :mod:`~ckptlab.adapters.orbax_internals`: Orbax's replica slices (who writes what), its read
-  reservation, and its safetensors byte-run helpers.
+  reservation, its safetensors byte-run helpers, and the device-id map its emergency (multi-tier)
+  ``CheckpointManager`` needs on CPU processes.
 
 ``python -m ckptlab.adapters`` checks both against the installed libraries (the test suite does).
 """

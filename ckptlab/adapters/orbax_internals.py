@@ -6,6 +6,9 @@
   ``estimate_read_memory_footprint``: the chunk-aligned box around the target shard).
 - :func:`index_domain_to_byte_runs` and :func:`partition_runs`: Orbax v1's safetensors helpers
   (the byte runs of an index domain; runs coalesced into reads).
+- :func:`initialize_distributed_to_device_ids`: the call Orbax's emergency (multi-tier)
+  ``CheckpointManager`` needs after ``jax.distributed.initialize`` on processes that are not TPU or GPU
+  slices (its own error names it: ``Please call initialize_distributed_to_device_ids()``).
 """
 
 from __future__ import annotations
@@ -76,10 +79,27 @@ def partition_runs(runs, max_over_read_ratio: float, min_coalesce_gap: int = 409
     return _safetensors_layout()._partition_runs(runs, max_over_read_ratio, min_coalesce_gap)
 
 
+def _multihost():
+    try:
+        from orbax.checkpoint._src.multihost import multihost as module
+
+        module.initialize_distributed_to_device_ids  # noqa: B018
+    except (ImportError, AttributeError) as exc:
+        raise _moved("orbax.checkpoint._src.multihost.multihost.initialize_distributed_to_device_ids", exc) from exc
+    return module
+
+
+def initialize_distributed_to_device_ids() -> None:
+    """Record, through JAX's coordination service, which device ids each process holds (every process
+    calls it, after ``jax.distributed.initialize``): the emergency ``CheckpointManager``'s local tier
+    and its restore ask for this map and refuse to start without it."""
+    _multihost().initialize_distributed_to_device_ids()
+
+
 def check() -> list[str]:
     """The private names above that the installed Orbax lacks (each message names its version)."""
     problems = []
-    for find in (_replica_slices_module, _serialization, _safetensors_layout):
+    for find in (_replica_slices_module, _serialization, _safetensors_layout, _multihost):
         try:
             find()
         except ImportError as exc:

@@ -65,147 +65,130 @@ def host_batch(step, host, hosts, seed, examples, global_batch):
 
 # --- 8.2 newest_step_across_tiers (its answers below this line) ---
 TIERS = [
-    # Orbax's step helpers list each tier's finalized steps; every step either tier holds is tried
-    # newest first, locally on every host (all() stops at the first host that fails), then from the
-    # persistent tier, each load through Orbax v1; the first step that loads is the answer.
-    ("v1_loads_newest_first", """
-def _loads(step_dir):
-    try:
-        ocp.v1.load_checkpointables(step_dir, {"state": None})
-    except Exception:
-        return False
-    return True
+    # Orbax's own step listing per tier (its finalized steps), and per slice a Counter of its processes'
+    # steps, as Orbax's manager counts them (a step is the slice's where every process has it); the
+    # answer is the largest of (step, read locally, -slice).
+    ("orbax_steps_and_a_counter", """
+import collections
 
 
-def newest_step_across_tiers(tiers):
-    local_root = os.path.join(tiers, "local")
-    host_dirs = [os.path.join(local_root, h) for h in os.listdir(local_root)]
-    persistent_dir = os.path.join(tiers, "persistent")
-    on_host = [set(ocp.step.checkpoint_steps(d)) for d in host_dirs]
-    in_persistent = set(ocp.step.checkpoint_steps(persistent_dir))
-    candidates = set(in_persistent).union(*on_host)
-    for step in sorted(candidates, reverse=True):
-        if host_dirs and all(step in held for held in on_host) and all(
-                _loads(os.path.join(d, str(step))) for d in host_dirs):
-            return step, "local"
-        if step in in_persistent and _loads(os.path.join(persistent_dir, str(step))):
-            return step, "persistent"
+def _finalized(directory):
+    return set(ocp.step.checkpoint_steps(directory)) if os.path.isdir(directory) else set()
+
+
+def newest_step_across_tiers(tiers, slices):
+    options = []
+    for number, processes in enumerate(slices):
+        counts = collections.Counter()
+        for p in processes:
+            counts.update(_finalized(os.path.join(tiers, "local", str(p))))
+        options += [(step, 1, -number) for step, n in counts.items() if n == len(processes)]
+    options += [(step, 0, 0) for step in _finalized(os.path.join(tiers, "persistent"))]
+    if not options:
+        return None
+    step, local, minus_slice = max(options)
+    return int(step), -minus_slice if local else 0
+"""),
+    # Newest first over every step any tier names: the first slice whose every process holds it reads
+    # it; else the persistent tier, if it holds it. pathlib and a commit by name alone.
+    ("newest_first_with_pathlib", """
+import re
+from pathlib import Path
+
+
+def _committed(folder: Path):
+    if not folder.is_dir():
+        return set()
+    return {int(p.name) for p in folder.iterdir() if p.is_dir() and re.fullmatch(r"\\d+", p.name)}
+
+
+def newest_step_across_tiers(tiers, slices):
+    root = Path(tiers)
+    local = {p: _committed(root / "local" / str(p)) for procs in slices for p in procs}
+    persistent = _committed(root / "persistent")
+    for step in sorted(set(persistent).union(*local.values()), reverse=True):
+        for number, processes in enumerate(slices):
+            if processes and all(step in local[p] for p in processes):
+                return step, number
+        if step in persistent:
+            return step, 0
     return None
 """),
-    # One read-only CheckpointManager per tier lists its committed steps and restores the `state`
-    # item by name; the hosts' sets are intersected, and the best (step, tier) is the largest of
-    # (step, preference) pairs, the local tier preferred on a tie.
-    ("read_only_managers_per_tier", """
+    # Orbax's name format finds each tier's steps (as its emergency manager does, through find_all);
+    # the slices' complete steps by reducing their sets, the best pick by comparing newest steps.
+    ("name_format_and_reduce", """
 import functools
 
 
-def _restorable(directory):
-    options = ocp.CheckpointManagerOptions(read_only=True)
-    with ocp.CheckpointManager(directory, item_names=("state",), options=options) as manager:
-        good = set()
-        for step in manager.all_steps():
-            try:
-                manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))
-            except Exception:
-                continue
-            good.add(step)
-        return good
+def _steps(directory):
+    if not os.path.isdir(directory):
+        return frozenset()
+    return frozenset(m.step for m in ocp.step.standard_name_format().find_all(directory))
 
 
-def newest_step_across_tiers(tiers):
-    hosts = sorted(os.scandir(os.path.join(tiers, "local")), key=lambda e: int(e.name))
-    per_host = [_restorable(e.path) for e in hosts]
-    common = functools.reduce(set.intersection, per_host) if per_host else set()
-    ranked = [(s, 1, "local") for s in common]
-    ranked += [(s, 0, "persistent") for s in _restorable(os.path.join(tiers, "persistent"))]
-    if not ranked:
+def newest_step_across_tiers(tiers, slices):
+    complete = [functools.reduce(frozenset.intersection, [_steps(os.path.join(tiers, "local", str(p))) for p in procs])
+                for procs in slices]
+    newest_local = max((max(c) for c in complete if c), default=-1)
+    newest_persistent = max(_steps(os.path.join(tiers, "persistent")), default=-1)
+    if newest_local < 0 and newest_persistent < 0:
         return None
-    step, _, tier = max(ranked)
-    return int(step), tier
+    if newest_local >= newest_persistent:
+        return newest_local, next(k for k, c in enumerate(complete) if newest_local in c)
+    return newest_persistent, 0
 """),
-    # The persistent tier first (its newest step that restores is the floor), then only the local
-    # steps above or at that floor, host by host, each step's state restored with its own metadata
-    # as the target: a step a host cannot restore is dropped for every host.
-    ("persistent_floor_then_local", """
-import re
-
-
-def _committed(directory):
+    # Orbax's own CheckpointManager, read-only, lists each tier's steps (all_steps: the committed ones);
+    # newest first over every step listed, slices 1 up before the persistent tier.
+    ("read_only_managers_newest_first", """
+def _all_steps(folder):
+    if not os.path.isdir(folder):
+        return set()
+    manager = ocp.CheckpointManager(folder, options=ocp.CheckpointManagerOptions(read_only=True, create=False))
     try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
-    return sorted((int(n) for n in names if re.fullmatch(r"[0-9]+", n)
-                   and os.path.isdir(os.path.join(directory, n))), reverse=True)
-
-
-def _state_restores(step_dir):
-    path = os.path.join(step_dir, "state")
-    checkpointer = ocp.StandardCheckpointer()
-    try:
-        meta = checkpointer.metadata(path)
-        tree = meta.item_metadata if hasattr(meta, "item_metadata") else meta
-        target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype), tree)
-        checkpointer.restore(path, target)
-    except Exception:
-        return False
+        return set(manager.all_steps())
     finally:
-        checkpointer.close()
-    return True
+        manager.close()
 
 
-def newest_step_across_tiers(tiers):
-    persistent = os.path.join(tiers, "persistent")
-    floor = next((s for s in _committed(persistent) if _state_restores(os.path.join(persistent, str(s)))), None)
-    local = os.path.join(tiers, "local")
-    hosts = os.listdir(local)
-    candidates = None
-    for host in hosts:
-        mine = {s for s in _committed(os.path.join(local, host)) if floor is None or s >= floor}
-        candidates = mine if candidates is None else candidates & mine
-    for step in sorted(candidates or (), reverse=True):
-        if all(_state_restores(os.path.join(local, h, str(step))) for h in hosts):
-            return step, "local"
-    return None if floor is None else (floor, "persistent")
+def newest_step_across_tiers(tiers, slices):
+    held = {p: _all_steps(os.path.join(tiers, "local", str(p))) for procs in slices for p in procs}
+    persistent = _all_steps(os.path.join(tiers, "persistent"))
+    for step in sorted(set().union(persistent, *held.values()), reverse=True):
+        for k in range(1, len(slices)):
+            if all(step in held[p] for p in slices[k]):
+                return (step, k)
+        if step in persistent:
+            return (step, 0)
+    return None
 """),
-    # epath and Orbax's step-name format find each tier's step folders (temporary ones excluded),
-    # the state restored with a PyTreeCheckpointer; NumPy intersects the hosts' steps.
-    ("epath_name_format_and_numpy", """
-from etils import epath
+    # os.walk's first level for each tier's step folders (decimal names without a leading zero), NumPy's
+    # intersect1d across a slice's processes, and a running best that a later slice replaces only when
+    # newer (or when the best so far is the persistent tier's).
+    ("os_walk_and_intersect1d", """
+def _committed(folder):
+    for _, dirs, _ in os.walk(folder):
+        return np.array(sorted(int(d) for d in dirs if d.isascii() and d.isdecimal() and d == str(int(d))),
+                        dtype=np.int64)
+    return np.array([], dtype=np.int64)
 
 
-def _good_steps(directory):
-    directory = epath.Path(directory)
-    good = []
-    for meta in ocp.step.standard_name_format().find_all(directory):
-        if ocp.step.is_tmp_checkpoint(meta.path) or meta.path.name != str(meta.step):
+def newest_step_across_tiers(tiers, slices):
+    best = None
+    persistent = _committed(os.path.join(tiers, "persistent"))
+    if persistent.size:
+        best = (int(persistent.max()), 0)
+    for k, procs in enumerate(slices):
+        if k == 0:
             continue
-        try:
-            with ocp.PyTreeCheckpointer() as checkpointer:
-                checkpointer.restore(meta.path / "state")
-        except Exception:
-            continue
-        good.append(meta.step)
-    return np.array(sorted(good), dtype=np.int64)
-
-
-def newest_step_across_tiers(tiers):
-    root = epath.Path(tiers)
-    hosts = [p for p in (root / "local").iterdir()]
-    common = None
-    for host in hosts:
-        steps = _good_steps(host)
-        common = steps if common is None else np.intersect1d(common, steps)
-    persistent = _good_steps(root / "persistent")
-    best_local = int(common.max()) if common is not None and common.size else -1
-    best_persistent = int(persistent.max()) if persistent.size else -1
-    if best_local < 0 and best_persistent < 0:
-        return None
-    if best_local >= best_persistent:
-        return best_local, "local"
-    return best_persistent, "persistent"
+        common = _committed(os.path.join(tiers, "local", str(procs[0])))
+        for p in procs[1:]:
+            common = np.intersect1d(common, _committed(os.path.join(tiers, "local", str(p))))
+        if common.size and (best is None or common.max() > best[0] or (common.max() == best[0] and best[1] == 0)):
+            best = (int(common.max()), k)
+    return best
 """),
 ]
+
 
 # --- 8.3 train_with_grace (its answers below this line) ---
 GRACE = [

@@ -111,120 +111,212 @@ def host_batch(step, host, hosts, seed, examples, global_batch):""" + _CHECKS + 
 ]
 
 # --- 8.2 newest_step_across_tiers (its answers below this line) ---
-# Shared pieces of the wrong answers: every host's restorable steps, each proven by a restore of its
-# `state` item, unless an answer's mistake is in how it finds them.
-_TIER_RESTORES = """
-def _restores(step_folder):
-    try:
-        with ocp.StandardCheckpointer() as checkpointer:
-            checkpointer.restore(os.path.join(step_folder, "state"))
-    except Exception:
-        return False
-    return True
-
-
+# Shared pieces of the wrong answers: each tier's committed steps (folders named by the step alone),
+# then a rule, unless an answer's mistake is in how it lists them.
+_TIER_SOURCE = """
 def _steps(tier):
     if not os.path.isdir(tier):
         return set()
-    return {int(name) for name in os.listdir(tier)
-            if name.isdigit() and _restores(os.path.join(tier, name))}
-"""
+    return {int(name) for name in os.listdir(tier) if name.isdigit()}
 
-_TIER_SOURCE = _TIER_RESTORES + """
 
-def newest_step_across_tiers(tiers):
+def newest_step_across_tiers(tiers, slices):
     local = os.path.join(tiers, "local")
-    per_host = [_steps(os.path.join(local, h)) for h in sorted(os.listdir(local), key=int)]
-    LOCAL
     persistent = _steps(os.path.join(tiers, "persistent"))
+    by_slice = {}
+    for k, procs in enumerate(slices):
+        held = [_steps(os.path.join(local, str(p))) for p in procs]
+        SLICE
+        for s in steps:
+            by_slice.setdefault(s, k)
     PICK
 """
 
-_TIER_PICK = """if not common and not persistent:
+_TIER_SLICE = "steps = set.intersection(*held) if held else set()"
+_TIER_PICK = """newest = max(set(by_slice) | persistent, default=None)
+    if newest is None:
         return None
-    step = max(common | persistent)
-    return (step, "local" if step in common else "persistent")"""
-
-_TIER_COMMON = "common = set.intersection(*per_host) if per_host else set()"
+    return newest, by_slice.get(newest, 0)"""
 
 
-def _tier_answer(local=_TIER_COMMON, pick=_TIER_PICK, steps=None):
-    source = _TIER_SOURCE.replace("LOCAL", local).replace("PICK", pick)
-    return source if steps is None else source.replace(_TIER_RESTORES, steps)
+def _tier_answer(slice_=_TIER_SLICE, pick=_TIER_PICK, steps=None):
+    source = _TIER_SOURCE.replace("SLICE", slice_).replace("PICK", pick)
+    return source if steps is None else source.replace(
+        "return {int(name) for name in os.listdir(tier) if name.isdigit()}", steps)
 
 
 TIERS = [
-    # Any host's local tier taken for the job's: the union of the hosts' steps, not their
-    # intersection (a host holding a step says nothing of its peers' shards).
-    ("newest_of_any_host", _tier_answer(local="common = set().union(*per_host)"), "incorrect",
-     "not every host can restore locally"),
-    # Each host's newest step, then the oldest of those: right while the hosts' steps run in
-    # step, wrong once a host lacks that step while holding a newer one.
-    ("oldest_of_the_hosts_newest", _tier_answer(
-        local="common = {min(max(s) for s in per_host)} if per_host and all(per_host) else set()"),
-     "incorrect", "Intersect the hosts' sets of steps"),
-    # The temporary folder of a save cut short taken for its step: the step read from the name's
-    # start, the restore tried (and passing: a cut save's files may all be there).
-    ("trusts_temporary_folders", _tier_answer(steps=_TIER_RESTORES.replace(
-        "name.isdigit()", "name.split('.')[0].isdigit()").replace("int(name)", "int(name.split('.')[0])")),
+    # The rule Lesson 8 taught before Orbax's own manager ran: a step is local only where every host's
+    # local tier holds it, as if the hosts shared one copy. The primary slice saves no local step, so
+    # nothing is ever local: the persistent tier's step every time.
+    ("every_host_must_hold_it", """
+def _steps(tier):
+    if not os.path.isdir(tier):
+        return set()
+    return {int(name) for name in os.listdir(tier) if name.isdigit()}
+
+
+def newest_step_across_tiers(tiers, slices):
+    hosts = [p for procs in slices for p in procs]
+    common = set.intersection(*(_steps(os.path.join(tiers, "local", str(p))) for p in hosts))
+    persistent = _steps(os.path.join(tiers, "persistent"))
+    ranked = [(s, 1) for s in common] + [(s, 0) for s in persistent - common]
+    if not ranked:
+        return None
+    step, local = max(ranked)
+    return step, 1 if local else 0
+""", "incorrect", "one complete slice is enough"),
+    # Any process holding a step taken for its slice's copy: the union of a slice's processes' steps.
+    ("any_process_of_the_slice", _tier_answer(slice_="steps = set().union(*held)"),
+     "incorrect", "no slice holds complete"),
+    # The temporary folder of a save cut short taken for its step: the step read from the name's start.
+    ("trusts_temporary_folders", _tier_answer(
+        steps="return {int(name.split('.')[0]) for name in os.listdir(tier) if name.split('.')[0].isdigit()}"),
      "incorrect", "never committed"),
-    # Committed taken for restorable: the commit marker checked, the state never restored.
-    ("commit_marker_only", _tier_answer(steps='''
-def _steps(tier):
-    if not os.path.isdir(tier):
-        return set()
-    return {int(name) for name in os.listdir(tier)
-            if name.isdigit() and os.path.isfile(os.path.join(tier, name, "commit_success.txt"))}
-'''), "incorrect", "does not restore"),
-    # A read-only CheckpointManager's steps per tier: the committed steps, none of them restored.
-    ("managers_list_steps_only", _tier_answer(steps='''
-def _steps(tier):
-    if not os.path.isdir(tier):
-        return set()
-    options = ocp.CheckpointManagerOptions(read_only=True)
-    with ocp.CheckpointManager(tier, item_names=("state",), options=options) as manager:
-        return set(manager.all_steps())
-'''), "incorrect", "does not restore"),
     # The persistent tier preferred on a tie: the same step read from the slow tier.
-    ("persistent_wins_a_tie", _tier_answer(pick="""newest_local = max(common, default=None)
-    newest_persistent = max(persistent, default=None)
-    if newest_persistent is not None and (newest_local is None or newest_persistent >= newest_local):
-        return (newest_persistent, "persistent")
-    return None if newest_local is None else (newest_local, "local")"""),
-     "incorrect", "restore it from there (the fast read)"),
+    ("persistent_wins_a_tie", _tier_answer(pick="""newest = max(set(by_slice) | persistent, default=None)
+    if newest is None:
+        return None
+    return (newest, 0) if newest in persistent else (newest, by_slice[newest])"""),
+     "incorrect", "Orbax reads it there (the fast read)"),
+    # The last slice that holds the step complete, not the first: a dict overwritten slice by slice.
+    ("highest_slice_reads_it", _tier_answer(slice_="steps = set.intersection(*held) if held else set()\n"
+                                                   "        by_slice.update({s: k for s in steps})"),
+     "incorrect", "lowest-numbered slice"),
+    # The first process of the reading slice returned, not the slice: right wherever a slice is one process.
+    ("process_for_slice", _tier_answer(pick="""newest = max(set(by_slice) | persistent, default=None)
+    if newest is None:
+        return None
+    return newest, slices[by_slice[newest]][0] if newest in by_slice else 0"""),
+     "incorrect", "the slice's is asked"),
+    # The local tiers alone: None (or an older step) where only the persistent tier holds one.
+    ("ignores_the_persistent_tier", _tier_answer(pick="""if not by_slice:
+        return None
+    newest = max(by_slice)
+    return newest, by_slice[newest]"""), "incorrect", "compare both tiers"),
     # The persistent tier first, the local tiers only when it holds nothing.
     ("persistent_first", _tier_answer(pick="""if persistent:
-        return (max(persistent), "persistent")
-    return (max(common), "local") if common else None"""),
-     "incorrect", "the persistent tier is the fallback"),
-    # The persistent tier never looked at: None (or an older local step) where it holds the newest.
-    ("ignores_the_persistent_tier", _tier_answer(pick="""return (max(common), "local") if common else None"""),
-     "incorrect", "compare both tiers"),
-    # The state's records read (its metadata), its arrays never: a step whose data is gone passes.
-    ("state_metadata_only", _tier_answer(steps='''
-def _readable(step_folder):
-    try:
-        ocp.StandardCheckpointer().metadata(os.path.join(step_folder, "state"))
-    except Exception:
-        return False
-    return True
-
-
+        return max(persistent), 0
+    return (max(by_slice), by_slice[max(by_slice)]) if by_slice else None"""),
+     "incorrect", "one complete slice is enough"),
+    # Every slice's local steps pooled and the newest taken from the newest process's folder listing,
+    # the slices ignored: process numbers stand for slices.
+    ("processes_as_slices", """
 def _steps(tier):
     if not os.path.isdir(tier):
         return set()
-    return {int(name) for name in os.listdir(tier)
-            if name.isdigit() and _readable(os.path.join(tier, name))}
-'''), "incorrect", "does not restore"),
-    # The lesson's own helper called: the problem's answer, not the learner's.
+    return {int(name) for name in os.listdir(tier) if name.isdigit()}
+
+
+def newest_step_across_tiers(tiers, slices):
+    local = os.path.join(tiers, "local")
+    best = None
+    for p in sorted(int(n) for n in os.listdir(local)):
+        for s in _steps(os.path.join(local, str(p))):
+            if best is None or s > best[0]:
+                best = (s, p)
+    newest_p = max(_steps(os.path.join(tiers, "persistent")), default=None)
+    if newest_p is not None and (best is None or newest_p > best[0]):
+        return newest_p, 0
+    return best
+""", "incorrect", "no slice holds complete"),
+    # Local first: the newest step some slice holds complete, the persistent tier only when no slice holds
+    # one (Orbax takes the newest of both: a persistent step newer than every complete slice's wins).
+    ("local_first_persistent_as_fallback", _tier_answer(pick="""if by_slice:
+        return max(by_slice), by_slice[max(by_slice)]
+    return (max(persistent), 0) if persistent else None"""),
+     "incorrect", "compare both tiers"),
+    # A slice taken as complete up to the oldest of its processes' newest steps: wrong where a process of
+    # it lacks a step below its newest (a hole), which its partner holds.
+    ("slice_complete_to_its_oldest_newest", _tier_answer(
+        slice_="steps = {min(max(h) for h in held)} if held and all(held) else set()"),
+     "incorrect", "that very step"),
+    # The hosts agree on the oldest of their newest local steps (the primary slice's, which hold none, left
+    # out), read by the first slice that holds it; the persistent tier where it is newer.
+    ("oldest_of_the_hosts_newest", """
+def _steps(tier):
+    if not os.path.isdir(tier):
+        return set()
+    return {int(name) for name in os.listdir(tier) if name.isdigit()}
+
+
+def newest_step_across_tiers(tiers, slices):
+    held = {p: _steps(os.path.join(tiers, "local", str(p))) for procs in slices[1:] for p in procs}
+    newest = [max(h) for h in held.values() if h]
+    persistent = _steps(os.path.join(tiers, "persistent"))
+    if newest and min(newest) >= max(persistent, default=-1):
+        step = min(newest)
+        k = next((k for k, procs in enumerate(slices[1:], 1) if all(step in held[p] for p in procs)), 1)
+        return step, k
+    return (max(persistent), 0) if persistent else None
+""", "incorrect", "one complete slice is enough"),
+    # Step folders compared by name: as strings, "8" is newer than "12" and "10".
+    ("names_compared_as_strings", """
+def _names(tier):
+    return {n for n in os.listdir(tier) if n.isdigit()} if os.path.isdir(tier) else set()
+
+
+def newest_step_across_tiers(tiers, slices):
+    best = None
+    persistent = _names(os.path.join(tiers, "persistent"))
+    if persistent:
+        best = (max(persistent), 0)
+    for k, procs in enumerate(slices[1:], 1):
+        held = set.intersection(*(_names(os.path.join(tiers, "local", str(p))) for p in procs))
+        if held and (best is None or max(held) > best[0] or (max(held) == best[0] and best[1] == 0)):
+            best = (max(held), k)
+    return None if best is None else (int(best[0]), best[1])
+""", "incorrect", "A newer step can be restored"),
+    # The local slices numbered from 0 among themselves (the primary holds no local step): slice 1 returned
+    # as 0, which says the persistent tier.
+    ("local_slices_numbered_from_zero", """
+def _steps(tier):
+    if not os.path.isdir(tier):
+        return set()
+    return {int(name) for name in os.listdir(tier) if name.isdigit()}
+
+
+def newest_step_across_tiers(tiers, slices):
+    persistent = _steps(os.path.join(tiers, "persistent"))
+    complete = {}
+    for k, procs in enumerate(slices[1:]):
+        for s in set.intersection(*(_steps(os.path.join(tiers, "local", str(p))) for p in procs)):
+            complete.setdefault(s, k)
+    steps = set(complete) | persistent
+    if not steps:
+        return None
+    return max(steps), complete.get(max(steps), 0)
+""", "incorrect", "Right step, wrong slice"),
+    # Slice k's copy looked for in tiers/local/<k>/, the slices' process lists unread: right wherever a
+    # slice is one process.
+    ("slice_k_in_local_k", """
+def _steps(tier):
+    if not os.path.isdir(tier):
+        return set()
+    return {int(name) for name in os.listdir(tier) if name.isdigit()}
+
+
+def newest_step_across_tiers(tiers, slices):
+    persistent = _steps(os.path.join(tiers, "persistent"))
+    complete = {}
+    for k in range(1, len(slices)):
+        for s in _steps(os.path.join(tiers, "local", str(k))):
+            complete.setdefault(s, k)
+    steps = set(complete) | persistent
+    if not steps:
+        return None
+    return max(steps), complete.get(max(steps), 0)
+""", "incorrect", "not in `tiers/local/<k>/`"),
+    # The lesson's own helper module called: it runs jobs, it is not the answer, and it is forbidden.
     ("the_lessons_helper", """
-from ckptlab.tiers import newest_restorable
+from ckptlab.tiers import held
 
 
-def newest_step_across_tiers(tiers):
-    return newest_restorable(tiers)
+def newest_step_across_tiers(tiers, slices):
+    return held(tiers, None)
 """, "incorrect", "the course's own ckptlab.tiers"),
 ]
+
 
 # --- 8.3 train_with_grace (its answers below this line) ---
 # The loop every answer below runs, unless its mistake is in it: a flag set by the SIGTERM handler,
@@ -283,9 +375,14 @@ GRACE = [
     # The flag looked at between training steps only: the SIGTERM comes during an evaluation, which
     # runs to its end (seconds), and the SIGKILL lands before the save.
     ("looks_only_between_steps", _grace(eval_look="pass"), "incorrect", "look at the signal inside it too"),
-    # No handler: the SIGTERM changes nothing (in the grader's pid namespace the process runs on, as
-    # a process that ignores it does) and the SIGKILL ends the run, the steps since the last save lost.
-    ("no_handler", _grace(handler="pass"), "incorrect", "the grace window closed"),
+    # No handler: the SIGTERM's default action ends the process at once, as on any machine (at the
+    # strict level too: the learner's process is not pid 1 of its pid namespace, whose init is), the
+    # steps since the last save lost. Before the init, it ran on to the SIGKILL and was told to look
+    # at the signal inside its evaluation, advice for a handler it never wrote.
+    ("no_handler", _grace(handler="pass"), "incorrect", "no SIGTERM handler of yours was in place"),
+    # SIG_DFL set explicitly: the same default action.
+    ("sets_sig_dfl", _grace(handler="signal.signal(signal.SIGTERM, signal.SIG_DFL)"), "incorrect",
+     "no SIGTERM handler of yours was in place"),
     # On a SIGTERM the save is started but not waited for, to leave the window sooner: the process
     # ends with the function's answer, and the background commit dies with it.
     ("returns_before_the_sigterm_save_commits", _grace(wait="if not stop: mngr.wait_until_finished()"),
