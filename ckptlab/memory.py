@@ -36,6 +36,16 @@ def give_back_freed_memory(threshold: int = 256 * 1024) -> None:
             pass
 
 
+def trim_free_pages() -> None:
+    """Give the kernel every whole free page of the C library's heaps now, the middle of a heap too
+    (glibc's ``malloc_trim(0)``; its trim threshold only gives back a heap's top). Linux (glibc)."""
+    if sys.platform == "linux":
+        try:
+            ctypes.CDLL(None).malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
+
+
 # Where a peak is measured, every block of 16 KiB or more is mapped on its own: an array split over
 # 16 devices is 16 blocks of a sixteenth of it each, and blocks below the threshold, freed, stay in
 # the heap's free lists, resident, fragmented, and counted again as the next array's.
