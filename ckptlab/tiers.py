@@ -184,7 +184,9 @@ class _Entries:
         self.entries.append(entry)
 
 
-def _host(job: dict, process: int) -> None:
+def _host(job: dict, process: int, report: int) -> None:
+    """One process of the job; what it says of each task goes to ``report``, a file descriptor of its
+    own (never its stdout, where a library's threads write too and may split a line)."""
     spec = TierSpec(**job["spec"])
     from ckptlab.devices import prepare_environment
 
@@ -211,7 +213,7 @@ def _host(job: dict, process: int) -> None:
     from orbax.checkpoint.experimental.emergency import checkpoint_manager as emergency
 
     def say(line: dict) -> None:  # a line per task, as it ends: a job ended early keeps what was done
-        print(json.dumps({"process": process, **line}), flush=True)
+        _report(report, {"process": process, **line})
 
     say({"start_s": time.perf_counter() - start})
     devices = np.array(jax.devices()).reshape(spec.slices, spec.per_slice * spec.devices_per_process)
@@ -302,6 +304,10 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
+def _report(fd: int, line: dict) -> None:
+    os.write(fd, (json.dumps(line) + "\n").encode())  # one write per line, to a file of this process's own
+
+
 def _run_job(spec: TierSpec, tasks: list, *, ids_call: bool = True, timeout: float = JOB_TIMEOUT) -> list[dict]:
     """Start the job's processes (fresh interpreters, JAX on the CPU) and wait for them; the first to
     fail ends the others (they would wait for it in a collective until the coordinator's timeout).
@@ -319,9 +325,11 @@ def _run_job(spec: TierSpec, tasks: list, *, ids_call: bool = True, timeout: flo
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, (here, env.get("PYTHONPATH"))))
     logs = [tempfile.TemporaryFile("w+") for _ in range(spec.processes)]
+    said_files = [tempfile.TemporaryFile("w+") for _ in range(spec.processes)]
     env["CKPT_TIERS_PARENT"] = str(os.getpid())
-    procs = [subprocess.Popen([sys.executable, "-m", "ckptlab.tiers", job_file, str(p)], env=env, stdout=log,
-                              stderr=subprocess.STDOUT, text=True) for p, log in enumerate(logs)]
+    procs = [subprocess.Popen([sys.executable, "-m", "ckptlab.tiers", job_file, str(p), str(said.fileno())], env=env,
+                              stdout=log, stderr=subprocess.STDOUT, text=True, pass_fds=(said.fileno(),))
+             for p, (log, said) in enumerate(zip(logs, said_files))]
     deadline = time.monotonic() + timeout
     try:
         while any(p.poll() is None for p in procs):
@@ -335,12 +343,15 @@ def _run_job(spec: TierSpec, tasks: list, *, ids_call: bool = True, timeout: flo
             p.wait()
         os.unlink(job_file)
     reports = []
-    for proc, log in zip(procs, logs):
+    for proc, log, said_file in zip(procs, logs, said_files):
         log.seek(0)
         text = log.read()
         log.close()
+        said_file.seek(0)
+        lines = said_file.read().splitlines()
+        said_file.close()
         report = {"start_s": None, "tasks": {}, "done": False, "returncode": proc.returncode}
-        for line in text.splitlines():
+        for line in lines:
             if line.startswith('{"process"'):
                 said = json.loads(line)
                 if "task" in said:
@@ -437,11 +448,11 @@ if __name__ == "__main__":
     with open(sys.argv[1]) as f:
         _job = json.load(f)
     try:
-        _host(_job, int(sys.argv[2]))
+        _host(_job, int(sys.argv[2]), int(sys.argv[3]))
     except BaseException as _exc:  # noqa: BLE001 - said, then ended at once: the others wait for it in a collective
         import traceback
 
         traceback.print_exc()
-        print(json.dumps({"process": int(sys.argv[2]), "raised": f"{type(_exc).__name__}: {_exc}"[:500]}), flush=True)
+        _report(int(sys.argv[3]), {"process": int(sys.argv[2]), "raised": f"{type(_exc).__name__}: {_exc}"[:500]})
         os._exit(1)
     os._exit(0)  # after the report and the coordinator's shutdown: no interpreter teardown to wait for
