@@ -33,32 +33,6 @@ _OLDER_COPY = """            if done != saved:
                 shutil.copytree(os.path.join(ckpt_dir, str(saved)), os.path.join(ckpt_dir, str(done)))"""
 
 
-def _grade(grade_code, source, learner):
-    report = grade_code(source, problems=["8.3"], learner=learner)
-    (result,) = report.problems
-    return result
-
-
-def test_the_reference_control_scores_full_marks_through_real_sigterms(grade_code):
-    assert _SAVE_ON_TERM in _REFERENCE
-    result = _grade(grade_code, _REFERENCE, "forger")
-    assert (result.status, result.score) == ("correct", result.max_score), result.message
-
-
-@pytest.mark.parametrize(("forgery", "says"), [
-    # (its own restart then fails to restore the forged step: an error, which the message names)
-    (_FOLDER_ONLY, "FileNotFoundError"),
-    (_OLDER_COPY, "does not hold the training state after that many steps"),
-])
-def test_a_forged_save_on_the_sigterm_scores_nothing(grade_code, forgery, says):
-    """A folder named by the step, its items' metadata in place, and nothing to restore; or the last
-    periodic save copied under the step the loop stood at: the grader restores the step itself and
-    compares it with the training state after that many steps."""
-    result = _grade(grade_code, _REFERENCE.replace(_SAVE_ON_TERM, forgery), "forger")
-    assert result.status in ("incorrect", "error") and result.score == 0, result.message
-    assert says in result.message, result.message
-
-
 # The reference's handler, set only where the process is pid 1 of its pid namespace: what the grader's
 # sandbox once was, and no machine a job runs on (a container's entrypoint, under --init, is not).
 _HANDLER = "    previous = signal.signal(signal.SIGTERM, lambda signum, frame: signalled.append(signum))\n"
@@ -66,24 +40,8 @@ _PID_1_ONLY = _HANDLER.replace("signalled.append(signum))", "signalled.append(si
                                "        else signal.getsignal(signal.SIGTERM)")
 
 
-def test_a_loop_that_handles_the_sigterm_only_as_pid_1_scores_nothing(grade_code):
-    """A loop that installs its handler only `if os.getpid() == 1`: on any machine it has none, and
-    the SIGTERM ends it at once. In the grader it is pid 2 of its pid namespace, under a minimal init,
-    as on a machine: it scores 0, told that no handler was in place (the control, the reference,
-    scores full marks above). Before, the learner's process was pid 1 there, and this scored 20/20."""
-    assert _REFERENCE.count(_HANDLER) == 1
-    result = _grade(grade_code, _REFERENCE.replace(_HANDLER, _PID_1_ONLY), "forger")
-    assert result.status == "incorrect" and result.score == 0, result.message
-    assert "no SIGTERM handler of yours was in place" in result.message, result.message
-
-
-def test_a_decoy_step_folder_that_calls_the_signal_early_gains_nothing(grade_code):
-    """The grader times its SIGTERM by the run folder's listing (a step's folder appearing), which the
-    learner writes: a loop that looks at the signal only between training steps, which fails the
-    evaluation's case, makes a folder named as the step the signal waits for as soon as it starts, so
-    the SIGTERM comes while it trains, where it does look (and removes them before its first save). The
-    newest step folder when the signal was called is the decoy's, and the loop stands below it: it saves
-    no step past it, and scores 0 (the control, the reference, scores full marks above)."""
+def _decoy() -> str:
+    """The decoy's source (its test says what it does)."""
     from tests.wrong_answers.unit8 import IMPORTS, WRONG
 
     source = next(s for name, s, *_ in WRONG["train_with_grace"] if name == "looks_only_between_steps")
@@ -95,8 +53,71 @@ def test_a_decoy_step_folder_that_calls_the_signal_early_gains_nothing(grade_cod
                           "        while decoys:  # gone before its own first save, which would meet them\n"
                           "            os.rmdir(decoys.pop())\n", 1)
     assert decoy.count("decoys") == 4
-    result = _grade(grade_code, IMPORTS + decoy, "forger")
-    assert result.status in ("incorrect", "error") and result.score == 0, result.message
+    return IMPORTS + decoy
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory) -> dict:
+    """The control and every forgery, graded once as one class, as an instructor grades one (grade-batch,
+    two learners at a time: these runs mostly wait, for evaluations and grace windows; the references
+    run once, every learner on the same cases)."""
+    import json
+
+    from autograder import registry
+    from autograder.batch import grade_batch
+    from tests.conftest import best_isolation
+
+    assert _SAVE_ON_TERM in _REFERENCE and _REFERENCE.count(_HANDLER) == 1
+    sources = {"reference": _REFERENCE, "folder_only": _REFERENCE.replace(_SAVE_ON_TERM, _FOLDER_ONLY),
+               "older_copy": _REFERENCE.replace(_SAVE_ON_TERM, _OLDER_COPY),
+               "pid_1_only": _REFERENCE.replace(_HANDLER, _PID_1_ONLY), "decoy": _decoy()}
+    subs, out = tmp_path_factory.mktemp("grace-class"), tmp_path_factory.mktemp("grace-results")
+    for name, source in sources.items():
+        (subs / f"{name}.py").write_text(source)
+    grade_batch(subs, out, jobs=2, progress=False, isolation=best_isolation(), problems=(registry.get("8.3"),),
+                shared_cases=True)
+    return {name: next(p for p in json.loads((out / "learners" / f"{name}.json").read_text())["problems"]
+                       if p["id"] == "8.3") for name in sources}
+
+
+def test_the_reference_control_scores_full_marks_through_real_sigterms(graded):
+    result = graded["reference"]
+    assert (result["status"], result["score"]) == ("correct", result["max_score"]), result["message"]
+
+
+@pytest.mark.parametrize(("forgery", "says"), [
+    # (its own restart then fails to restore the forged step: an error, which the message names)
+    ("folder_only", "FileNotFoundError"),
+    ("older_copy", "does not hold the training state after that many steps"),
+])
+def test_a_forged_save_on_the_sigterm_scores_nothing(graded, forgery, says):
+    """A folder named by the step, its items' metadata in place, and nothing to restore; or the last
+    periodic save copied under the step the loop stood at: the grader restores the step itself and
+    compares it with the training state after that many steps."""
+    result = graded[forgery]
+    assert result["status"] in ("incorrect", "error") and result["score"] == 0, result["message"]
+    assert says in result["message"], result["message"]
+
+
+def test_a_loop_that_handles_the_sigterm_only_as_pid_1_scores_nothing(graded):
+    """A loop that installs its handler only `if os.getpid() == 1`: on any machine it has none, and
+    the SIGTERM ends it at once. In the grader it is pid 2 of its pid namespace, under a minimal init,
+    as on a machine: it scores 0, told that no handler was in place (the control, the reference,
+    scores full marks above). Before, the learner's process was pid 1 there, and this scored 20/20."""
+    result = graded["pid_1_only"]
+    assert result["status"] == "incorrect" and result["score"] == 0, result["message"]
+    assert "no SIGTERM handler of yours was in place" in result["message"], result["message"]
+
+
+def test_a_decoy_step_folder_that_calls_the_signal_early_gains_nothing(graded):
+    """The grader times its SIGTERM by the run folder's listing (a step's folder appearing), which the
+    learner writes: a loop that looks at the signal only between training steps, which fails the
+    evaluation's case, makes a folder named as the step the signal waits for as soon as it starts, so
+    the SIGTERM comes while it trains, where it does look (and removes them before its first save). The
+    newest step folder when the signal was called is the decoy's, and the loop stands below it: it saves
+    no step past it, and scores 0 (the control, the reference, scores full marks above)."""
+    result = graded["decoy"]
+    assert result["status"] in ("incorrect", "error") and result["score"] == 0, result["message"]
 
 
 def test_a_run_the_sigterm_ended_is_told_apart_from_one_that_exited_after_it():
