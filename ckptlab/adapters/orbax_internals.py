@@ -22,14 +22,22 @@ def _moved(name: str, exc: BaseException):
     return moved("orbax-checkpoint", "orbax-checkpoint", name, ADAPTER, exc)
 
 
-def _replica_slices_module():
-    try:
-        from orbax.checkpoint._src.serialization import replica_slices as module
+def _private(module_name: str, *names: str):
+    """The private module ``module_name``, its ``names`` looked up now: a move is named here, with the
+    installed version and this adapter, not mid-lesson."""
+    import importlib
 
-        module.get_replica_slices  # noqa: B018 - looked up now: a move is named here, not mid-lesson
+    try:
+        module = importlib.import_module(module_name)
+        for name in names:
+            getattr(module, name)
     except (ImportError, AttributeError) as exc:
-        raise _moved("orbax.checkpoint._src.serialization.replica_slices.get_replica_slices", exc) from exc
+        raise _moved(f"{module_name}." + (names[0] if len(names) == 1 else "{" + ", ".join(names) + "}"), exc) from exc
     return module
+
+
+def _replica_slices_module():
+    return _private("orbax.checkpoint._src.serialization.replica_slices", "get_replica_slices")
 
 
 def replica_slices(arr, replica_parallel: bool = True):
@@ -41,13 +49,7 @@ def replica_slices(arr, replica_parallel: bool = True):
 
 
 def _serialization():
-    try:
-        from orbax.checkpoint._src.serialization import serialization as module
-
-        module.estimate_read_memory_footprint  # noqa: B018
-    except (ImportError, AttributeError) as exc:
-        raise _moved("orbax.checkpoint._src.serialization.serialization.estimate_read_memory_footprint", exc) from exc
-    return module
+    return _private("orbax.checkpoint._src.serialization.serialization", "estimate_read_memory_footprint")
 
 
 def read_box_bytes(store, domain) -> int:
@@ -56,15 +58,7 @@ def read_box_bytes(store, domain) -> int:
 
 
 def _safetensors_layout():
-    try:
-        from orbax.checkpoint.experimental.v1._src.layout import safetensors_layout as module
-
-        module.index_domain_to_byte_runs  # noqa: B018
-        module._partition_runs  # noqa: B018
-    except (ImportError, AttributeError) as exc:
-        raise _moved("orbax.checkpoint.experimental.v1._src.layout.safetensors_layout."
-                     "{index_domain_to_byte_runs, _partition_runs}", exc) from exc
-    return module
+    return _private("orbax.checkpoint.experimental.v1._src.layout.safetensors_layout", "index_domain_to_byte_runs", "_partition_runs")
 
 
 def index_domain_to_byte_runs(bounds, global_shape, itemsize, tensor_base):
@@ -80,13 +74,7 @@ def partition_runs(runs, max_over_read_ratio: float, min_coalesce_gap: int = 409
 
 
 def _multihost():
-    try:
-        from orbax.checkpoint._src.multihost import multihost as module
-
-        module.initialize_distributed_to_device_ids  # noqa: B018
-    except (ImportError, AttributeError) as exc:
-        raise _moved("orbax.checkpoint._src.multihost.multihost.initialize_distributed_to_device_ids", exc) from exc
-    return module
+    return _private("orbax.checkpoint._src.multihost.multihost", "initialize_distributed_to_device_ids")
 
 
 def initialize_distributed_to_device_ids() -> None:
