@@ -9,7 +9,7 @@ import numpy as np
 from autograder.hidden import Case, Hidden
 from autograder.units.unit9 import _config as hf_config  # (the public examples' config, as the problem gives it)
 from autograder.wall.kinds import HFFolderArg, LlamaCheckpointArg, MeshArg, OutputFolder, SpecArg
-from autograder.wall.memory import HF_FACTOR, HF_READ_FACTOR, HF_SLACK, hf_budget
+from autograder.wall.memory import HF_FACTOR, HF_FIXED, HF_READ_FACTOR, hf_budget
 
 MiB = 2**20
 
@@ -25,11 +25,15 @@ def _small(rng, tied: bool) -> tuple:
 
 
 def _large(rng, tied: bool) -> tuple:
-    """A model whose memory the grader can tell apart: its largest leaf (a stacked MLP kernel) 8 MiB in
-    float32, the whole model about five times that."""
-    return (("vocab_size", int(rng.choice((4096, 8192)))), ("hidden_size", 256), ("num_hidden_layers", 8),
-            ("num_attention_heads", 8), ("num_key_value_heads", int(rng.choice((2, 4)))), ("head_dim", 32),
-            ("intermediate_size", 1024), ("tie_word_embeddings", tied))
+    """A model whose memory the grader can tell apart from its largest leaf: more than ten layers (so
+    that layer 10 is not layer 2: names sorted as strings put "10" before "2"), its leaves of like
+    sizes (the stacked MLP kernels, the fused qkv kernel and the embeddings each 9 to 12 MiB in
+    float32), so that the whole model is 5.3 to 6.5 times its largest leaf (55 to 76 MiB in float32):
+    a leaf-by-leaf conversion holds a few leaves, a whole-model one all of them."""
+    return (("vocab_size", int(rng.choice((6144, 7168)))), ("hidden_size", 384),
+            ("num_hidden_layers", int(rng.choice((12, 14)))), ("num_attention_heads", 12),
+            ("num_key_value_heads", int(rng.choice((2, 3)))), ("head_dim", 32),
+            ("intermediate_size", 576), ("tie_word_embeddings", tied))
 
 
 def _seed(rng) -> int:
@@ -86,10 +90,28 @@ def _check_to_hf_memory(args, out) -> str | None:
     return "memory" if peak > hf_budget(args[0].largest_leaf_bytes(), args[3]) else None
 
 
+def _rotary_orders(weight, heads: int) -> tuple:
+    """A q_proj or k_proj weight ``(heads * head_dim, in)`` with each head's rows put in the other
+    rotary order, both ways: ``convert_llama_weights_to_hf``'s ``permute`` (Meta's neighbouring pairs
+    to Hugging Face's halves) and its inverse (halves to pairs). Names and shapes all kept."""
+    rows, cols = weight.shape
+    d = rows // heads
+    return (np.ascontiguousarray(weight.reshape(heads, d // 2, 2, cols).transpose(0, 2, 1, 3).reshape(rows, cols)),
+            np.ascontiguousarray(weight.reshape(heads, 2, d // 2, cols).transpose(0, 2, 1, 3).reshape(rows, cols)))
+
+
+def _truncated(x):
+    """float32 values to bfloat16 by dropping each one's low 16 bits, where a cast rounds to nearest (even)."""
+    import ml_dtypes
+
+    return (np.ascontiguousarray(x, np.float32).view(np.uint32) >> 16).astype(np.uint16).view(ml_dtypes.bfloat16)
+
+
 def _mistaken(args) -> dict:
     """Each silent mistake's digest of each tensor it changes: ``{name: {sha: mistake}}``."""
     from autograder.wall.kinds import named_dtype
-    from ckptlab.hf import layer_name, norm_to_hf, split_qkv
+    from ckptlab.hf import layer_name, leaf_to_hf, norm_to_hf, split_qkv
+    from ckptlab.llama import param_shapes
 
     ckpt = args[0]
     c, params, target = ckpt.llama_config(), ckpt.params(), named_dtype(args[4])
@@ -103,6 +125,9 @@ def _mistaken(args) -> dict:
         q, k, v = split_qkv(qkv, c)
         note(layer_name(i, "self_attn.k_proj"), v.T, "qkv_order")
         note(layer_name(i, "self_attn.v_proj"), k.T, "qkv_order")
+        for x, part, heads in ((q, "self_attn.q_proj", c.num_attention_heads), (k, "self_attn.k_proj", c.num_key_value_heads)):
+            for permuted in _rotary_orders(x.T, heads):
+                note(layer_name(i, part), permuted, "rotary_permuted")
         for x, part in zip((q, k, v), ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")):
             note(layer_name(i, part), x.reshape(x.shape[::-1]), "not_transposed")
         for path, part in (("layers/attn/o/kernel", "self_attn.o_proj"), ("layers/mlp/gate/kernel", "mlp.gate_proj"),
@@ -116,6 +141,10 @@ def _mistaken(args) -> dict:
             out[layer_name(i, part)][_sha(norm_to_hf(scale.astype(target)))] = "cast_first"
     note("model.norm.weight", params["final_norm/scale"], "norm_offset")
     out["model.norm.weight"][_sha(norm_to_hf(params["final_norm/scale"].astype(target)))] = "cast_first"
+    if args[4] == "bfloat16":  # each right float32 tensor truncated to bfloat16, not rounded
+        for path in param_shapes(c):
+            for name, value in leaf_to_hf(path, params[path], c).items():
+                out.setdefault(name, {}).setdefault(_sha(_truncated(value)), "truncated")
     return out
 
 
@@ -139,7 +168,7 @@ def _diagnose_to_hf(args, actual, expected):
     if wrong:
         mistakes = _mistaken(args)
         found = [mistakes.get(k, {}).get(a[k].sha256) for k in wrong]
-        for mistake in ("qkv_order", "not_transposed", "norm_offset", "cast_first"):
+        for mistake in ("qkv_order", "not_transposed", "norm_offset", "rotary_permuted", "truncated", "cast_first"):
             if mistake in found:
                 return mistake
         return "values"
@@ -158,7 +187,7 @@ TO_HF = Hidden(
     messages={
         "memory": "The folder is right, but your function's own memory (anonymous, sampled from outside) went over "
                   f"the budget ({HF_FACTOR} times the checkpoint's largest leaf, plus max_shard_bytes, plus "
-                  f"{HF_SLACK >> 20} MiB). Restore one leaf at a time (a partial restore of that leaf alone), turn it "
+                  f"{HF_FIXED >> 20} MiB). Restore one leaf at a time (a partial restore of that leaf alone), turn it "
                   "into its tensors, and write each file as soon as its tensors are all there.",
         "unmeasured": "The grader could not measure your function's memory on this machine (it samples the worker's "
                       "anonymous memory in /proc: Linux only). Grade on Linux.",
@@ -180,13 +209,22 @@ TO_HF = Hidden(
                        "weight multiplies as it is: add 1.",
         "cast_first": "The norm weights differ in their last bits: add the offset in float32, as saved, then cast "
                       "(the cast last).",
+        "rotary_permuted": "q_proj and k_proj hold each head's rows permuted, as convert_llama_weights_to_hf's permute "
+                           "(or its inverse) moves them between Meta's rotary order (neighbouring dimensions paired) "
+                           "and Hugging Face's (each head's halves). The course's model rotates each head's halves, "
+                           "as Hugging Face's Llama does: the qkv kernel's q and k columns become q_proj's and "
+                           "k_proj's rows in the same order.",
+        "truncated": "The bfloat16 tensors hold the right values truncated to bfloat16 (each float32's low 16 bits "
+                     "dropped), where a cast rounds to the nearest bfloat16, ties to even, as "
+                     "astype(ml_dtypes.bfloat16) and PyTorch's .to(torch.bfloat16) do: they differ in their last bit.",
         "values": "Some tensors do not hold the converted values: check each transform against the statement's layout.",
         "file_names": "The files must be named model-00001-of-0000N.safetensors to model-0000N-of-0000N.safetensors "
                       "(N the number of files), with model.safetensors.index.json beside them.",
         "shard_size": "A file holds more than max_shard_bytes of tensors (and more than one tensor): start a new file "
                       "before a tensor would take the current one over the limit.",
         "format": 'Each file\'s header needs "__metadata__": {"format": "pt"}, as save_pretrained writes it '
-                  "(transformers 4.x's loader refuses a file whose metadata names another format).",
+                  "(transformers 5.x never reads it, but 4.x turns away a file whose metadata names no format it "
+                  'knows, and reads a lone file saying "flax" as Flax weights).',
         "total_size": "The index's metadata.total_size must be the bytes of all the tensors.",
         "config": "config.json must hold config, with \"torch_dtype\" set to dtype.",
         "small_nnx_float32": "Wrong on a small model saved as an NNX tree, converted to float32.",
@@ -207,7 +245,7 @@ TO_HF = Hidden(
         "`lm_head.weight` only when the embeddings are not tied": ("small_nnx_float32", "small_linen_bfloat16",
                                                                     "large_nnx_state_float32", "large_linen_bfloat16"),
         f"it must stay under {HF_FACTOR} times the bytes of the checkpoint's largest leaf (float32), plus "
-        f"`max_shard_bytes`, plus {HF_SLACK >> 20} MiB": ("large_nnx_state_float32", "large_linen_bfloat16"),
+        f"`max_shard_bytes`, plus {HF_FIXED >> 20} MiB": ("large_nnx_state_float32", "large_linen_bfloat16"),
     },
     on_exception="out_dir does not exist yet: make it. Restore one leaf with ocp.PyTreeCheckpointer().restore(ckpt_dir, "
                  "args=ocp.args.PyTreeRestore(item=..., restore_args=..., partial_restore=True)); find the leaves, and "
@@ -281,6 +319,49 @@ def _check_to_orbax_memory(args, out) -> str | None:
     return "memory" if peak > hf_budget(_largest_leaf(args[0]), factor=HF_READ_FACTOR) else None
 
 
+def _qkv_rotary_permuted(folder: HFFolderArg, sha: str) -> bool:
+    """Whether the stacked qkv leaf is the right one but for q's and k's rows permuted within each head
+    (convert_llama_weights_to_hf's permute, or its inverse), in the files' dtype."""
+    from autograder.wall.kinds import named_dtype
+    from ckptlab.hf import layer_name
+
+    c, tensors, dtype = folder.llama_config(), folder.tensors(), named_dtype(folder.dtype)
+    for way in (0, 1):
+        layers = []
+        for i in range(c.num_hidden_layers):
+            q, k, v = (np.asarray(tensors[layer_name(i, f"self_attn.{x}_proj")]).astype(dtype) for x in "qkv")
+            layers.append(np.concatenate([_rotary_orders(q, c.num_attention_heads)[way].T,
+                                          _rotary_orders(k, c.num_key_value_heads)[way].T, v.T], axis=1))
+        if _sha(np.stack(layers)) == sha:
+            return True
+    return False
+
+
+def _in_name_order(arg: HFFolderArg, actual: dict, wrong: set) -> bool:
+    """Whether every stacked leaf in ``wrong`` holds its layers in the order of their names sorted as
+    strings (0, 1, 10, 11, 2, ...), from the grader's own copy of the files' tensors."""
+    from ckptlab.hf import from_hf
+
+    if not wrong or not all(path.startswith("layers/") for path in wrong):
+        return False
+    from autograder.wall.kinds import named_dtype
+
+    stored = named_dtype(arg.dtype)  # (the files' dtype, as the grader's copy writes them)
+    leaves = from_hf({name: t.astype(stored) for name, t in arg.tensors().items()}, arg.llama_config())
+    for path in wrong:
+        layers = np.asarray(leaves[path])
+        found = next(v for k, v in actual.items() if k.removeprefix("params/") == path)
+        if found.sha256 != _sha_le(layers[sorted(range(len(layers)), key=str)]):
+            return False
+    return True
+
+
+def _sha_le(x) -> str:
+    """The digest the worker's codec gives an array (its little-endian bytes)."""
+    x = np.asarray(x)
+    return _sha(np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("<")))
+
+
 def _diagnose_to_orbax(args, actual, expected):
     from autograder.wall.returns import leaves_with_paths
 
@@ -298,8 +379,11 @@ def _diagnose_to_orbax(args, actual, expected):
     if all(a[k].sha256 == e[k].sha256 for k in e):
         return "wrong_sharding"
     wrong = {k.removeprefix("params/") for k in e if a[k].sha256 != e[k].sha256}
+    if _in_name_order(args[0], a, wrong):
+        return "layer_order"
     if wrong == {"layers/attn/qkv/kernel"}:
-        return "qkv"
+        qkv = next(a[k] for k in a if k.removeprefix("params/") == "layers/attn/qkv/kernel")
+        return "rotary_permuted" if _qkv_rotary_permuted(args[0], qkv.sha256) else "qkv"
     if wrong and all(k.endswith("norm/scale") for k in wrong):
         return "norm_offset"
     return "values"
@@ -310,7 +394,7 @@ TO_ORBAX = Hidden(
     messages={
         "memory": "The checkpoint is right, but your function's own memory (anonymous, sampled from outside: a mapped "
                   f"file's pages are not counted) went over the budget ({HF_READ_FACTOR} times the model's largest leaf, "
-                  f"plus {HF_SLACK >> 20} MiB). Build one leaf at a time from the tensors it needs (read one tensor at "
+                  f"plus {HF_FIXED >> 20} MiB). Build one leaf at a time from the tensors it needs (read one tensor at "
                   "a time), place it, and save it (ocp_v1.partial.save) before building the next.",
         "unmeasured": "The grader could not measure your function's memory on this machine (it samples the worker's "
                       "anonymous memory in /proc: Linux only). Grade on Linux.",
@@ -322,8 +406,15 @@ TO_ORBAX = Hidden(
         "dtype": "Keep the files' dtype: convert the layout, not the numbers' type.",
         "wrong_sharding": "The values are right but the arrays were not saved sharded as the specs say: place each leaf "
                           "with NamedSharding(mesh, specs[path]) before saving it.",
+        "layer_order": "The layers are stacked in the order of their names as strings (layer 10 after layer 1, "
+                       "before layer 2): layer i of a stacked leaf is model.layers.i's tensor.",
         "qkv": "The fused qkv kernel is wrong: its columns are q_proj, k_proj, v_proj in that order, each transposed "
                "to (in, out).",
+        "rotary_permuted": "The fused qkv kernel holds q_proj's and k_proj's rows permuted within each head, as "
+                           "convert_llama_weights_to_hf's permute (or its inverse) moves them between Meta's rotary "
+                           "order (neighbouring dimensions paired) and Hugging Face's (each head's halves); v_proj's "
+                           "and the columns' order are right. The course's model rotates each head's halves, as "
+                           "Hugging Face's Llama does: take the rows in the files' order.",
         "norm_offset": "The norm scales are wrong: ours are stored around zero, so subtract 1 from Hugging Face's "
                        "weight, in the file's dtype.",
         "values": "Some leaves do not hold the converted values: each kernel is the transpose of its weight, layer i "
@@ -351,7 +442,8 @@ TO_ORBAX = Hidden(
             "small_nnx_float32", "large_nnx_bfloat16"),
         "a Linen model's variables (every leaf under `params`) when it is `\"linen\"`": (
             "small_linen_bfloat16", "large_linen_float32"),
-        f"it must stay under {HF_READ_FACTOR} times the bytes of the model's largest leaf, plus {HF_SLACK >> 20} MiB": (
+        "layers stacked on a leading axis": ("large_linen_float32", "large_nnx_bfloat16"),
+        f"it must stay under {HF_READ_FACTOR} times the bytes of the model's largest leaf, plus {HF_FIXED >> 20} MiB": (
             "large_linen_float32", "large_nnx_bfloat16"),
         "so neither the files nor the whole model may be in your memory at once": ("large_linen_float32",
                                                                                     "large_nnx_bfloat16"),
@@ -392,9 +484,16 @@ def _verdict_cases(rng):
 
 
 def _diagnose_verdict(args, actual, expected):
+    """Which kind of case was called wrongly, as the case itself shows it: a right conversion tied in
+    float32, tied in bfloat16 or untied (its lm_head.weight the output layer), or a wrong one. Two
+    mistakes can fail the same case (a tolerance too tight and an output layer taken from the
+    embeddings both fail the untied bfloat16 one): the simplest kind that failed is reported
+    (``precedence``), so that each message can say which kinds passed."""
     if actual is True and expected is False:
         return "passed_mistake"
     if actual is False and expected is True:
+        if not args[1].llama_config().tie_word_embeddings:
+            return "failed_untied"
         return "failed_bfloat16" if args[1].dtype == "bfloat16" else "failed_right"
     return None
 
@@ -402,10 +501,17 @@ def _diagnose_verdict(args, actual, expected):
 VERDICT = Hidden(
     generate=_verdict_cases,
     messages={
-        "passed_mistake": "Called a wrong conversion right: its names and shapes all match, so only the outputs can "
-                          "tell. Compare the logits of both models on the tokens.",
-        "failed_bfloat16": "Called a right bfloat16 conversion wrong: bfloat16 rounds every weight, so the logits move "
-                           "a little. Use the statement's tolerance for bfloat16 files.",
+        "passed_mistake": "Called a wrong conversion right: every tensor's name and shape match a right one's, and its "
+                          "logits differ from the checkpoint's by more than the statement's tolerance times the "
+                          "largest |logit| (1e-4 for float32 files, 5e-2 for bfloat16 ones). Only the logits, held "
+                          "to that tolerance, tell it from a right conversion.",
+        "failed_bfloat16": "Called a right bfloat16 conversion wrong (the right float32 ones were called right): "
+                           "bfloat16 rounds every weight, so the logits move a little. Use the statement's tolerance "
+                           "for bfloat16 files.",
+        "failed_untied": "Called a right conversion whose embeddings are not tied wrong (config.json's "
+                         "tie_word_embeddings false, an lm_head.weight in the files), while the right tied ones, "
+                         "float32 and bfloat16, were called right: an untied model's output layer is lm_head.weight, "
+                         "the embeddings only when tied.",
         "failed_right": "Called a right conversion wrong: check your forward pass on it (every Linear computes "
                         "x @ weight.T; the norms multiply by their weight; rotary embeddings rotate each head's halves).",
         "right_float32": "Wrong on a right conversion in float32.",
@@ -420,6 +526,9 @@ VERDICT = Hidden(
         "tied_head": "Wrong on a conversion that wrote the embeddings as the (untied) output layer.",
     },
     diagnose=_diagnose_verdict,
+    # A right tied float32 conversion called wrong is the forward pass's mistake, whatever else fails; a
+    # tied bfloat16 one (float32's passing) the tolerance's; only then the untied one's output layer.
+    precedence=("failed_right", "failed_bfloat16"),
     requirements={
         "`lm_head.weight` only when the embeddings are not tied": ("tied_head", "right_untied", "right_float32"),
         "Return True when `hf_dir` holds the same model": ("right_float32", "right_bfloat16", "right_untied"),

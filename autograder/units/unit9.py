@@ -7,7 +7,7 @@ from __future__ import annotations
 from autograder.declarations import Example, Problem, Unit
 from autograder.wall.hf_returns import ConvertedTree, HFWritten
 from autograder.wall.kinds import HFFolderArg, LlamaCheckpointArg, MeshArg, OutputFolder, SpecArg
-from autograder.wall.memory import HF_FACTOR, HF_READ_FACTOR, HF_SLACK
+from autograder.wall.memory import HF_FACTOR, HF_FIXED, HF_READ_FACTOR
 from autograder.wall.returns import Struct
 
 UNIT = Unit(
@@ -48,6 +48,9 @@ UNIT = Unit(
 _SMALL = (("vocab_size", 256), ("hidden_size", 64), ("num_hidden_layers", 2), ("num_attention_heads", 4),
           ("num_key_value_heads", 2), ("head_dim", 16), ("intermediate_size", 128), ("tie_word_embeddings", True))
 _UNTIED = tuple((k, False if k == "tie_word_embeddings" else v) for k, v in _SMALL)
+# Twelve layers of a smaller width: more than ten, so that layer 10 is not layer 2.
+_DEEP = tuple((k, {"num_hidden_layers": 12, "hidden_size": 32, "head_dim": 8, "intermediate_size": 64}.get(k, v))
+              for k, v in _SMALL)
 
 
 def _config(pairs: tuple) -> dict:
@@ -58,12 +61,12 @@ def _config(pairs: tuple) -> dict:
     return config
 
 
-def _specs(axis: str = "model") -> dict:
-    """Specs for the small model over one axis: matrices split on their last dimension, vectors replicated."""
+def _specs(axis: str = "model", pairs: tuple = _SMALL) -> dict:
+    """Specs for a small model over one axis: matrices split on their last dimension, vectors replicated."""
     from ckptlab.llama import LlamaConfig, param_shapes
 
     out = {}
-    for path, shape in param_shapes(LlamaConfig(**dict(_SMALL))).items():
+    for path, shape in param_shapes(LlamaConfig(**dict(pairs))).items():
         out[path] = SpecArg((None,) * (len(shape) - 1) + (axis,)) if len(shape) >= 2 and not path.endswith("scale") \
             else SpecArg(())
     return out
@@ -104,15 +107,16 @@ PROBLEMS = (
             + _CONVERSION_WORDS + " Store every tensor in `dtype` (`\"float32\"` or `\"bfloat16\"`), each "
             "transform done in float32 as saved and the cast last. Write the tensors as safetensors files "
             "named `model-00001-of-0000N.safetensors` to `model-0000N-of-0000N.safetensors`, each file's header "
-            "holding `\"__metadata__\": {\"format\": \"pt\"}` (as `save_pretrained` writes it: transformers 4.x's loader "
-            "turns away a file whose metadata names another format, 5.x reads none), "
+            "holding `\"__metadata__\": {\"format\": \"pt\"}` (as `save_pretrained` writes it: transformers 5.x loads "
+            "a file whatever its metadata says, but 4.x turns away one whose metadata names no format it knows, and "
+            "reads a lone file saying `\"flax\"` as Flax weights), "
             "each file at most `max_shard_bytes` bytes of tensors unless it holds a single tensor; then "
             "`model.safetensors.index.json`, `{\"metadata\": {\"total_size\": <bytes of all the tensors>}, "
             "\"weight_map\": {<tensor>: <its file>}}`; and `config.json`, `config` with `\"torch_dtype\"` set "
             "to `dtype`. The grader reads the folder back in a worker of its own, and measures your function's "
             f"own memory from outside (its anonymous memory, sampled): it must stay under {HF_FACTOR} times the "
             "bytes of the checkpoint's largest leaf (float32), plus `max_shard_bytes`, plus "
-            f"{HF_SLACK >> 20} MiB, so the whole model may not be in your memory at once. What you return is "
+            f"{HF_FIXED >> 20} MiB, so the whole model may not be in your memory at once. What you return is "
             "not looked at."
         ),
         returns=HFWritten(),
@@ -176,7 +180,7 @@ PROBLEMS = (
             "`tree` is `\"nnx\"`, or a Linen model's variables (every leaf under `params`) when it is `\"linen\"`. The grader restores what you wrote with "
             "`ocp.v1.load(out_dir)` in a worker of its own and measures your function's own memory from outside "
             f"(its anonymous memory, sampled: the pages of a file a reader maps are not counted): it must stay "
-            f"under {HF_READ_FACTOR} times the bytes of the model's largest leaf, plus {HF_SLACK >> 20} MiB, so "
+            f"under {HF_READ_FACTOR} times the bytes of the model's largest leaf, plus {HF_FIXED >> 20} MiB, so "
             "neither the files nor the whole model may be in your memory at once. What you return is not "
             "looked at."
         ),
@@ -196,6 +200,8 @@ PROBLEMS = (
             Example((HFFolderArg(_UNTIED, 6, dtype="bfloat16"), OutputFolder(), MeshArg((("model", 8),)),
                      {**_specs(), "lm_head/kernel": SpecArg((None, "model"))}, "linen"),
                     None, "embeddings not tied, bfloat16 files, a Linen tree"),
+            Example((HFFolderArg(_DEEP, 11), OutputFolder(), MeshArg((("model", 8),)), _specs(pairs=_DEEP), "nnx"),
+                    None, "twelve layers: layer i of a stacked leaf is model.layers.i's, and 10 comes after 9"),
         ),
         measure_memory=True,
         forbidden=_FORBIDDEN,

@@ -115,11 +115,30 @@ TO_HF = [
     # The fused columns split as q, v, k (the order some other stacks fuse them in).
     ("qkv_split_as_q_v_k", _to_hf(split="q, v, k = np.split(w, [c.q_size, c.q_size + c.kv_size], axis=1)"),
      "incorrect", "k_proj and v_proj came out exchanged"),
+    # q's and k's columns permuted within each head as transformers' convert_llama_weights_to_hf
+    # permutes Meta's wq and wk (neighbouring dimensions paired, to Hugging Face's halves): the
+    # course's model rotates halves already, so nothing was to be permuted.
+    ("rotary_permuted_as_metas", _to_hf(split="""q, k, v = np.split(w, [c.q_size, c.q_size + c.kv_size], axis=1)
+            q, k = _permute(q, c.num_attention_heads), _permute(k, c.num_key_value_heads)""").replace(
+        "def _to_torch(kernel):", """def _permute(kernel, heads):  # the converter's permute(w, n_heads), on the kernel's (in, out) columns
+    rows, cols = kernel.shape
+    return kernel.reshape(rows, heads, cols // heads // 2, 2).transpose(0, 1, 3, 2).reshape(rows, cols)
+
+
+def _to_torch(kernel):"""), "incorrect", "q_proj and k_proj hold each head's rows permuted"),
     # The norm scales copied as they are: Hugging Face's RMSNorm multiplies by its weight, not 1 + it.
     ("norm_offset_forgotten", _to_hf(norm="scale"), "incorrect", "Hugging Face's weight multiplies as it is: add 1"),
     # Each leaf cast to dtype as soon as it is restored (to save memory), the norm's 1 added in bfloat16.
     ("cast_first", _to_hf(cast_leaf=".astype(target)", cast="tensor"),
      "incorrect", "add the offset in float32, as saved, then cast"),
+    # bfloat16 made by hand as a float32's upper 16 bits (its low 16 dropped): truncation, where a cast
+    # rounds to the nearest bfloat16; the last bit wrong in about half the values.
+    ("bfloat16_by_truncation", _to_hf(cast="_upper_half(tensor) if dtype == 'bfloat16' else tensor.astype(target)").replace(
+        "def _write(shard, path):", """def _upper_half(x):  # a bfloat16 is a float32's upper half
+    return (np.ascontiguousarray(x, np.float32).view(np.uint32) >> 16).astype(np.uint16).view(ml_dtypes.bfloat16)
+
+
+def _write(shard, path):"""), "incorrect", "truncated to bfloat16 (each float32's low 16 bits dropped)"),
     # lm_head.weight written from the embeddings although they are tied (the model computes its logits so).
     ("ties_written_as_lm_head", _to_hf(head=' + ([("lm_head.weight", leaf)] if c.tie_word_embeddings else [])'),
      "incorrect", "Hugging Face writes no lm_head.weight then"),
@@ -141,7 +160,8 @@ TO_HF = [
     # The limit ignored: every tensor in one file, model-00001-of-00001.safetensors, with its index.
     ("everything_in_one_file", _to_hf(add="shard[name] = tensor"),
      "incorrect", "A file holds more than max_shard_bytes of tensors"),
-    # safetensors' writer called without metadata: Hugging Face's loader refuses the files.
+    # safetensors' writer called without metadata: transformers loads such files (4.x and 5.x alike),
+    # but they are not save_pretrained's, whose header the statement asks for.
     ("no_format_metadata", _to_hf(metadata="metadata=None"), "incorrect", '"__metadata__": {"format": "pt"}'),
     # total_size taken as the files' sizes on disk: each file's header counted too.
     ("total_size_from_file_sizes", _to_hf(
@@ -196,6 +216,12 @@ def orbax_to_hf(ckpt_dir, out_dir, config, max_shard_bytes, dtype):
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump({**config, "torch_dtype": dtype}, f)
 """, "incorrect", "went over the budget"),
+    # Each leaf restored alone, but every leaf restored before the first file is written: the whole
+    # checkpoint (float32) in memory at once.
+    ("every_leaf_restored_before_writing", _to_hf().replace(
+        "    for path in param_shapes(c):\n        leaf = _restore_one(ckpt_dir, where[path])",
+        "    leaves = {p: _restore_one(ckpt_dir, where[p]) for p in param_shapes(c)}\n"
+        "    for path in param_shapes(c):\n        leaf = leaves[path]"), "incorrect", "went over the budget"),
     # The transpose handed to safetensors' NumPy writer as a view (kernel.T): it writes the buffer as
     # it lies in memory, the kernel untransposed under the transposed shape (safetensors 0.8).
     ("transposed_view_saved_as_is", _to_hf(transpose="kernel.T", cast="tensor.astype(target, copy=False)"),
@@ -301,6 +327,24 @@ TO_ORBAX = [
      "incorrect", "each kernel is the transpose of its weight"),
     # q, k, v fused in the order q, v, k.
     ("qkv_fused_as_q_v_k", _to_orbax(qkv="[q, v, k]"), "incorrect", "its columns are q_proj, k_proj, v_proj in that order"),
+    # q_proj's and k_proj's rows put back in Meta's rotary order (the inverse of transformers'
+    # convert_llama_weights_to_hf permute, as conversions to Meta's layout do): the course's model
+    # rotates each head's halves, Hugging Face's order.
+    ("rotary_unpermuted_to_metas", _to_orbax().replace(
+        """        q, k, v = (_to_flax(_read(files, layer + f"self_attn.{x}_proj.weight")) for x in "qkv")""",
+        """        q, k, v = (_read(files, layer + f"self_attn.{x}_proj.weight") for x in "qkv")
+        q, k, v = _to_flax(_to_meta(q, _HEADS[0])), _to_flax(_to_meta(k, _HEADS[1])), _to_flax(v)""").replace(
+        "def _to_flax(weight):", """_HEADS = []
+
+
+def _to_meta(weight, heads):  # the inverse of the converter's permute(w, n_heads): halves to neighbours
+    rows, cols = weight.shape
+    return weight.reshape(heads, 2, rows // heads // 2, cols).transpose(0, 2, 1, 3).reshape(rows, cols)
+
+
+def _to_flax(weight):""").replace(
+        "    files = _files(hf_dir)\n", "    files = _files(hf_dir)\n    _HEADS[:] = [c.num_attention_heads, c.num_key_value_heads]\n"),
+     "incorrect", "holds q_proj's and k_proj's rows permuted within each head"),
     # Hugging Face's norm weights kept as they are: the model multiplies by 1 + scale.
     ("norm_offset_not_subtracted", _to_orbax(norm="weight"), "incorrect", "subtract 1 from Hugging Face's weight"),
     # The offset subtracted as `- 1.0`: NumPy makes bfloat16 - 1.0 a float32, so a bfloat16 model's
@@ -339,6 +383,25 @@ def _read(files, name):
             _LOADED.update(load_file(path))
     return _LOADED[name]''').replace("    ocp_v1.partial.finalize(out_dir)", "    ocp_v1.partial.finalize(out_dir)\n"
                                      "    _LOADED.clear()"), "incorrect", "went over the budget"),
+    # Each tensor read alone, but kept: a cache of every tensor read, emptied only at the end (the
+    # files' whole contents in memory by the last leaf).
+    ("keeps_every_tensor_read", _to_orbax().replace('''def _read(files, name):
+    with safe_open(files[name], framework="np") as f:
+        return f.get_tensor(name)''', '''_READ = {}
+
+
+def _read(files, name):
+    if name not in _READ:
+        with safe_open(files[name], framework="np") as f:
+            _READ[name] = f.get_tensor(name)
+    return _READ[name]''').replace("    ocp_v1.partial.finalize(out_dir)", "    ocp_v1.partial.finalize(out_dir)\n"
+                                     "    _READ.clear()"), "incorrect", "went over the budget"),
+    # The layers stacked in the order of their names sorted as strings (0, 1, 10, 11, 2, ...): right
+    # for a model of ten layers or fewer.
+    ("layers_stacked_in_name_order", _to_orbax().replace(
+        "            for i in range(c.num_hidden_layers):\n                layer = _layer(files, path, i)",
+        "            for i, n in enumerate(sorted(range(c.num_hidden_layers), key=str)):\n"
+        "                layer = _layer(files, path, n)"), "incorrect", "in the order of their names as strings"),
     # Every leaf built first (a dict of the whole model, placed on the mesh), then one save of the tree.
     ("whole_tree_saved_at_once", _to_orbax().replace(
         "        ocp_v1.partial.save(out_dir, nest({root + path: array}))\n        del array\n"
@@ -508,6 +571,18 @@ def conversion_is_right(ckpt_dir, hf_dir, tokens):
     # The logits compared at float32's tolerance whatever the files' dtype.
     ("float32_tolerance_always", _FORWARD.replace("tolerance = TOLERANCE", "tolerance = 1e-4"),
      "incorrect", "Use the statement's tolerance for bfloat16 files"),
+    # The output layer always taken from the embeddings (as a tied model's is): an untied model's
+    # lm_head.weight never read. Only a right untied conversion shows it (its wrong twin, lm_head.weight
+    # written as the embeddings, is called wrong as it should be).
+    ("output_layer_always_the_embeddings", _FORWARD.replace(
+        'get("model.embed_tokens.weight" if c.tie_word_embeddings else "lm_head.weight")',
+        'get("model.embed_tokens.weight")').replace(
+        "tolerance = TOLERANCE", 'tolerance = {"float32": 1e-4, "bfloat16": 5e-2}[config["torch_dtype"]]'),
+     "incorrect", "Called a right conversion whose embeddings are not tied wrong"),
+    # The logits compared at a loose tolerance (half the largest logit), to be safe whatever the dtype:
+    # mistakes that move the logits less (a weight reshaped, weights rounded) are called right.
+    ("half_the_largest_logit", _FORWARD.replace("tolerance = TOLERANCE", "tolerance = 0.5"),
+     "incorrect", "by more than the statement's tolerance"),
     # Only the first layer's tensors (and the embeddings and final norm) checked, as a spot check:
     # a mistake in the last layer goes by.
     ("first_layer_only", _EXPECTED + '''
