@@ -155,7 +155,7 @@ class ProblemHandle:
                 if bad:
                     return CheckResult(p, "incorrect", f"example {i}: {bad}",
                                        f"{p.function}({_args(ex.args)})\n  expected: raise {ex.expected.type} "
-                                       f"mentioning {ex.expected.mentions!r}")
+                                       f"mentioning {ex.expected.mentions if ex.expected.values else repr(ex.expected.mentions)}")
                 continue
             try:
                 real_args = ready[i - 1] if ready else _real_args(ex.args)
@@ -441,6 +441,9 @@ def _expect_raise(fn, ex, real_args=None) -> str | None:
         if want.type not in [c.__name__ for c in type(exc).__mro__]:
             return f"should raise {want.type}, but raised {type(exc).__name__}: {exc}"
         if not want.message_ok(str(exc)):
+            if want.values:
+                return (f"raised {want.type}, but its message should give the values at fault, as numbers "
+                        f"({want.mentions}); it says: {exc}")
             return f"raised {want.type}, but its message should name {want.mentions!r}; it says: {exc}"
         return None
     return f"should raise {want.type}, but returned {_fmt(got)}"

@@ -35,11 +35,8 @@ MEMORY = ("over the memory budget: the grader measures it from outside the worke
           "learner's own process cannot (its 'correct' says so), and the public examples are too small for it")
 NAMES_EVERY_LEAF = ("raises naming the leaf, among every other: the statement asks for a ValueError naming the "
                     "leaf, which this message does; the hidden tests' limit on other leaves named is theirs")
-MESSAGE_NAMES_NOTHING = ("the statement asks for a ValueError, not for what its message says; the hidden tests' "
-                         "message advice is theirs")
 # Each reason in a few words, for the README's table.
-SHORT = {MEMORY: "memory, measured by the grader only", NAMES_EVERY_LEAF: "a message naming every leaf, the faulty one too",
-         MESSAGE_NAMES_NOTHING: "the statement asks for no message"}
+SHORT = {MEMORY: "memory, measured by the grader only", NAMES_EVERY_LEAF: "a message naming every leaf, the faulty one too"}
 
 # problem: (floor, {wrong answer the public check may let through: why}). Every other curated wrong
 # answer of the problem is a trap its statement names: the check must reject it.
@@ -56,12 +53,12 @@ FLOORS: dict[str, tuple[int, dict[str, str]]] = {
     "7.2": (13, {"names_every_leaf": NAMES_EVERY_LEAF}),
     "7.3": (12, {}),
     "7.4": (8, {"whole_model_at_once": MEMORY, "whole_model_read_first": MEMORY}),
-    "8.1": (10, {"error_names_nothing": MESSAGE_NAMES_NOTHING}),
+    "8.1": (14, {}),
     "8.2": (16, {}),
-    "8.3": (11, {}),
-    "9.1": (13, {"whole_model_restored": MEMORY}),
-    "9.2": (8, {"load_file_on_every_file": MEMORY, "whole_tree_saved_at_once": MEMORY}),
-    "9.3": (7, {}),
+    "8.3": (14, {}),
+    "9.1": (15, {"whole_model_restored": MEMORY, "every_leaf_restored_before_writing": MEMORY}),
+    "9.2": (10, {"load_file_on_every_file": MEMORY, "keeps_every_tensor_read": MEMORY, "whole_tree_saved_at_once": MEMORY}),
+    "9.3": (9, {}),
 }
 
 BEGIN = "<!-- public-checks: written by `python -m tests.public_catches --readme`; do not edit -->"

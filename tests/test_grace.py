@@ -13,6 +13,7 @@ import pytest
 
 from autograder.units.unit8 import UNIT
 from solutions import unit8
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -133,5 +134,70 @@ def test_a_run_the_sigterm_ended_is_told_apart_from_one_that_exited_after_it():
     assert _grace_outcome(args, out(returned=False, by_term=True)) == "ended_by_term"
     assert _grace_outcome(args, out(returned=False, by_term=False)) == "exited_on_term"
     assert _grace_outcome(args, out(returned=False, by_term=False, killed=True)) == "grace_exceeded"
+    # A step committed after the signal went (held: the latest when it went): a handler saved it, whatever the
+    # exit status then (os._exit(143) reads as the signal's default action from outside).
+    assert _grace_outcome(args, out(returned=False, by_term=True, held=2, committed=3)) == "exited_after_commit"
+    assert _grace_outcome(args, out(returned=False, by_term=False, held=2, committed=3)) == "exited_after_commit"
+    assert _grace_outcome(args, out(returned=False, by_term=True, held=2)) == "ended_by_term"
     assert "no SIGTERM handler of yours was in place" in GRACE_RUN.messages["ended_by_term"]
     assert "sys.exit" in GRACE_RUN.messages["exited_on_term"]
+
+
+def test_a_failure_on_timing_is_graded_once_more_alone_and_that_grading_counts(grade_code, monkeypatch):
+    """A problem judged a failure its hidden tests name the machine's timing for (``retry_alone``: 8.3's
+    run still going when its grace window closed) is graded once more, with no other worker beside it,
+    and only that grading is heard and counts: a right answer the load failed gets its marks, and an
+    answer failing the same way again (a loop that never stops) gains nothing, tried once more only.
+    Shown on problem 1.1, cheap, its hidden tests given every category as ``retry_alone``."""
+    import dataclasses
+
+    from autograder.engine import grade as engine
+    from autograder.hidden import unit1 as hidden1
+    from tests.wrong_answers.unit1 import IMPORTS, WRONG
+
+    function = "dense_checkpoint_accounting"
+    original = hidden1.HIDDEN[function]
+    monkeypatch.setitem(hidden1.HIDDEN, function, dataclasses.replace(original, retry_alone=tuple(original.messages)))
+    wrong = IMPORTS + next(s for name, s, *_ in WRONG[function] if name == "forgets_bias")
+    reference = (ROOT / "solutions" / "unit1.py").read_text()
+    real, calls = engine.runners.run, []
+
+    def run(plan, level):  # the first grading of 1.1 fails (the load, here a wrong answer in its place)
+        calls.append(plan.problem.id)
+        if plan.problem.id == "1.1" and calls.count("1.1") == 1:
+            plan.source = wrong
+        return real(plan, level)
+
+    monkeypatch.setattr(engine.runners, "run", run)
+    heard = []
+    report = grade_code(reference, problems=["1.1"], on_result=heard.append)
+    assert calls.count("1.1") == 2 and [r.status for r in heard] == ["correct"] and heard[0] is report.problems[0]
+    calls.clear()
+    report = grade_code(wrong, problems=["1.1"])  # failing again on its retry: graded twice, never more
+    assert calls.count("1.1") == 2 and report.problems[0].status == "incorrect" and report.problems[0].score == 0
+
+
+def test_the_reference_scores_full_marks_with_both_cores_busy(grade_code, monkeypatch):
+    """8.3's grace window is wall-clock time, and a loaded machine (a class graded with -j N, Gradescope's
+    half CPU) slows the learner's run within it: the reference, graded while two busy processes keep two
+    cores busy, still scores full marks (a failure on timing alone is graded once more, alone: said here
+    when it happens)."""
+    import subprocess
+    import sys
+
+    from autograder.engine import grade as engine
+
+    real, calls = engine.runners.run, []
+    monkeypatch.setattr(engine.runners, "run", lambda plan, level: calls.append(plan.problem.id) or real(plan, level))
+    busy = []
+    try:
+        for _ in range(2):
+            busy.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+        report = grade_code(_REFERENCE, problems=["8.3"])
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+    result = report.problems[0]
+    print(f"\n8.3's reference with both cores busy: {result.status}, graded {calls.count('8.3')} time(s)")
+    assert (result.status, result.score) == ("correct", result.max_score), result.message

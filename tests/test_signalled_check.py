@@ -44,10 +44,12 @@ SCENARIOS = {
                                            header="\nfrom signal import signal as install\n"),
     "imports_by_name": _BY_NAME,
     "returns_before_the_signal": _RETURNS_BEFORE_THE_SIGNAL,
+    # commits its save on the SIGTERM, then ends its process (the kernel, in a notebook): the check's call ends
+    "ends_its_process_after_the_commit": _grace(wait="mngr.wait_until_finished()\n    if stop:\n        os._exit(143)"),
 }
 
 _RUN = textwrap.dedent("""
-    import json, signal, sys, time
+    import json, os, signal, sys, time
     from ckptlab import setup_devices
     setup_devices()
     from autograder import registry
@@ -61,6 +63,7 @@ _RUN = textwrap.dedent("""
     before = {"no_handler": stale, "default_through_a_bound_name": signal.SIG_DFL}
     signal.signal(signal.SIGTERM, mine)
     originals = (training.eval_batches, training.eval_loss)
+    real_exit = os._exit
     for name, source in scenarios.items():
         namespace = {"__name__": "learner"}
         exec(compile(source, name, "exec"), namespace)
@@ -71,7 +74,8 @@ _RUN = textwrap.dedent("""
                           "handler_kept": signal.getsignal(signal.SIGTERM) is before.get(name, mine),
                           "late_signals": len(calls),
                           "restored": (training.eval_batches, training.eval_loss) == originals
-                                      and namespace.get("eval_batches", originals[0]) is originals[0]}), flush=True)
+                                      and namespace.get("eval_batches", originals[0]) is originals[0]
+                                      and os._exit is real_exit}), flush=True)
         signal.signal(signal.SIGTERM, mine)
         calls.clear()
 """)
@@ -89,6 +93,8 @@ def test_the_signalled_check_survives_the_learners_dispositions_and_leaves_the_p
     assert got["imports_by_name"]["status"] == "correct", got["imports_by_name"]  # the signal came, by those names
     assert got["returns_before_the_signal"]["status"] == "incorrect"
     assert "before the check could send its SIGTERM" in got["returns_before_the_signal"]["message"]
+    ended = got["ends_its_process_after_the_commit"]  # (the process lived on: its os._exit ended the call only)
+    assert ended["status"] == "incorrect" and "ended with os._exit after the SIGTERM" in ended["message"], ended
     # (the handler in place before met no SIGTERM: not an earlier run's, and none once a function had returned)
     assert all(r["handler_kept"] and r["restored"] and r["late_signals"] == 0 for r in got.values()), got
 

@@ -92,13 +92,15 @@ EVAL_DELAY = 0.5
 def _terminate(worker, kill: tuple, folder: str, grace: float, seen: set) -> dict:
     """SIGTERM the run, then SIGKILL it if it still runs ``grace`` seconds later. Returns what this
     side saw: the newest step folder when the point was reached or the signal went (``before``: a
-    run stands past it once it has saved it), whether the SIGKILL came
+    run stands past it once it has saved it), the latest committed step when it went (``held``: a
+    step committed after it was saved by a handler, whatever the process's end), whether the SIGKILL came
     (``killed``), how long after the signal the run ended (``after``), and whether it had ended
     before the signal went (``ended_first``: a run that does not evaluate where the statement says)."""
     before = _newest_folder(folder)  # (a step folder gone by the signal still counts: it called the signal)
     if kill[0] == "term_eval":
         time.sleep(EVAL_DELAY)
     before = max(before, _newest_folder(folder))
+    held = max(committed_steps(folder), default=0)
     sent = time.monotonic()
     ended_first = not worker.thread.is_alive()  # the run ended by itself before the signal could go
     worker.terminate()
@@ -108,8 +110,8 @@ def _terminate(worker, kill: tuple, folder: str, grace: float, seen: set) -> dic
     killed = worker.thread.is_alive()
     if killed:
         worker.preempt()
-    return {"point": kill[0], "before": before, "killed": killed, "after": round(time.monotonic() - sent, 3),
-            "ended_first": ended_first}
+    return {"point": kill[0], "before": before, "held": held, "killed": killed,
+            "after": round(time.monotonic() - sent, 3), "ended_first": ended_first}
 
 
 PLANT_TIMEOUT = 60.0

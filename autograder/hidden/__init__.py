@@ -60,6 +60,11 @@ class Hidden:
     # mistake (5.2: a step that never committed) behind others (its steps, committed or not, never
     # restored either).
     precedence: tuple[str, ...] = ()
+    # Failures the machine's timing alone can cause (8.3: its run still going when the grace window closed,
+    # a window a loaded machine closes on a right answer too): a problem judged one of these is graded once
+    # more, with no other worker of the grading process beside it, and that grading counts
+    # (engine/grade.py, as for a worker the machine's memory killed). A run that never stops fails it too.
+    retry_alone: tuple[str, ...] = ()
 
     def cases(self, rng: np.random.Generator) -> list[Case]:
         cases = list(self.fixed) + list(self.generate(rng))

@@ -380,7 +380,9 @@ def _run_outcome(args, out):
     if out.get("preempted", 0) < out.get("planned", 0) or not out.get("committed_after"):
         return "never_preempted"  # (or nothing saved at all)
     if int(out["value"][1]) != out.get("resumed_at"):
-        return "not_resumed"
+        # With a state planted in the latest committed step, right parameters say the run restored that step:
+        # only the number it returned is wrong.
+        return "wrong_first_step" if out.get("planted_at") is not None else "not_resumed"
     if out.get("committed_after", 0) < args[1]:
         return "lost_final_save"
     return None
@@ -406,6 +408,10 @@ RUN = Hidden(
                        "first_step says where it started): after a kill, restore the latest step and train only "
                        "the steps that remain; a CheckpointManager skips saves of steps it already holds, so "
                        "training everything again still ends right, but it is not a resume.",
+        "wrong_first_step": "Right parameters, and your last run went on from what the latest committed step holds "
+                            "(it ends as a run restoring that step does), but the first_step it returned is another "
+                            "number: return the step this call started training from, the step it restored (0 in a "
+                            "fresh folder), not the last step trained or the next one.",
         "never_preempted": "Right parameters, but the grader could not preempt your run where it planned to: "
                            "save a checkpoint after every step (the grader kills your process while saves commit "
                            "and after them), and wait for the last one before returning.",

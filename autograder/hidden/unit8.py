@@ -6,6 +6,7 @@ from __future__ import annotations
 from autograder.hidden import Case, Hidden
 from autograder.hidden.unit5 import _diagnose_run, _expected_after, _plant_table, _run_outcome, _uninterrupted
 from autograder.wall.kinds import RunFolder, TieredRootArg
+from autograder.wall.returns import Raises
 
 
 def _pick(rng, seq):
@@ -72,7 +73,21 @@ def _positions(args, which):
         per_epoch = examples // batch
         epoch, k = divmod(step, per_epoch)
         return [epoch * examples + k * batch + host * per + i for i in range(per)]
+    if which in ("next_step", "previous_step"):  # the step off by one: another step's batch
+        start = (step + (1 if which == "next_step" else -1)) * batch + host * per
+        return [start + i for i in range(per)] if start >= 0 else None
     raise ValueError(which)
+
+
+def _shard_then_shuffle(args):
+    """The ids of a host that shards the ids first and shuffles its own shard (the same seed on every
+    host), reading its share of each step from it: the global order with one host, not with more."""
+    import grain
+
+    step, host, hosts, seed, examples, batch = args
+    per = batch // hosts
+    mine = grain.MapDataset.range(examples).slice(slice(host, None, hosts)).shuffle(seed=seed).repeat()
+    return [int(mine[i]) for i in range(step * per, (step + 1) * per)]
 
 
 def _diagnose_batch(args, actual, expected):
@@ -80,12 +95,17 @@ def _diagnose_batch(args, actual, expected):
     order = _order(seed, examples)
     if len(actual) != batch // hosts:
         return "rows"
-    for which in ("strided", "from_start", "drop_remainder"):
+    if len(expected) < 2:
+        return None  # one id: any mistake can read the right one, or any other, by chance (from_start outvotes)
+    for which in ("strided", "from_start", "drop_remainder", "next_step", "previous_step"):
         if which == "from_start" and step * batch % examples == 0:
             continue  # a step at an epoch's start: reading the first epoch again looks the same there
-        wrong = [int(order[i]) for i in _positions(args, which)]
-        if wrong != expected and list(actual) == wrong:
+        positions = _positions(args, which)
+        wrong = None if positions is None else [int(order[i]) for i in positions]
+        if wrong is not None and wrong != expected and list(actual) == wrong:
             return which
+    if hosts > 1 and list(actual) == _shard_then_shuffle(args):
+        return "shard_then_shuffle"
     first_epoch = [int(order[i % examples]) for i in range(step * batch + host * (batch // hosts),
                                                            step * batch + (host + 1) * (batch // hosts))]
     if first_epoch != expected and list(actual) == first_epoch:
@@ -95,11 +115,16 @@ def _diagnose_batch(args, actual, expected):
     return None
 
 
+def _values_at_fault(args) -> tuple[int, ...]:
+    """The values a ValueError's message must give (the statement's rule, the public examples' too):
+    the hosts and the global batch they do not divide, or the host and the number of hosts."""
+    _, host, hosts, _, _, batch = args
+    return (hosts, batch) if hosts < 1 or batch % hosts else (host, hosts)
+
+
 def _names_the_problem(args, message):
-    """A ValueError's message says what is wrong: the hosts that do not divide, or the host's number."""
-    step, host, hosts, _, _, batch = args
-    text = message.lower()
-    return str(hosts) in text or str(host) in text or str(batch) in text
+    """A ValueError's message gives the values at fault (the numbers themselves, not their names)."""
+    return Raises("ValueError", values=_values_at_fault(args)).message_ok(message)
 
 
 BATCH = Hidden(
@@ -109,8 +134,9 @@ BATCH = Hidden(
                         "of 0 to hosts - 1: a host reading a ragged or made-up share reads examples twice or never.",
         "wrong_exception": "Raise ValueError (or a subclass) for hosts that do not divide the global batch, and for "
                            "a host out of range.",
-        "unclear_error": "Your ValueError should say what is wrong: name the number of hosts, the host or the "
-                         "global batch.",
+        "unclear_error": "Your ValueError should say what is wrong, with the values at fault in its message, as the "
+                         "statement asks: the numbers themselves (`hosts` and `global_batch`, or `host`), not only their "
+                         "names.",
         "rows": "Return global_batch // hosts ids: one per row this host holds of the global batch.",
         "strided": "Each host reads every hosts-th id of the order (its own slice of the data, as "
                    "`ds.slice(slice(host, None, hosts))` gives): the global batch holds the right ids, but in rows "
@@ -125,6 +151,16 @@ BATCH = Hidden(
         "same_permutation": "After the first epoch you read the first epoch's permutation again (position `i % "
                             "examples`): Grain's `.repeat()` after `.shuffle(seed=...)` shuffles each epoch anew. Read "
                             "the repeated dataset itself at the position.",
+        "next_step": "You read the global batch of the next step (step + 1): training step `step` counts from 0, "
+                     "and its global batch starts at position `step * global_batch` of the order (step 0 reads "
+                     "positions 0 to global_batch - 1).",
+        "previous_step": "You read the global batch of the step before (step - 1): training step `step` counts from "
+                         "0, and its global batch starts at position `step * global_batch` of the order.",
+        "shard_then_shuffle": "Each host shuffles its own shard of the ids (the dataset split among the hosts first, "
+                              "then shuffled): with one host that is the global order, but with several each host "
+                              "reads a permutation of its own, so a restart with another number of hosts reads other "
+                              "batches, ids twice or never. Shuffle the one global order first, the same on every "
+                              "host, then take this host's rows of the step's global batch.",
         "row_order": "The right ids in the wrong rows: host `host` holds rows `host * global_batch // hosts` onward, "
                      "in the order of the global order.",
         "two_hosts": "Wrong for a job of 2 hosts.",
@@ -155,6 +191,7 @@ BATCH = Hidden(
             "two_hosts", "changed_hosts", "later_epoch"),
         "Raise `ValueError` when `hosts` does not divide `global_batch`": ("indivisible",),
         "or `host` is not one of `0` to `hosts - 1`": ("no_such_host",),
+        "its message giving the values at fault as numbers": ("indivisible", "no_such_host"),
     },
     on_exception="The arguments are plain ints; build the order with Grain and index it by position.",
     expected=host_batch_truth,
@@ -415,9 +452,15 @@ def _grace_outcome(args, out):
         return "never_signalled"
     if any(t.get("killed") for t in terms):
         return "grace_exceeded"
-    if not all(t.get("returned") for t in terms):
+    ended = [t for t in terms if not t.get("returned")]
+    if ended:
+        # A step committed after the signal went: a handler of the learner's saved it, and the process then
+        # ended by an exit or an exception of its own (whatever its status: `os._exit(143)` reads as the
+        # signal's default action from outside).
+        if all(t.get("committed", 0) > t.get("held", t.get("committed", 0)) for t in ended):
+            return "exited_after_commit"
         # ended by the SIGTERM's default action (no handler in place), or by an exit or exception after it
-        return "ended_by_term" if any(t.get("by_term") for t in terms if not t.get("returned")) else "exited_on_term"
+        return "ended_by_term" if any(t.get("by_term") for t in ended) else "exited_on_term"
     # the periodic steps, the last, and each step committed on a SIGTERM (newer than any folder then)
     allowed = {s for s in range(every, total + 1, every)} | {total}
     allowed |= {t.get("committed", 0) for t in terms if t.get("committed", 0) > t.get("before", 0)}
@@ -466,6 +509,13 @@ GRACE_RUN = Hidden(
                           "exception, `sys.exit`, which raises SystemExit, or `os._exit`). On a SIGTERM save the steps "
                           "finished, wait for the commit, and return the function's result as a run that ends by "
                           "itself does.",
+        "exited_after_commit": "After the SIGTERM your run committed a save, then ended without returning: your "
+                               "code ended the process (`sys.exit`, which raises SystemExit, or `os._exit`, whatever "
+                               "the exit status) or raised. A job's entrypoint may end its process once the step is "
+                               "committed (Lesson 8's does), but the statement asks this function to return within "
+                               "the grace window (it runs in your notebook's kernel too, which an exit would end): "
+                               "on a SIGTERM save the steps finished, wait for the commit, and return "
+                               "`(training.params_of(model), first_step)` as a run that ends by itself does.",
         "trained_on": "After the SIGTERM your run went on training (and saved a later step): it must stop where it "
                       "stands, whatever it is doing, and save the steps it finished then. Training on spends the grace "
                       "window on steps a longer run, or a slower save, would lose to the SIGKILL.",
@@ -480,6 +530,10 @@ GRACE_RUN = Hidden(
         "not_resumed": "Right parameters, but the last run did not start from the latest committed step (its "
                        "first_step says where it started): restore the latest step and train only the steps that "
                        "remain.",
+        "wrong_first_step": "Right parameters, and your last run went on from what the latest committed step holds "
+                            "(it ends as a run restoring that step does), but the first_step it returned is another "
+                            "number: return the step this call started training from, the step it restored (0 in a "
+                            "fresh folder), not the last step trained or the next one.",
         "never_preempted": "Right parameters, but the grader could not preempt your run where it planned to: save "
                            "periodically as the statement says, and wait for the last save before returning.",
         "plant_unreadable": "The grader could not restore your latest committed step: before the last restart it "
@@ -507,7 +561,7 @@ GRACE_RUN = Hidden(
     diagnose=_diagnose_grace,
     check_outcome=_grace_outcome,
     precedence=("plant_not_state", "plant_unreadable", "grace_exceeded", "ended_by_term", "exited_on_term",
-                "saves_between", "trained_on", "not_saved_on_term"),
+                "exited_after_commit", "saves_between", "trained_on", "not_saved_on_term"),
     requirements={
         "never save another step, except on a SIGTERM": ("during_evaluation", "during_save"),
         "On a SIGTERM your loop must stop whatever it is doing": ("during_evaluation", "during_save"),
@@ -520,6 +574,7 @@ GRACE_RUN = Hidden(
         "the last run must go on from what the step holds": ("during_evaluation", "during_save"),
     },
     expected_after=_expected_after_grace,
+    retry_alone=("grace_exceeded",),
     plant_table=_plant_table,
     on_exception="After a SIGTERM the folder holds the steps that committed: create the CheckpointManager, ask it "
                  "for latest_step(), and restore that step (the state with a target built from your own state, the "

@@ -68,7 +68,9 @@ PROBLEMS = (
             "`jax.make_array_from_process_local_data` assembles the global batch). Return the ids host "
             "`host` reads at step `step`, a list of ints in row order. Keep no state between calls: the step "
             "alone says where the job is. Raise `ValueError` when `hosts` does not divide `global_batch` or "
-            "`host` is not one of `0` to `hosts - 1`."
+            "`host` is not one of `0` to `hosts - 1`, its message giving the values at fault as numbers (`hosts` "
+            "and `global_batch`, or `host`): a message naming them without their values does not say "
+            "which job was misconfigured."
         ),
         returns=Struct(("list", "int")),
         raises=("ValueError",),
@@ -87,8 +89,10 @@ PROBLEMS = (
             Example((0, 0, 1, 0, 10, 4), [0, 4, 6, 7], "the same step on one host: the same global batch"),
             Example((2, 1, 2, 0, 10, 4), [5, 7], "step 2 crosses the end of the first epoch (positions 8 to 11: ids 5, 2 of the first, 5, 7 of the second)"),
             Example((1, 0, 1, 0, 10, 4), [8, 3, 1, 9], "step 1 on one host: rows 0-3 in row order, not sorted"),
-            Example((0, 0, 3, 0, 10, 4), Raises("ValueError"), "a global batch of 4 rows cannot be split among 3 hosts"),
-            Example((0, 2, 2, 0, 10, 4), Raises("ValueError"), "host 2 is not one of the 2 hosts 0 and 1"),
+            Example((0, 0, 3, 0, 10, 4), Raises("ValueError", values=(3, 4)),
+                    "a global batch of 4 rows cannot be split among 3 hosts: the message gives 3 or 4"),
+            Example((0, 2, 2, 0, 10, 4), Raises("ValueError", values=(2,)),
+                    "host 2 is not one of the 2 hosts 0 and 1: the message gives 2"),
         ),
         difficulty="medium",
         category="fault-tolerance",
@@ -117,7 +121,9 @@ PROBLEMS = (
             "k's process numbers, and each slice holds a whole copy of the state, every process its shards of it. "
             "Slice 0, the primary, saved the whole state to the persistent tier `tiers/persistent/`, rarely. Every "
             "other slice saved to its processes' local tiers, `tiers/local/<process>/` (a RAM disk in production), "
-            "often, each process its own shards. A save committed when its step folder is named by the step alone. "
+            "often, each process its own shards. A save committed when its step folder is named by the step alone "
+            "(Orbax writes a save into a temporary folder, `<step>.orbax-checkpoint-tmp-...`, puts its "
+            "`commit_success.txt` there, then renames it to the step: a folder so named holds that file too). "
             "Then the job was preempted: a process's local tier may be empty (its machine was replaced), a save "
             "may have been cut short, a step may be missing from a process's tier. Return `(step, slice)`: the "
             "step the manager restores when the job starts again, and the replica slice that reads it (the "
@@ -196,7 +202,8 @@ PROBLEMS = (
             "`reached_preemption` is always False there): your loop answers the SIGTERM itself. On a SIGTERM your "
             "loop must stop whatever it is doing, save the "
             "state after the last training step it finished, wait until that step is committed, and return "
-            "within the grace window. Started again with the same arguments, a run must go on from the latest "
+            "within the grace window (return, not end the process: your function runs in your notebook's kernel too, "
+            "which `sys.exit` or `os._exit` would end). Started again with the same arguments, a run must go on from the latest "
             "committed step, training only the steps that remain, on the batches that come next. Return "
             "`(training.params_of(model), first_step)`, first_step being the step this call started training from "
             "(0 in a fresh folder); the last run's is compared bit for bit with a run never interrupted. Before "

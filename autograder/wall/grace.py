@@ -29,6 +29,10 @@ import time
 INTO_EVALUATION = 0.25
 
 
+class _ProcessExit(BaseException):
+    """``os._exit`` called by the learner's run: in the check it ends the call, not the kernel."""
+
+
 def step_folders(root: str) -> dict[int, bool]:
     """{step: committed} for every step folder of ``root``: committed ones, and saves under way (a
     temporary folder, or a step folder without its commit file)."""
@@ -48,7 +52,8 @@ def signalled_run(fn, real_args, point: tuple, grace: float) -> dict:
     started exists (``("term_eval", k)``: a RunFolder's point). Returns what the check needs: ``sent``
     (whether the moment came), ``unhandled`` (the learner's code had no handler in place then),
     ``ended`` (the function ended with SystemExit or KeyboardInterrupt instead of returning: its
-    name), ``after`` (seconds from the signal to the return), ``before`` (the newest step folder when
+    name, or ``os._exit``: patched for the call, it ends the call, not the kernel), ``after`` (seconds
+    from the signal to the return), ``before`` (the newest step folder when
     the signal went), ``start`` (the latest committed step when the call began), ``folders``
     (:func:`step_folders` at the return) and ``value`` (what the function returned)."""
     from ckptlab import training
@@ -100,6 +105,11 @@ def signalled_run(fn, real_args, point: tuple, grace: float) -> dict:
     names = getattr(fn, "__globals__", {})
     by_name = [(name, key) for name, value in list(names.items()) for key in originals if value is originals[key]]
     previous = signal.getsignal(signal.SIGTERM)
+    real_exit = os._exit
+
+    def process_exit(status):
+        raise _ProcessExit(status)
+
     try:
         # As the grader's worker starts: Python's default action, whatever an earlier run (or a cell) left here.
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -107,10 +117,15 @@ def signalled_run(fn, real_args, point: tuple, grace: float) -> dict:
             setattr(training, key, value)
         for name, key in by_name:
             names[name] = patched[key]
+        os._exit = process_exit  # (a run that ends its process after the commit: the kernel would die with it)
         try:
             state["value"] = fn(*real_args)
         except (SystemExit, KeyboardInterrupt) as exc:
             state["ended"] = type(exc).__name__
+        except _ProcessExit:
+            state["ended"] = "os._exit"
+        finally:
+            os._exit = real_exit
         returned = time.monotonic()
         state["folders"] = step_folders(root)
     finally:

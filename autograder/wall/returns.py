@@ -377,17 +377,26 @@ def names_dimension(message: str, dim: int) -> bool:
 @dataclass(frozen=True)
 class Raises:
     """An example whose correct outcome is an exception of this type whose message names dimension
-    ``dim`` or contains ``word``."""
+    ``dim``, contains ``word``, and gives one of ``values`` (numbers, written as numbers: a message
+    naming them in words alone does not say which)."""
 
     type: str = "ValueError"
     dim: int | None = None
     word: str = ""
+    values: tuple = ()
 
     @property
     def mentions(self) -> str:
+        if self.values:
+            return " or ".join(str(v) for v in self.values)
         return f"dimension {self.dim}" if self.dim is not None else self.word
 
     def message_ok(self, message: str) -> bool:
+        import re
+
         if self.dim is not None and not names_dimension(message, self.dim):
+            return False
+        if self.values and not any(re.search(rf"(?<![\w.]){re.escape(str(v))}(?![\w.]\w|\w)", message)
+                                   for v in self.values):
             return False
         return self.word.lower() in message.lower()

@@ -61,6 +61,19 @@ def host_batch(step, host, hosts, seed, examples, global_batch):
         out.append(int(next(it)))
     return out
 """),
+    # The values alone in each message (ValueError's arguments, shown as a tuple), checked with assert-like
+    # guards; the host's rows read from the order's batches of one host's share.
+    ("values_alone_in_the_messages", """
+def host_batch(step, host, hosts, seed, examples, global_batch):
+    if hosts not in range(1, global_batch + 1) or global_batch % hosts:
+        raise ValueError("hosts, global_batch:", hosts, global_batch)
+    if host < 0 or host >= hosts:
+        raise ValueError("host, hosts:", host, hosts)
+    share = global_batch // hosts
+    order = grain.MapDataset.range(examples).shuffle(seed=seed).repeat()
+    first = step * global_batch + share * host
+    return [int(x) for x in map(order.__getitem__, range(first, first + share))]
+"""),
 ]
 
 # --- 8.2 newest_step_across_tiers (its answers below this line) ---

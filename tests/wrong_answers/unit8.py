@@ -108,6 +108,34 @@ def host_batch(step, host, hosts, seed, examples, global_batch):""" + _CHECKS + 
     order = grain.MapDataset.range(examples).shuffle(seed=seed).repeat()
     return sorted(int(order[step * global_batch + host * per + r]) for r in range(per))
 """), "incorrect", "The right ids in the wrong rows"),
+    # The right checks, each message naming the quantities in words without their values: which job was
+    # misconfigured is not said (the statement asks for the values).
+    ("error_names_quantities_without_values", _answer("""
+    per = global_batch // hosts
+    order = grain.MapDataset.range(examples).shuffle(seed=seed).repeat()
+    return [int(order[step * global_batch + host * per + r]) for r in range(per)]
+""", checks="""
+    if hosts < 1 or global_batch % hosts:
+        raise ValueError("the number of hosts does not divide the global batch")
+    if not 0 <= host < hosts:
+        raise ValueError("the host is not one of the job's hosts")
+"""), "incorrect", "with the values at fault in its message"),
+    # The step off by one: the batch of step + 1 read (the next step to run, taken for the one asked).
+    # Before its diagnosis: told its batches never cross an epoch's end, or that it is wrong for 2 hosts.
+    ("reads_the_next_steps_batch", _answer("""
+    per = global_batch // hosts
+    order = grain.MapDataset.range(examples).shuffle(seed=seed).repeat()
+    start = (step + 1) * global_batch + host * per
+    return [int(order[i]) for i in range(start, start + per)]
+"""), "incorrect", "You read the global batch of the next step (step + 1)"),
+    # Sharded, then shuffled: each host its strided shard of the ids, shuffled with the seed, its share of
+    # each step read from it. Right on one host; before its diagnosis, told it is wrong for 2 hosts, or (a
+    # single id read right by chance) that every step reads the start of the order again.
+    ("shards_then_shuffles", _answer("""
+    per = global_batch // hosts
+    mine = grain.MapDataset.range(examples).slice(slice(host, None, hosts)).shuffle(seed=seed).repeat()
+    return [int(mine[i]) for i in range(step * per, (step + 1) * per)]
+"""), "incorrect", "Each host shuffles its own shard of the ids"),
 ]
 
 # --- 8.2 newest_step_across_tiers (its answers below this line) ---
@@ -421,6 +449,19 @@ GRACE = [
      .replace("EVAL_LOOK", "if stop: break").replace("    if stop and saved != done:\n        ON_SIGTERM\n", "")
      .replace("WAIT", "mngr.wait_until_finished()"),
      "incorrect", "your run went on training"),
+    # On a SIGTERM the steps finished saved and committed, then the process ended with the status a job
+    # killed by the signal reports (128 + 15), as an entrypoint may: the function never returns. Before,
+    # read from outside as the signal's default action, it was told no handler of its was in place.
+    ("commits_then_exits_143", _grace(wait="mngr.wait_until_finished()\n    if stop:\n        os._exit(143)"),
+     "incorrect", "your run committed a save, then ended without returning"),
+    # The same, ended with sys.exit(0) as Lesson 8's own loop ends its process (a SystemExit out of the function).
+    ("commits_then_sys_exit_0", _grace(header="\nimport sys\n",
+                                       wait="mngr.wait_until_finished()\n    if stop:\n        sys.exit(0)"),
+     "incorrect", "your run committed a save, then ended without returning"),
+    # Resumed right, but first_step returned as the latest committed step once training ends (the last step),
+    # not the one this call restored. Before, told it did not start from the latest committed step.
+    ("returns_the_last_step_as_first_step", _grace(wait="mngr.wait_until_finished()\n    first = mngr.latest_step()"),
+     "incorrect", "but the first_step it returned is another number"),
 ]
 
 WRONG = {
