@@ -117,32 +117,32 @@ def _run_unit(unit: int, only: set | None) -> None:
 
 
 def run_units(units, only=None, jobs: int = 1, timeout: float = 900.0) -> list[dict]:
-    """Every answer of ``units`` through the public check, a process per unit, ``jobs`` at a time."""
+    """Every answer of ``units`` through the public check, a process per unit, ``jobs`` at a time (a
+    unit starts as soon as any running one ends), the results in the units' order."""
+    from concurrent.futures import ThreadPoolExecutor
+
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    pending, running, results = list(units), [], []
-    while pending or running:
-        while pending and len(running) < jobs:
-            unit = pending.pop(0)
-            command = [sys.executable, "-m", "tests.public_catches", "--unit", str(unit)]
-            command += ["--only", *only] if only else []
-            out = open(os.devnull, "w")  # noqa: SIM115 - closed with its process
-            running.append((unit, time.monotonic(), out,
-                            subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=out, text=True)))
-        unit, started, out, process = running.pop(0)
-        try:
-            stdout, _ = process.communicate(timeout=max(1.0, timeout - (time.monotonic() - started)))
-        except subprocess.TimeoutExpired:
-            process.kill()
-            stdout, _ = process.communicate()
-        out.close()
+
+    def run_unit(unit) -> list[dict]:
+        command = [sys.executable, "-m", "tests.public_catches", "--unit", str(unit)]
+        command += ["--only", *only] if only else []
+        with open(os.devnull, "w") as out:
+            process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=out, text=True)
+            try:
+                stdout, _ = process.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                stdout, _ = process.communicate()
         lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
         done = [line for line in lines if "status" in line]
         last = next((line["start"] for line in reversed(lines) if "start" in line), None)
         if process.returncode != 0 or (last and not any([d["id"], d["kind"], d["name"]] == last for d in done)):
             raise RuntimeError(f"unit {unit}'s public checks ended with code {process.returncode}"
                                + (f" during {last}" if last else ""))
-        results += done
-    return results
+        return done
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return [line for done in pool.map(run_unit, list(units)) for line in done]
 
 
 # --- the report ---------------------------------------------------------------------------------
