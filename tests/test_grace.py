@@ -134,6 +134,10 @@ def test_a_run_the_sigterm_ended_is_told_apart_from_one_that_exited_after_it():
     assert _grace_outcome(args, out(returned=False, by_term=True)) == "ended_by_term"
     assert _grace_outcome(args, out(returned=False, by_term=False)) == "exited_on_term"
     assert _grace_outcome(args, out(returned=False, by_term=False, killed=True)) == "grace_exceeded"
+    # Killed having answered (a save begun or under way): late, perhaps by the machine's load, and graded once more
+    # alone; killed without having answered: the loop never looked at the signal, and a second grading would not help.
+    assert _grace_outcome(args, out(returned=False, by_term=False, killed=True, answered=True)) == "grace_exceeded_saving"
+    assert "grace_exceeded_saving" in GRACE_RUN.retry_alone and "grace_exceeded" not in GRACE_RUN.retry_alone
     # A step committed after the signal went (held: the latest when it went): a handler saved it, whatever the
     # exit status then (os._exit(143) reads as the signal's default action from outside).
     assert _grace_outcome(args, out(returned=False, by_term=True, held=2, committed=3)) == "exited_after_commit"

@@ -92,7 +92,8 @@ EVAL_DELAY = 0.5
 def _terminate(worker, kill: tuple, folder: str, grace: float, seen: set) -> dict:
     """SIGTERM the run, then SIGKILL it if it still runs ``grace`` seconds later. Returns what this
     side saw: the newest step folder when the point was reached or the signal went (``before``: a
-    run stands past it once it has saved it), the latest committed step when it went (``held``: a
+    run stands past it once it has saved it), whether it had answered the signal by the window's end
+    (``answered``: a save begun since, or one under way then), the latest committed step when it went (``held``: a
     step committed after it was saved by a handler, whatever the process's end), whether the SIGKILL came
     (``killed``), how long after the signal the run ended (``after``), and whether it had ended
     before the signal went (``ended_first``: a run that does not evaluate where the statement says)."""
@@ -101,6 +102,7 @@ def _terminate(worker, kill: tuple, folder: str, grace: float, seen: set) -> dic
         time.sleep(EVAL_DELAY)
     before = max(before, _newest_folder(folder))
     held = max(committed_steps(folder), default=0)
+    under_way = _saving(folder, 1)  # a save was being written when the signal went
     sent = time.monotonic()
     ended_first = not worker.thread.is_alive()  # the run ended by itself before the signal could go
     worker.terminate()
@@ -108,9 +110,13 @@ def _terminate(worker, kill: tuple, folder: str, grace: float, seen: set) -> dic
         seen.update(committed_steps(folder))
         time.sleep(POLL)
     killed = worker.thread.is_alive()
+    # Whether the run had answered the signal when the window closed: a save begun since (a step folder
+    # newer than any then), or one under way then, to wait for. A loop that never looked at the signal
+    # has neither; a right one the machine's load slowed has one.
+    answered = under_way or _newest_folder(folder) > before
     if killed:
         worker.preempt()
-    return {"point": kill[0], "before": before, "held": held, "killed": killed,
+    return {"point": kill[0], "before": before, "held": held, "killed": killed, "answered": answered,
             "after": round(time.monotonic() - sent, 3), "ended_first": ended_first}
 
 

@@ -450,8 +450,11 @@ def _grace_outcome(args, out):
     terms = out.get("terms") or []
     if len(terms) < out.get("planned", 0) or any(t.get("ended_first") for t in terms):
         return "never_signalled"
-    if any(t.get("killed") for t in terms):
-        return "grace_exceeded"
+    killed = [t for t in terms if t.get("killed")]
+    if killed:
+        # Late, having answered (a save begun or under way: the machine's load may be why, so it is graded
+        # once more, alone), or never answering the signal at all (no second grading would change that).
+        return "grace_exceeded_saving" if all(t.get("answered") for t in killed) else "grace_exceeded"
     ended = [t for t in terms if not t.get("returned")]
     if ended:
         # A step committed after the signal went: a handler of the learner's saved it, and the process then
@@ -499,6 +502,10 @@ GRACE_RUN = Hidden(
         "grace_exceeded": "Your run was still running when the grace window closed, and the SIGKILL ended it: after "
                           "a SIGTERM the loop must stop whatever it is doing (an evaluation lasts longer than the "
                           "window: look at the signal inside it too), save, wait for the commit and return.",
+        "grace_exceeded_saving": "Your run was still running when the grace window closed, and the SIGKILL ended it, "
+                                 "graded twice (the second time with no other grading beside it): it had begun its "
+                                 "save, but did not commit it and return within the window. After a SIGTERM save only "
+                                 "the steps finished, wait for that one commit, and return at once.",
         "ended_by_term": "Your process ended on the SIGTERM itself, at once, without returning: no SIGTERM handler "
                          "of yours was in place when it came (none installed, or `signal.SIG_DFL` put back), and "
                          "Python's default action for a SIGTERM ends the process on the spot, as Lesson 8 section 1 "
@@ -560,7 +567,8 @@ GRACE_RUN = Hidden(
     },
     diagnose=_diagnose_grace,
     check_outcome=_grace_outcome,
-    precedence=("plant_not_state", "plant_unreadable", "grace_exceeded", "ended_by_term", "exited_on_term",
+    precedence=("plant_not_state", "plant_unreadable", "grace_exceeded", "grace_exceeded_saving", "ended_by_term",
+                "exited_on_term",
                 "exited_after_commit", "saves_between", "trained_on", "not_saved_on_term"),
     requirements={
         "never save another step, except on a SIGTERM": ("during_evaluation", "during_save"),
@@ -574,7 +582,7 @@ GRACE_RUN = Hidden(
         "the last run must go on from what the step holds": ("during_evaluation", "during_save"),
     },
     expected_after=_expected_after_grace,
-    retry_alone=("grace_exceeded",),
+    retry_alone=("grace_exceeded_saving",),
     plant_table=_plant_table,
     on_exception="After a SIGTERM the folder holds the steps that committed: create the CheckpointManager, ask it "
                  "for latest_step(), and restore that step (the state with a target built from your own state, the "
