@@ -340,26 +340,19 @@ def _qkv_rotary_permuted(folder: HFFolderArg, sha: str) -> bool:
 def _in_name_order(arg: HFFolderArg, actual: dict, wrong: set) -> bool:
     """Whether every stacked leaf in ``wrong`` holds its layers in the order of their names sorted as
     strings (0, 1, 10, 11, 2, ...), from the grader's own copy of the files' tensors."""
+    from autograder.wall.kinds import named_dtype
     from ckptlab.hf import from_hf
 
     if not wrong or not all(path.startswith("layers/") for path in wrong):
         return False
-    from autograder.wall.kinds import named_dtype
-
     stored = named_dtype(arg.dtype)  # (the files' dtype, as the grader's copy writes them)
     leaves = from_hf({name: t.astype(stored) for name, t in arg.tensors().items()}, arg.llama_config())
     for path in wrong:
         layers = np.asarray(leaves[path])
         found = next(v for k, v in actual.items() if k.removeprefix("params/") == path)
-        if found.sha256 != _sha_le(layers[sorted(range(len(layers)), key=str)]):
+        if found.sha256 != _sha(layers[sorted(range(len(layers)), key=str)]):
             return False
     return True
-
-
-def _sha_le(x) -> str:
-    """The digest the worker's codec gives an array (its little-endian bytes)."""
-    x = np.asarray(x)
-    return _sha(np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("<")))
 
 
 def _diagnose_to_orbax(args, actual, expected):
