@@ -205,3 +205,22 @@ def test_the_reference_scores_full_marks_with_both_cores_busy(grade_code, monkey
     result = report.problems[0]
     print(f"\n8.3's reference with both cores busy: {result.status}, graded {calls.count('8.3')} time(s)")
     assert (result.status, result.score) == ("correct", result.max_score), result.message
+
+
+def test_a_loop_that_fakes_a_save_under_way_is_graded_once_more_and_still_scores_nothing(grade_code, monkeypatch):
+    """The retry's evidence (a save begun or under way when the window closes) is the learner's folder, so a
+    loop can fake it: one that never looks at the signal inside an evaluation, with an empty folder named as a
+    save under way beside its steps, is graded once more (one extra grading, never more) and scores 0 again."""
+    from autograder.engine import grade as engine
+    from ckptlab.steps import TMP_MARK
+    from tests.wrong_answers.unit8 import IMPORTS, WRONG
+
+    source = next(s for name, s, *_ in WRONG["train_with_grace"] if name == "looks_only_between_steps")
+    faked = source.replace("    done = saved = first\n", "    done = saved = first\n"
+                           f"    os.makedirs(os.path.join(ckpt_dir, '99{TMP_MARK}'), exist_ok=True)\n", 1)
+    assert faked != source
+    real, calls = engine.runners.run, []
+    monkeypatch.setattr(engine.runners, "run", lambda plan, level: calls.append(plan.problem.id) or real(plan, level))
+    result = grade_code(IMPORTS + faked, problems=["8.3"]).problems[0]
+    print(f"\nfaked save under way: graded {calls.count('8.3')} time(s), {result.status}: {result.message[:160]}")
+    assert calls.count("8.3") == 2 and result.score == 0, (calls, result.message)  # (the fake bought one retry, no more)
