@@ -89,7 +89,8 @@ def test_a_lesson_cell_with_its_bound_edited_to_a_false_one_fails_the_notebook(t
     def run(source):
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in (setup, imports, source,
                                                                                     "shutil.rmtree(work)")])
-        NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+        NotebookClient(nb, timeout=300, kernel_name="python3", coalesce_streams=True,
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
         return "\n".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
 
     assert "without a target, refused on 1, 2 and 4 devices: True  (refused_on: [1, 2, 4])" in run(cell)

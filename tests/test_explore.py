@@ -133,7 +133,8 @@ KERNEL_CELLS = [
 @pytest.mark.slow
 def test_widget_changes_redraw_in_a_real_kernel(tmp_path):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in KERNEL_CELLS])
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(nb, timeout=300, kernel_name="python3", coalesce_streams=True,
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
     lines = [line for c in nb.cells for o in c.get("outputs", []) for line in o.get("text", "").splitlines()]
     states = [json.loads(line.removeprefix("STATE ")) for line in lines if line.startswith("STATE ")]
     first, both_axes, columns, indivisible, back = states

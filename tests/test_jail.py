@@ -305,25 +305,47 @@ _BUSY = "import os, time\nos.setsid()\nend = time.time() + 40\nwhile time.time()
 
 
 def test_a_timeout_is_the_workers_own_cpu_time_not_a_busy_machines_clock(monkeypatch):
-    """A worker needing 1.5 s of CPU time, under a 6 s limit, on a machine where 12 other processes
-    (each in a session of its own, outside any worker) keep both cores busy: it finishes, since
-    the limit counts its own CPU time, with twice that on the clock beside it. Judged by the
-    clock alone it had about 2/13 of a core: about 8.5 s, a timeout (1 s under a 5 s limit timed
-    out at 5.1 s before). Where no cgroup can be made (a grader running as a normal user), this is
-    what keeps a busy machine from costing a learner."""
+    """A worker needing 1.5 s of CPU time, under a 6 s limit, on a core that 4 other processes
+    (each in a session of its own, outside any worker) keep busy: it finishes, since the limit
+    counts its own CPU time, with more than the limit on the clock beside it. Judged by the clock
+    alone it had about 1/5 of a core: about 7.5 s, a timeout (1 s under a 5 s limit timed out at
+    5.1 s before). Where no cgroup can be made (a grader running as a normal user), this is what
+    keeps a busy machine from costing a learner.
+
+    The busy processes and the worker's tree share one core (their affinity), so the worker's share
+    is about 1/5 whatever else the machine runs: its other work goes to the other cores. Spread over
+    every core, the share was the whole machine's load's to decide, and a loaded run went past the
+    clock cap (13 s, twice the limit) where a quiet one was under the limit (a test of nothing)."""
     import subprocess
     import sys
+    import time
+
+    from autograder.sandbox import proctree
 
     monkeypatch.setattr(cgroups, "worker_cgroups", lambda *a: [])
-    busy = [subprocess.Popen([sys.executable, "-c", _BUSY]) for _ in range(12)]
+    core = {min(os.sched_getaffinity(0))}
+    busy = [subprocess.Popen([sys.executable, "-c", _BUSY], preexec_fn=lambda: os.sched_setaffinity(0, core))
+            for _ in range(4)]
     try:
-        run = sandbox.Worker(_WORK, "probe", [()], timeout=6, level=sandbox.STRICT, bare=True).wait()
+        worker = sandbox.Worker(_WORK, "probe", [()], timeout=6, level=sandbox.STRICT, bare=True)
+        pinned: set[int] = set()
+        for _ in range(20):  # the worker and whatever it forks, as they appear (a fork inherits it)
+            for pid in {worker.proc.pid, *proctree.children(worker.proc.pid),
+                        *(g for c in proctree.children(worker.proc.pid) for g in proctree.children(c))} - pinned:
+                try:
+                    os.sched_setaffinity(pid, core)
+                    pinned.add(pid)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.05)
+        run = worker.wait()
     finally:
         for p in busy:
             p.kill()
             p.wait()
+    assert pinned, "no process of the worker's could be pinned to the busy core"
     assert run.status == "ok" and run.cases[0]["value"] == 1, (run.status, run.seconds)
-    assert run.seconds > 6, f"the machine was not busy enough to tell ({run.seconds:.1f} s on the clock)"
+    assert run.seconds > 6, f"the core was not busy enough to tell ({run.seconds:.1f} s on the clock)"
 
 
 def test_a_worker_that_waits_forever_ends_at_the_wall_clock_cap():

@@ -22,7 +22,10 @@ def _notebooks(root):
 
 
 def _execute(nb, cwd):
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    # One print is several writes, and the kernel flushes them from a thread of its own: on a loaded
+    # machine a line came as two outputs ("restored onto 4 devices:" and the rest), and a text
+    # joined output by output had a line break inside it. A cell's stream is one output here.
+    NotebookClient(nb, timeout=600, kernel_name="python3", coalesce_streams=True, resources={"metadata": {"path": str(cwd)}}).execute()
     return nb
 
 
