@@ -118,18 +118,27 @@ def train_step():
 # An evaluation (problem 8.3's loop runs one after some steps): EVAL_BATCHES batches, each of which
 # waits EVAL_WAIT seconds on its input first, as a real evaluation set's reads do: 4.5 s in all,
 # longer than problem 8.3's grace window (3 s) by more than a save, whatever the machine's speed.
+# A process whose environment sets EVAL_WAIT_VARIABLE waits that long instead: the grader's runs of
+# 8.3 that it sends no signal to (their evaluations change nothing but the time they take).
 EVAL_BATCHES = 90
 EVAL_WAIT = 0.05
+EVAL_WAIT_VARIABLE = "CKPTLAB_EVAL_WAIT"
 
 
 def eval_batches(seed: int, sizes=SIZES):
     """The evaluation set, batch by batch: ``for x, y in eval_batches(seed)``. Each batch waits
     :data:`EVAL_WAIT` seconds before it comes (Python runs a signal handler during the wait, and
     the loop goes on after it)."""
+    import os
     import time
 
+    wait = EVAL_WAIT
+    try:
+        wait = max(0.0, float(os.environ.get(EVAL_WAIT_VARIABLE, EVAL_WAIT)))
+    except ValueError:
+        pass
     for i in range(EVAL_BATCHES):
-        time.sleep(EVAL_WAIT)
+        time.sleep(wait)
         yield batch(seed + 7919, i, sizes)
 
 

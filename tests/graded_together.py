@@ -65,13 +65,16 @@ def rounds(answers: dict, headers: dict) -> list[tuple[str, list[tuple[str, str]
 class Rounds:
     """Every round graded once, when one of its answers is first asked for: all rounds as one class
     (grade-batch, two learners at a time, at the strict level where the machine has it), each round
-    a learner of its own."""
+    a learner of its own. ``whole``: learners graded in the same class, each a folder of files (the
+    references, ``solutions/``), their whole reports kept (:meth:`report`)."""
 
-    def __init__(self, answers: dict, headers: dict, learner_prefix: str):
+    def __init__(self, answers: dict, headers: dict, learner_prefix: str, whole: dict | None = None):
         self.rounds = rounds(answers, headers)
         self.prefix = learner_prefix
+        self.whole = dict(whole or {})
         self.where = {key: i for i, (_, keys) in enumerate(self.rounds) for key in keys}
         self.results: dict | None = None
+        self.reports: dict = {}
 
     def _grade_all(self) -> dict:
         import json
@@ -87,7 +90,13 @@ class Rounds:
         subs.mkdir()
         for i, (source, _) in enumerate(self.rounds):
             (subs / f"{self.prefix}-{i}.py").write_text(source)
+        for name, folder in self.whole.items():
+            (subs / name).mkdir()
+            for path in sorted(p for p in Path(folder).glob("*.py") if not p.name.startswith("_")):
+                (subs / name / path.name).write_text(path.read_text())
         pids = {pid for _, keys in self.rounds for pid, _ in keys}
+        if self.whole:
+            pids = {p.id for p in registry.PROBLEMS}
         grade_batch(subs, out, jobs=2, progress=False, isolation=best_isolation(),
                     problems=tuple(p for p in registry.PROBLEMS if p.id in pids), shared_cases=True)
         results = {}
@@ -95,9 +104,31 @@ class Rounds:
             report = json.loads((out / "learners" / f"{self.prefix}-{i}.json").read_text())
             for pid, name in keys:
                 results[pid, name] = SimpleNamespace(**next(p for p in report["problems"] if p["id"] == pid))
+        for name in self.whole:
+            self.reports[name] = json.loads((out / "learners" / f"{name}.json").read_text())
         return results
 
     def result(self, pid: str, name: str):
         if self.results is None:
             self.results = self._grade_all()
         return self.results[pid, name]
+
+    def report(self, name: str) -> dict:
+        """The whole report of a learner of ``whole``."""
+        if self.results is None:
+            self.results = self._grade_all()
+        return self.reports[name]
+
+
+_RIGHT: list = []
+
+
+def right_rounds() -> Rounds:
+    """The curated right answers and the references (learner ``reference``: solutions/), one class."""
+    if not _RIGHT:
+        from pathlib import Path
+
+        from tests.right_answers import HEADERS, RIGHT
+
+        _RIGHT.append(Rounds(RIGHT, HEADERS, "right", whole={"reference": Path(__file__).parents[1] / "solutions"}))
+    return _RIGHT[0]

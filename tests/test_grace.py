@@ -57,6 +57,18 @@ def _decoy() -> str:
     return IMPORTS + decoy
 
 
+def _faked_save_under_way() -> str:
+    """A loop that looks at the signal only between steps, with an empty folder named as a save under way."""
+    from ckptlab.steps import TMP_MARK
+    from tests.wrong_answers.unit8 import IMPORTS, WRONG
+
+    source = next(s for name, s, *_ in WRONG["train_with_grace"] if name == "looks_only_between_steps")
+    faked = source.replace("    done = saved = first\n", "    done = saved = first\n"
+                           f"    os.makedirs(os.path.join(ckpt_dir, '99{TMP_MARK}'), exist_ok=True)\n", 1)
+    assert faked != source
+    return IMPORTS + faked
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory) -> dict:
     """The control and every forgery, graded once as one class, as an instructor grades one (grade-batch,
@@ -71,7 +83,8 @@ def graded(tmp_path_factory) -> dict:
     assert _SAVE_ON_TERM in _REFERENCE and _REFERENCE.count(_HANDLER) == 1
     sources = {"reference": _REFERENCE, "folder_only": _REFERENCE.replace(_SAVE_ON_TERM, _FOLDER_ONLY),
                "older_copy": _REFERENCE.replace(_SAVE_ON_TERM, _OLDER_COPY),
-               "pid_1_only": _REFERENCE.replace(_HANDLER, _PID_1_ONLY), "decoy": _decoy()}
+               "pid_1_only": _REFERENCE.replace(_HANDLER, _PID_1_ONLY), "decoy": _decoy(),
+               "faked_save_under_way": _faked_save_under_way()}
     subs, out = tmp_path_factory.mktemp("grace-class"), tmp_path_factory.mktemp("grace-results")
     for name, source in sources.items():
         (subs / f"{name}.py").write_text(source)
@@ -207,20 +220,28 @@ def test_the_reference_scores_full_marks_with_both_cores_busy(grade_code, monkey
     assert (result.status, result.score) == ("correct", result.max_score), result.message
 
 
-def test_a_loop_that_fakes_a_save_under_way_is_graded_once_more_and_still_scores_nothing(grade_code, monkeypatch):
+def test_a_loop_that_fakes_a_save_under_way_is_graded_once_more_and_still_scores_nothing(graded):
     """The retry's evidence (a save begun or under way when the window closes) is the learner's folder, so a
     loop can fake it: one that never looks at the signal inside an evaluation, with an empty folder named as a
-    save under way beside its steps, is graded once more (one extra grading, never more) and scores 0 again."""
-    from autograder.engine import grade as engine
-    from ckptlab.steps import TMP_MARK
-    from tests.wrong_answers.unit8 import IMPORTS, WRONG
+    save under way beside its steps, is graded once more (its message says it was graded twice: never more)
+    and scores 0 again. (Graded in the class above: its retry waits for the other learners' runs to end.)"""
+    result = graded["faked_save_under_way"]
+    assert result["score"] == 0 and "graded twice" in result["message"], result["message"]
 
-    source = next(s for name, s, *_ in WRONG["train_with_grace"] if name == "looks_only_between_steps")
-    faked = source.replace("    done = saved = first\n", "    done = saved = first\n"
-                           f"    os.makedirs(os.path.join(ckpt_dir, '99{TMP_MARK}'), exist_ok=True)\n", 1)
-    assert faked != source
-    real, calls = engine.runners.run, []
-    monkeypatch.setattr(engine.runners, "run", lambda plan, level: calls.append(plan.problem.id) or real(plan, level))
-    result = grade_code(IMPORTS + faked, problems=["8.3"]).problems[0]
-    print(f"\nfaked save under way: graded {calls.count('8.3')} time(s), {result.status}: {result.message[:160]}")
-    assert calls.count("8.3") == 2 and result.score == 0, (calls, result.message)  # (the fake bought one retry, no more)
+
+def test_only_a_run_a_sigterm_is_planned_for_evaluates_slowly():
+    """A run the grader sends no signal to evaluates at once (engine/preempted.py sets ckptlab.training's
+    variable in its worker's environment): its evaluations change nothing but the grading's time. A worker
+    given the variable waits 0 s a batch; one without it, EVAL_WAIT, as in the learner's notebook."""
+    from autograder import sandbox
+    from autograder.engine import preempted
+    from ckptlab import training
+
+    assert preempted.EVAL_WAIT_VARIABLE == training.EVAL_WAIT_VARIABLE
+    probe = ("import time\nfrom ckptlab import training\n\ndef probe():\n    waits = []\n"
+             "    time.sleep = waits.append\n    n = sum(1 for _ in training.eval_batches(0))\n"
+             "    return n, sorted(set(waits))\n")
+    fast = sandbox.Worker(probe, "probe", [()], timeout=60, env={preempted.EVAL_WAIT_VARIABLE: "0"}).wait()
+    slow = sandbox.Worker(probe, "probe", [()], timeout=60).wait()
+    assert fast.cases[0]["value"] == (training.EVAL_BATCHES, [0.0]), fast
+    assert slow.cases[0]["value"] == (training.EVAL_BATCHES, [training.EVAL_WAIT]), slow

@@ -31,11 +31,16 @@ def _status(report, pid):
 def test_reference_solutions_get_full_marks(root):
     # At the strict level: 3.3 restores a real checkpoint and 4.4's reads are counted from outside.
     # Full marks hold every reference to its problem's return type on every hidden case too: the
-    # judge checks the worker's value's type before its value.
-    report = grading.grade([root / "solutions"], "reference-check", isolation=best_isolation())
-    assert report.isolation == best_isolation()
-    assert [p.status for p in report.problems] == ["correct"] * len(report.problems), report.to_json()
-    assert report.score == report.max_score == sum(p.points for p in registry.PROBLEMS)
+    # judge checks the worker's value's type before its value. Graded as a learner of the curated
+    # right answers' class (solutions/ as its folder), as an instructor grades one: the class's
+    # hidden cases are computed once for both.
+    from tests.graded_together import right_rounds
+
+    report = right_rounds().report("reference")
+    assert report["isolation"] == best_isolation()
+    assert [p["id"] for p in report["problems"]] == [p.id for p in registry.PROBLEMS]
+    assert [p["status"] for p in report["problems"]] == ["correct"] * len(registry.PROBLEMS), report
+    assert report["score"] == report["max_score"] == sum(p.points for p in registry.PROBLEMS)
 
 
 def test_untouched_problems_are_not_attempted(root):

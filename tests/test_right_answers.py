@@ -7,12 +7,10 @@ from __future__ import annotations
 import pytest
 
 from autograder import registry
-from tests.graded_together import Rounds
-from tests.right_answers import HEADERS, RIGHT
+from tests.graded_together import right_rounds
+from tests.right_answers import RIGHT
 
 pytestmark = pytest.mark.slow
-
-ROUNDS = Rounds(RIGHT, HEADERS, "right")
 
 
 @pytest.mark.parametrize(
@@ -20,6 +18,6 @@ ROUNDS = Rounds(RIGHT, HEADERS, "right")
     [pytest.param(pid, n, id=f"{pid}-{n}") for pid, items in RIGHT.items() for n, _ in items],
 )
 def test_curated_right_answers_get_full_marks(pid, name):
-    result = ROUNDS.result(pid, name)
+    result = right_rounds().result(pid, name)
     assert (result.status, result.score) == ("correct", registry.get(pid).points), (
         f"a correct answer ({name}) was graded {result.status}: {result.message}")

@@ -127,13 +127,15 @@ class Worker:
     ``cases`` are argument tuples. Files in them (:mod:`autograder.wall.files`) must already be written
     into ``workdir``, except for a read-counted problem, whose files are written one case at a
     time, inside the window in which its reads are counted (so no code can read them earlier).
-    A ``bare`` strict worker is forked before the zygote has imported JAX (for code needing none)."""
+    A ``bare`` strict worker is forked before the zygote has imported JAX (for code needing none).
+    ``env``: variables added to the worker's environment (:func:`environment.worker_env`), never the
+    grader's own."""
 
     def __init__(self, source: str, function: str, cases: list[tuple], *, timeout: float = DEFAULT_TIMEOUT,
                  memory_bytes: int = DEFAULT_MEMORY, file_bytes: int = DEFAULT_FILE_BYTES, workdir: str | None = None,
                  count_reads: bool = False, level: str = BASIC, bare: bool = False, namespaces: bool | None = None,
                  keep_scratch: bool = False, exit_when_done: bool = False, measure_memory: bool = False,
-                 digest_arrays: bool | None = None, compile_cache: bool = False):
+                 digest_arrays: bool | None = None, compile_cache: bool = False, env: dict | None = None):
         self.timeout, self.level, self.count_reads = timeout, level, count_reads
         self.measure_memory = measure_memory
         self.memory_base: tuple[int, int] | None = None  # (pid, resident bytes) before the learner's code
@@ -192,7 +194,7 @@ class Worker:
             # code imports; else (and at the basic level, whose workers can reach whatever the
             # grader can) started afresh.
             self.proc = zygote.spawn((to_r, from_w, self.log.fileno()), self.scratch,
-                                     environment.worker_env(self.scratch, level), environment.zygote_env(),
+                                     {**environment.worker_env(self.scratch, level), **(env or {})}, environment.zygote_env(),
                                      None if bare else zygote.needs(source, count_reads)) \
                 if level == STRICT else None
             # The worker's time (and its time limit) starts now: the zygote's imports before the fork
@@ -202,7 +204,8 @@ class Worker:
             if self.proc is None:
                 self.proc = subprocess.Popen(
                     [sys.executable, "-I", "-B", inside.__file__, str(to_r), str(from_w), str(os.getpid())],
-                    pass_fds=(to_r, from_w), cwd=self.scratch, env=environment.worker_env(self.scratch, level),
+                    pass_fds=(to_r, from_w), cwd=self.scratch,
+                    env={**environment.worker_env(self.scratch, level), **(env or {})},
                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, start_new_session=True)
         finally:
             os.close(to_r)
