@@ -142,6 +142,24 @@ def eval_batches(seed: int, sizes=SIZES):
         yield batch(seed + 7919, i, sizes)
 
 
+class evaluations_at_once:  # noqa: N801 - used as a function: `with training.evaluations_at_once():`
+    """Inside it, :func:`eval_batches` waits nothing (:data:`EVAL_WAIT_VARIABLE` set to 0 in this
+    process's environment, put back after): a public check's runs of problem 8.3 that it sends no
+    signal to, as the grader's."""
+
+    def __enter__(self):
+        self.before = os.environ.get(EVAL_WAIT_VARIABLE)
+        os.environ[EVAL_WAIT_VARIABLE] = "0"
+        return self
+
+    def __exit__(self, *exc):
+        if self.before is None:
+            os.environ.pop(EVAL_WAIT_VARIABLE, None)
+        else:
+            os.environ[EVAL_WAIT_VARIABLE] = self.before
+        return False
+
+
 def eval_loss(model, x, y):
     """The model's mean squared error on one evaluation batch (changes nothing)."""
     return float(((model(x) - y) ** 2).mean())

@@ -245,3 +245,15 @@ def test_only_a_run_a_sigterm_is_planned_for_evaluates_slowly():
     slow = sandbox.Worker(probe, "probe", [()], timeout=60).wait()
     assert fast.cases[0]["value"] == (training.EVAL_BATCHES, [0.0]), fast
     assert slow.cases[0]["value"] == (training.EVAL_BATCHES, [training.EVAL_WAIT]), slow
+    # The public check's runs with no signal (autograder/wall/run_returns.py), in the learner's own process:
+    # the variable set for the call only, the process's environment left as it was.
+    import os
+
+    before = os.environ.pop(training.EVAL_WAIT_VARIABLE, None)
+    try:
+        with training.evaluations_at_once():
+            assert os.environ[training.EVAL_WAIT_VARIABLE] == "0"
+        assert training.EVAL_WAIT_VARIABLE not in os.environ
+    finally:
+        if before is not None:
+            os.environ[training.EVAL_WAIT_VARIABLE] = before

@@ -192,9 +192,12 @@ class GraceRun(ResumedRun):
         from autograder.wall.grace import signalled_run
         from autograder.wall.kinds import RunFolder
 
+        from ckptlab import training
+
         folder, path = args[0], real_args[0]
         if not (isinstance(folder, RunFolder) and folder.grace and folder.kills):
-            return super().run_example(fn, args, real_args)
+            with training.evaluations_at_once():  # no signal planned: its evaluations only take time
+                return super().run_example(fn, args, real_args)
         path.term = term = signalled_run(fn, real_args, folder.kills[0], folder.grace)
         if not term["sent"] or term["unhandled"] or term["ended"] or not isinstance(term["value"], tuple):
             return term["value"]
@@ -204,7 +207,8 @@ class GraceRun(ResumedRun):
         if self.signalled_error(args, term, getattr(path, "planted", (None, None))[0]):
             return term["value"]  # judged by check_example: no second call
         path.left = latest
-        return fn(*real_args)
+        with training.evaluations_at_once():
+            return fn(*real_args)
 
     def signalled_error(self, args, term: dict, plant_problem: str | None) -> str | None:
         """What the signalled call broke (the grader's precedence), or None."""
