@@ -191,7 +191,6 @@ class GraceRun(ResumedRun):
     def run_example(self, fn, args, real_args):
         from autograder.wall.grace import signalled_run
         from autograder.wall.kinds import RunFolder
-
         from ckptlab import training
 
         folder, path = args[0], real_args[0]
