@@ -26,6 +26,7 @@ import stat
 
 import numpy as np
 
+from ckptlab import stheader
 from ckptlab.llama import LlamaConfig, param_shapes
 
 INDEX = "model.safetensors.index.json"
@@ -360,15 +361,13 @@ def read_header(path: str) -> tuple:
         n = int.from_bytes(head, "little")
         if n > min(MAX_HEADER, size - 8):
             raise HFFormatError(f"{name}: its header claims {n} bytes, but the file has {size - 8} after the length")
-        try:
-            header = json.loads(f.read(n))
-        except (UnicodeDecodeError, ValueError, RecursionError):  # (RecursionError: nested too deep)
-            raise HFFormatError(f"{name}: its header is not JSON") from None
-    if not isinstance(header, dict):
-        raise HFFormatError(f"{name}: its header is not a JSON object")
+        try:  # as strictly as safetensors' own reader (ckptlab.stheader): no file safe_open refuses
+            header = stheader.parse(f.read(n))
+        except stheader.HeaderError as exc:
+            raise HFFormatError(f"{name}: {exc}") from None
     data = size - 8 - n
-    tensors, spans = {}, []
-    for key, entry in header.items():
+    tensors = {}
+    for key, entry in stheader.pairs(header):  # (a tensor named twice: each entry read, the last one kept)
         if key == "__metadata__":
             continue
         try:
@@ -383,7 +382,7 @@ def read_header(path: str) -> tuple:
             raise HFFormatError(f"{name}: tensor {key!r} claims bytes {begin}-{end}, but a {dtype} of shape "
                                 f"{shape} is {need} bytes")
         tensors[key] = (dtype, tuple(shape), begin, end)
-        spans.append((begin, end, key))
+    spans = [(begin, end, key) for key, (_, _, begin, end) in tensors.items()]
     covered = 0
     for begin, end, key in sorted(spans):
         if begin != covered:
@@ -471,8 +470,8 @@ class HFCheckpoint:
         path = self.files[file][0]
         with open(path, "rb") as f:
             n = int.from_bytes(f.read(8), "little")
-            meta = json.loads(f.read(n)).get("__metadata__")
-        return meta if isinstance(meta, dict) else {}
+            meta = stheader.parse(f.read(n)).get("__metadata__")  # (read_header parsed it already)
+        return dict(meta) if isinstance(meta, dict) else {}
 
     def dtype(self, name: str) -> np.dtype:
         return _np_dtype(self.files[self.where[name]][1][name][0])

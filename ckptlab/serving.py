@@ -105,10 +105,14 @@ _ST_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfl
 
 
 def safetensors_header(path: str) -> tuple[int, dict]:
-    """(where the data starts, the header without ``__metadata__``), from the first 8 + N bytes."""
+    """(where the data starts, the header without ``__metadata__``), from the first 8 + N bytes, read as
+    strictly as safetensors reads it (:mod:`ckptlab.stheader`: ValueError, saying why, for a header
+    ``safe_open`` refuses)."""
+    from ckptlab import stheader
+
     with open(path, "rb") as f:
         n = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(n))
+        header = dict(stheader.parse(f.read(n)))
     header.pop("__metadata__", None)
     return 8 + n, header
 

@@ -324,6 +324,25 @@ def test_a_tensor_entry_that_cannot_be_read_is_refused(good, entry, data):
     _refused(good, "no readable dtype, shape and data_offsets")
 
 
+_C = '{"dtype": "BF16", "shape": [6], "data_offsets": [0, 12]}'
+
+
+@pytest.mark.parametrize(("header", "say"), [
+    ('{"__metadata__": {"format": "pt", "total_size": 12}, "SECRET.c": ' + _C + "}", "not a string"),
+    ('{"__metadata__": ["pt"], "SECRET.c": ' + _C + "}", "not an object of strings"),
+    ('{"__metadata__": {"format": "pt"}, "__metadata__": {"format": "pt"}, "SECRET.c": ' + _C + "}", "twice"),
+    ('{"__metadata__": {"format": "pt", "n": NaN}, "SECRET.c": ' + _C + "}", "NaN"),
+    ('{"SECRET.c": ' + _C + ', "\\ud800": {"x": 1}}', "lone surrogate"),
+    ('{"SECRET.c": {"dtype": "BF16", "dtype": "BF16", "shape": [6], "data_offsets": [0, 12]}}', "dtype twice"),
+], ids=["metadata holds a number", "metadata a list", "metadata twice", "NaN", "lone surrogate", "a field twice"])
+def test_a_header_safe_open_refuses_is_refused(good, header, say):
+    """Headers Python's json reads and safetensors' safe_open (so transformers) refuses: refused here, said
+    in the grader's fixed words (a hostile holdout's 9.1 wrote the first and scored 20/20). That the library
+    refuses each, and the reader nothing it opens: tests/test_hf_strict.py."""
+    _file(good / SHARD2, header.encode(), b"\0" * 12)
+    _refused(good, say, "safe_open refuses")
+
+
 @pytest.mark.parametrize(("header", "say"), [(b"[" * 100_000 + b"]" * 100_000, "not JSON"),
                                             (b"{\"SECRET\": ", "not JSON"), (b"\xff\xfe", "not JSON"),
                                             (b"[1, 2]", "not a JSON object")],
@@ -404,7 +423,10 @@ def test_the_graders_reasons_are_all_words_of_the_readers_refusals():
     """Each fixed reason of the grader (reader.HF_REASONS) is chosen by words ckptlab/hf.py's refusals
     hold: a message reworded there leaves a reason dead here (and its hostile test above, which wants a
     reason named, falls to the catch-all)."""
-    source = inspect.getsource(hf).replace("{INDEX}", INDEX).replace("{SINGLE}", SINGLE)
+    from ckptlab import stheader
+
+    source = (inspect.getsource(hf) + inspect.getsource(stheader)).replace("{INDEX}", INDEX).replace(
+        "{SINGLE}", SINGLE).replace("{METADATA}", stheader.METADATA)
     dead = [words for words, _ in reader.HF_REASONS[:-1] if words not in source]
     assert not dead and reader.HF_REASONS[-1][0] == "", dead
 

@@ -45,6 +45,19 @@ HF_REASONS = (
     ("is not a plain file (a link or a folder)", "a shard is a link or a folder, not a plain file of the folder itself"),
     ("shorter than a safetensors header's 8-byte length", "a file is shorter than a safetensors header's 8-byte length"),
     ("its header claims", "a file's header length claims more bytes than the file holds"),
+    # (a header safetensors' safe_open refuses, as ckptlab.stheader reads it)
+    ("which is not JSON: safetensors' safe_open refuses it", "a file's header holds NaN or Infinity, which is not "
+                                                             "JSON: safetensors' safe_open refuses it"),
+    ("lone surrogate", "a file's header holds a lone surrogate escape (such as \\ud800), which is no character: "
+                       "safetensors' safe_open refuses it"),
+    ("__metadata__ twice", "a file's header holds __metadata__ twice: safetensors' safe_open refuses it"),
+    ("not an object of strings", "a file's __metadata__ is not an object of strings: safetensors' safe_open "
+                                 "refuses it"),
+    ("refuses a file whose metadata values are not all strings",
+     "a file's __metadata__ holds a value that is not a string: safetensors' safe_open (and so transformers) "
+     "refuses a file whose metadata values are not all strings (write str(value))"),
+    ("names its ", "a tensor's entry in a file's header names its dtype, shape or data_offsets twice: safetensors' "
+                   "safe_open refuses it"),
     ("its header is not JSON", "a file's header is not JSON"),
     ("its header is not a JSON object", "a file's header is not a JSON object"),
     ("has no readable dtype, shape and data_offsets", "a tensor in a file's header has no readable dtype, shape and "

@@ -163,6 +163,22 @@ def _write(shard, path):"""), "incorrect", "truncated to bfloat16 (each float32'
     # safetensors' writer called without metadata: transformers loads such files (4.x and 5.x alike),
     # but they are not save_pretrained's, whose header the statement asks for.
     ("no_format_metadata", _to_hf(metadata="metadata=None"), "incorrect", '"__metadata__": {"format": "pt"}'),
+    # The header written by hand, its metadata holding a number beside the format (the file's tensor bytes,
+    # as the index's total_size): Python's json writes it, safetensors' safe_open (so transformers) refuses
+    # the file, metadata values being strings only. (A hostile holdout's: 20/20 before the reader was as strict.)
+    ("metadata_holds_a_number", _to_hf().replace("""def _write(shard, path):
+    save_file(shard, path, metadata={"format": "pt"})""", """def _write(shard, path):
+    header, offset = {"__metadata__": {"format": "pt", "total_size": sum(t.nbytes for t in shard.values())}}, 0
+    for name, tensor in shard.items():
+        header[name] = {"dtype": {"float32": "F32", "bfloat16": "BF16"}[tensor.dtype.name],
+                        "shape": list(tensor.shape), "data_offsets": [offset, offset + tensor.nbytes]}
+        offset += tensor.nbytes
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text)
+        for tensor in shard.values():
+            f.write(np.ascontiguousarray(tensor).tobytes())"""), "incorrect",
+     "safe_open (and so transformers) refuses a file whose metadata"),
     # total_size taken as the files' sizes on disk: each file's header counted too.
     ("total_size_from_file_sizes", _to_hf(
         total="total = sum(os.path.getsize(os.path.join(out_dir, f)) for f in set(weight_map.values()))"),
