@@ -8,7 +8,8 @@ module to exactly one wing, and the wings to their rules):
 
 - shared: the 16 devices (`ckptlab.devices`), layout math (`ckptlab.layout`), small Flax models
   (`ckptlab.models`), every figure (`ckptlab.plotting`), a CheckpointManager's step folders as Orbax
-  names them (`ckptlab.steps`), and the only doors into the libraries' private names
+  names them (`ckptlab.steps`), a safetensors header read as strictly as the library reads it
+  (`ckptlab.stheader`), and the only doors into the libraries' private names
   (`ckptlab.adapters`, `ckptlab.adapters.errors`, `ckptlab.adapters.jax_internals`,
   `ckptlab.adapters.orbax_internals`);
 - measuring tools: host memory and its peak (`ckptlab.memory`), bytes read as the kernel counts them
@@ -34,7 +35,7 @@ module to exactly one wing, and the wings to their rules):
 from ckptlab.devices import NUM_DEVICES, DeviceSetupError, setup_devices
 
 WINGS = {
-    "shared": ("devices", "layout", "models", "plotting", "steps", "adapters", "adapters.errors",
+    "shared": ("devices", "layout", "models", "plotting", "steps", "stheader", "adapters", "adapters.errors",
                "adapters.jax_internals", "adapters.orbax_internals"),
     "measuring": ("memory", "readcount", "memcount", "restorecount", "loadcount", "twohost", "s3server"),
     "problem models": ("training", "preempt", "unstacking", "tiers", "llama", "hf"),
