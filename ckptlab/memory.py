@@ -175,10 +175,12 @@ class AnonymousPeak:
     ``interval`` of the truth for memory held that long (a whole file held while it is converted is
     held for far longer)."""
 
-    def __init__(self, pid: int, interval: float = 0.001):
+    def __init__(self, pid: int, interval: float = 0.001, folder: str | None = None):
         import threading
 
-        self.pid, self.interval = pid, interval
+        # ``folder``: a tmpfs of the process's own (seen through /proc/<pid>/root): its pages are memory
+        # the process filled, in no process's RssAnon or RssShmem, so each sample adds what it holds.
+        self.pid, self.interval, self.folder = pid, interval, folder
         self._lock = threading.Lock()  # a sample is taken by the sampling thread and by the caller
         self.base = self._now()
         self.peak = 0 if self.base is None else self.base
@@ -199,7 +201,19 @@ class AnonymousPeak:
                         break
         except (OSError, ValueError, IndexError):
             return None
-        return None if anon is None else anon + (shmem or 0)
+        return None if anon is None else anon + (shmem or 0) + self._in_folder()
+
+    def _in_folder(self) -> int:
+        """The bytes the tmpfs ``folder`` holds (0 without one, or once it cannot be looked at)."""
+        if self.folder is None:
+            return 0
+        import os
+
+        try:
+            st = os.statvfs(self.folder)
+        except OSError:
+            return 0
+        return max(0, st.f_blocks - st.f_bfree) * st.f_frsize
 
     def _run(self) -> None:
         while not self._done.wait(self.interval):

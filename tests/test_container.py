@@ -111,6 +111,36 @@ def test_a_worker_the_containers_memory_kills_is_the_graders_failure_and_no_atte
     assert results_json(report, 1.0)["extra_data"][COUNTED] is True  # (the control: a failure of the learner's own counts)
 
 
+# Fills its scratch folder (a tmpfs of its own, cwd) with 480 MiB, in files under the file-size limit,
+# then holds 300 MiB: over a 768 MiB container, with the grader's own.
+_TMPFS_HOG = """
+import numpy as np
+def dense_checkpoint_accounting(seed, x, num_shards, features):
+    chunk = b"\\1" * (16 * 2**20)
+    for i in range(2):
+        with open(f"fill-{i}", "wb") as f:
+            for _ in range(15):  # 240 MiB a file
+                f.write(chunk)
+    held = np.ones(300 * 2**20 // 8)
+    return np.array([held.sum(), 0.0])
+"""
+
+
+def test_memory_a_learner_fills_in_its_scratch_tmpfs_is_the_learners_not_the_graders(tmp_path):
+    """A hostile holdout's: a worker that writes 480 MiB into its scratch (a tmpfs, charged to the
+    container, in no process's resident memory) and holds 300 MiB, in Gradescope's 768 MiB container:
+    the OOM killer ends it, and the grader, which counted the tmpfs's pages with the worker's memory,
+    says it held over half the container itself (its own doing: an attempt that counts). Before, it
+    read as the grader's failure, no attempt counted, twice. The control: the same 300 MiB with nothing
+    in the scratch is graded on its value."""
+    _skip_without_containers()
+    filled = _grade_inside(tmp_path, _TMPFS_HOG, GRADESCOPE_MEMORY)
+    assert (filled["status"], filled["category"]) == ("error", "memory"), filled
+    assert "over half of what" in filled["message"], filled["message"]
+    control = _grade_inside(tmp_path, _HOG.replace("KIB", str(300 * 1024)), GRADESCOPE_MEMORY)
+    assert control["category"] not in ("grader", "crashed", "memory"), control
+
+
 WHOLE_COURSE = "test_the_references_whole_submission_at_full_marks_inside_gradescopes_default_container"
 _WHOLE: dict = {}  # the whole course's try, once started: its process, folder and output files
 

@@ -311,3 +311,34 @@ def test_a_memory_measured_workers_inputs_are_not_on_a_tmpfs(monkeypatch):
     finally:
         for folder in made:
             shutil.rmtree(folder)
+
+
+def test_a_tmpfs_the_process_fills_is_counted_with_its_memory(tmp_path):
+    """Pages written into a tmpfs are in no process's RssAnon or RssShmem, yet they are memory (the
+    container's): the sampler given the process's tmpfs adds what it holds (the grader's, given the
+    worker's scratch, says a worker that filled its scratch was the one holding the container's memory;
+    a hostile holdout's 500 MiB there read as the machine's). The control: the same sampler without the
+    folder sees none of it. /dev/shm stands for the scratch tmpfs here."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    from ckptlab.memory import AnonymousPeak
+
+    if not os.path.isdir("/dev/shm") or os.statvfs("/dev/shm").f_bavail * os.statvfs("/dev/shm").f_frsize < 2**28:
+        pytest.skip("no tmpfs at /dev/shm with 256 MiB free")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    folder = tempfile.mkdtemp(dir="/dev/shm", prefix="ckpt-test-")
+    try:
+        counted = AnonymousPeak(child.pid, interval=0.01, folder=folder)
+        unseen = AnonymousPeak(child.pid, interval=0.01)
+        with open(os.path.join(folder, "filled"), "wb") as f:
+            f.write(b"\1" * (64 * 2**20))
+        counted.sample()
+        unseen.sample()
+        assert counted.stop() >= 64 * 2**20 > 8 * 2**20 > unseen.stop()
+    finally:
+        child.kill()
+        child.wait()
+        shutil.rmtree(folder, ignore_errors=True)

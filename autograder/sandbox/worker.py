@@ -414,14 +414,17 @@ class Worker:
         self.result.returncode = self.proc.returncode
 
     def _watch_memory(self) -> None:
-        """Sample what the learner's process holds itself (anonymous and shared memory, every 20 ms),
-        from its start: should the kernel's OOM killer end it, this says whether it was the one
-        holding the memory (:meth:`_stop`)."""
+        """Sample what the learner's process holds itself (anonymous and shared memory, and the pages
+        of its scratch tmpfs, every 20 ms), from its start: should the kernel's OOM killer end it, this
+        says whether it was the one holding the memory (:meth:`_stop`). (The tmpfs's pages, in no
+        process's resident memory, are charged to the container: a learner's own, not the machine's.)"""
         from ckptlab.memory import AnonymousPeak
 
         pid = self._learner_pid()
         if pid is not None and not self.measure_memory:
-            self.held = AnonymousPeak(pid, interval=0.02)
+            tmpfs = self.confinement.namespaces and self.confinement.tmpfs_scratch
+            folder = f"/proc/{pid}/root{os.path.realpath(self.scratch)}" if tmpfs else None
+            self.held = AnonymousPeak(pid, interval=0.02, folder=folder)
 
     def _held_peak(self) -> int | None:
         """The most the learner's process held at once, as sampled (None where not sampled)."""
