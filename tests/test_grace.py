@@ -57,6 +57,24 @@ def _decoy() -> str:
     return IMPORTS + decoy
 
 
+def _pauses_before_each_evaluation() -> str:
+    """A hostile holdout's: a loop that looks at the signal between steps only, never inside an evaluation,
+    but waits 1.5 s before each, watching the signal there (where the grader once sent it: 0.5 s after the
+    step folder before the evaluation appeared)."""
+    from tests.wrong_answers.unit8 import IMPORTS, WRONG
+
+    source = next(s for name, s, *_ in WRONG["train_with_grace"] if name == "looks_only_between_steps")
+    paused = source.replace("        if done % eval_every == 0:\n", "        if done % eval_every == 0:\n"
+                            "            import time\n"
+                            "            waited = time.monotonic()\n"
+                            "            while not stop and time.monotonic() - waited < 1.5:\n"
+                            "                time.sleep(0.01)\n"
+                            "            if stop:\n"
+                            "                break\n", 1)
+    assert paused != source
+    return IMPORTS + paused
+
+
 def _faked_save_under_way() -> str:
     """A loop that looks at the signal only between steps, with an empty folder named as a save under way."""
     from ckptlab.steps import TMP_MARK
@@ -84,7 +102,7 @@ def graded(tmp_path_factory) -> dict:
     sources = {"reference": _REFERENCE, "folder_only": _REFERENCE.replace(_SAVE_ON_TERM, _FOLDER_ONLY),
                "older_copy": _REFERENCE.replace(_SAVE_ON_TERM, _OLDER_COPY),
                "pid_1_only": _REFERENCE.replace(_HANDLER, _PID_1_ONLY), "decoy": _decoy(),
-               "faked_save_under_way": _faked_save_under_way()}
+               "faked_save_under_way": _faked_save_under_way(), "paused": _pauses_before_each_evaluation()}
     subs, out = tmp_path_factory.mktemp("grace-class"), tmp_path_factory.mktemp("grace-results")
     for name, source in sources.items():
         (subs / f"{name}.py").write_text(source)
@@ -218,6 +236,16 @@ def test_the_reference_scores_full_marks_with_both_cores_busy(grade_code, monkey
     result = report.problems[0]
     print(f"\n8.3's reference with both cores busy: {result.status}, graded {calls.count('8.3')} time(s)")
     assert (result.status, result.score) == ("correct", result.max_score), result.message
+
+
+def test_a_loop_that_watches_the_signal_in_a_pause_before_each_evaluation_scores_nothing(graded):
+    """The SIGTERM goes as the run reads a batch of its evaluation, which the grader paces (drawn per
+    case from the hidden draw): a loop that watches the signal only in a pause before each evaluation
+    meets it inside the evaluation, which it does not watch, and is killed there. A hostile holdout's:
+    it scored 20/20 twice when the signal came 0.5 s after the step folder before the evaluation
+    appeared (the control, the reference, scores full marks above)."""
+    result = graded["paused"]
+    assert result["score"] == 0 and "look at the signal inside it too" in result["message"], result["message"]
 
 
 def test_a_loop_that_fakes_a_save_under_way_is_graded_once_more_and_still_scores_nothing(graded):

@@ -83,10 +83,78 @@ def _point_reached(kill: tuple, folder: str, start: int) -> bool:
 
 
 TERMS = ("term_save", "term_eval")
-# After a step of a "term_eval" point appeared, the SIGTERM waits this long: the run has then left
-# its save for the evaluation that follows it (problem 8.3's loop: its steps take milliseconds, its
-# evaluation 4.5 s, of which 4 s are left, beyond the 3 s grace window).
-EVAL_DELAY = 0.5
+# A "term_eval" point's SIGTERM goes as the run reads the k-th batch of its evaluation: the grader paces
+# it (ckptlab.training.eval_batches waits on a pipe of the grader's, a byte a batch, FEED_WAIT seconds
+# apart, as its own waits are), so it knows the moment from its own end of the pipe, never from the
+# run's files or pauses (which once timed it: a loop that paused, watching the signal, before each
+# evaluation it did not watch scored full marks). k is drawn from the case's hidden draw, between
+# FEED_BATCHES' bounds: 0.1 to 0.7 s into the 4.5 s evaluation, 3.8 s or more of it still to come,
+# beyond the 3 s grace window. Batches count once a step folder at least k steps beyond the run's start
+# exists (the evaluation the case is about follows that step: batches read before it call nothing).
+FEED_WAIT = 0.05  # ckptlab.training.EVAL_WAIT (not imported here: it imports JAX)
+FEED_BATCHES = (2, 14)
+EVAL_FEED_VARIABLE = "CKPTLAB_EVAL_FEED"  # ckptlab.training's
+
+
+def signal_batch(plant: int) -> int:
+    """The batch of the evaluation a case's SIGTERM goes at: from its hidden draw (its plant)."""
+    low, high = FEED_BATCHES
+    return low + int(plant) % (high - low + 1)
+
+
+class _Feed:
+    """The pace of one run's evaluations: a named pipe in the case's folder (read-only to the worker),
+    a byte written each FEED_WAIT seconds once the last one was read. ``reached`` is set as the run reads
+    its ``batch``-th byte counted (``counts()`` true)."""
+
+    def __init__(self, workdir: str, batch: int, counts):
+        import itertools
+
+        for n in itertools.count():
+            self.path = os.path.join(workdir, f"eval-feed-{n}")
+            try:
+                os.mkfifo(self.path, 0o644)
+                break
+            except FileExistsError:
+                continue
+        self.fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK)  # (a writer from the start: the run's open never waits)
+        self.batch, self.counts, self.read = batch, counts, 0
+        self.reached, self._done = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="ckpt-eval-feed")
+        self._thread.start()
+
+    def _unread(self) -> int:
+        import array
+        import fcntl
+        import termios
+
+        buf = array.array("i", [0])
+        fcntl.ioctl(self.fd, termios.FIONREAD, buf, True)
+        return buf[0]
+
+    def _run(self) -> None:
+        try:
+            while not self._done.wait(FEED_WAIT):
+                os.write(self.fd, b"\0")
+                while self._unread() and not self._done.wait(POLL):
+                    pass
+                if self._done.is_set():
+                    return
+                if self.counts():
+                    self.read += 1
+                    if self.read >= self.batch:
+                        self.reached.set()
+        except OSError:
+            return
+
+    def close(self) -> None:
+        self._done.set()
+        self._thread.join()
+        os.close(self.fd)
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
 
 
 def _terminate(worker, kill: tuple, folder: str, grace: float, seen: set) -> dict:
@@ -97,10 +165,7 @@ def _terminate(worker, kill: tuple, folder: str, grace: float, seen: set) -> dic
     step committed after it was saved by a handler, whatever the process's end), whether the SIGKILL came
     (``killed``), how long after the signal the run ended (``after``), and whether it had ended
     before the signal went (``ended_first``: a run that does not evaluate where the statement says)."""
-    before = _newest_folder(folder)  # (a step folder gone by the signal still counts: it called the signal)
-    if kill[0] == "term_eval":
-        time.sleep(EVAL_DELAY)
-    before = max(before, _newest_folder(folder))
+    before = _newest_folder(folder)  # (a step folder gone by the signal still counts: it counted the batches)
     held = max(committed_steps(folder), default=0)
     under_way = _saving(folder, 1)  # a save was being written when the signal went
     sent = time.monotonic()
@@ -157,7 +222,7 @@ def plant_state(folder: str, step: int, table: dict, *, workdir: str, level: str
 
 def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: float, workdir: str, level: str,
              memory_bytes: int = sandbox.DEFAULT_MEMORY, plant_table=None,
-             left_at: int = 0, grace: float = 0.0) -> tuple[dict | None, sandbox.RunResult, int]:
+             left_at: int = 0, grace: float = 0.0, eval_batch: int = FEED_BATCHES[0]) -> tuple[dict | None, sandbox.RunResult, int]:
     """Run one case to its end, preempting it at each of ``kills``. Returns (the case's outcome as
     the last worker gave it, with ``preempted`` (kills made), ``planned`` and ``restarted`` (a run
     saved again a step at or below where it should have resumed), or None when the last worker
@@ -220,13 +285,18 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
         # A run that gets no signal evaluates at once (8.3's loop; 5.3's evaluates nothing): its evaluations
         # change nothing but its time, and only a run a SIGTERM is planned for needs them longer than the window.
         env = {EVAL_WAIT_VARIABLE: "0"} if kill is None else None
+        feed = None
+        if kill is not None and kill[0] == "term_eval":  # its evaluations paced from here: the signal at a batch
+            feed = _Feed(workdir, eval_batch, lambda start=start, k=kill[1]: _newest_folder(folder) >= start + k)
+            env = {EVAL_FEED_VARIABLE: feed.path}
         worker = sandbox.Worker(source, function, [run_args], timeout=timeout, workdir=workdir, level=level,
                                 memory_bytes=memory_bytes, keep_scratch=True, exit_when_done=True,
                                 compile_cache=True, env=env)
         killed, again = threading.Event(), threading.Event()
         termed: dict = {}
 
-        def watch(worker=worker, kill=kill, start=start, since=since, killed=killed, again=again, termed=termed):
+        def watch(worker=worker, kill=kill, start=start, since=since, killed=killed, again=again, termed=termed,
+                  feed=feed):
             while worker.thread.is_alive():
                 if len(entries(folder)) > MAX_ENTRIES:
                     crowded.set()
@@ -236,7 +306,7 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
                     again.set()
                 if grace:
                     seen.update(committed_steps(folder))
-                if kill is not None and _point_reached(kill, folder, start):
+                if kill is not None and (feed.reached.is_set() if feed is not None else _point_reached(kill, folder, start)):
                     if kill[0] in TERMS:
                         termed.update(_terminate(worker, kill, folder, grace, seen))
                     killed.set()
@@ -247,8 +317,12 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
 
         watcher = threading.Thread(target=watch, daemon=True, name="ckpt-preempt")
         watcher.start()
-        last = worker.wait()
-        watcher.join()
+        try:
+            last = worker.wait()
+            watcher.join()
+        finally:
+            if feed is not None:
+                feed.close()
         restarted = restarted or again.is_set()
         total += last.seconds
         code += last.code_seconds
@@ -301,7 +375,8 @@ def run(plan, prepared, level: str) -> sandbox.RunResult:
             outcome, last, made = run_case(plan.source, plan.problem.function, args, run_folder.kills,
                                            timeout=plan.timeout, workdir=workdir, level=level,
                                            plant_table=_table_for(plan, run_folder, args),
-                                           left_at=run_folder.left_at, grace=run_folder.grace)
+                                           left_at=run_folder.left_at, grace=run_folder.grace,
+                                           eval_batch=signal_batch(run_folder.plant))
             result.seconds += last.seconds
             result.code_seconds += last.code_seconds
             result.killed_seconds += last.killed_seconds

@@ -395,9 +395,9 @@ class RunFolder:
     plant: int = 0
     left_at: int = 0
     # Problem 8.3: ``("term_save", k)`` sends a SIGTERM (not a SIGKILL) once a save of a step at least k
-    # beyond where the run started is under way, ``("term_eval", k)`` EVAL_DELAY seconds after a step
-    # at least k beyond appeared (the run is then evaluating); a SIGKILL follows ``grace`` seconds
-    # later if the run still runs (engine/preempted.py).
+    # beyond where the run started is under way, ``("term_eval", k)`` as the run reads a batch of the
+    # evaluation that follows a step at least k beyond (the grader paces it, and draws the batch from
+    # ``plant``); a SIGKILL follows ``grace`` seconds later if the run still runs (engine/preempted.py).
     grace: float = 0.0
 
     def __repr__(self) -> str:
