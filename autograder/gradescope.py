@@ -83,7 +83,11 @@ def container_needs(problems) -> str:
             peak = max(profile["units"][str(u)]["own_peak_mib"] for u in units)
     except (OSError, ValueError, KeyError):
         return "No measured profile for these problems (run python bench/bench_container.py --write)."
-    worst = sum(p.timeout for p in problems)
+    from autograder.engine.preempted import PROBLEM_CLOCK
+
+    # A problem of killed or signalled runs (5.3, 8.3) gets PROBLEM_CLOCK on the clock for all its runs.
+    worst = sum(p.timeout for p in problems if p.mode != "preempted")
+    clock = WALL_FACTOR * worst + sum(PROBLEM_CLOCK for p in problems if p.mode == "preempted")
     fits = peak <= 0.85 * DEFAULT_MEMORY_MIB and seconds <= DEFAULT_TIMEOUT_S / 2
     memory = max(DEFAULT_MEMORY_MIB, -(-int(peak / 0.85) // 256) * 256)
     lines = [
@@ -94,7 +98,8 @@ def container_needs(problems) -> str:
         ("Gradescope's defaults fit: nothing to change." if fits else
          f"Raise the autograder's memory to at least {memory} MB in the assignment's settings."),
         f"A submission whose every problem runs to its time limit takes up to {worst / 60:.0f} minutes of CPU time "
-        f"({WALL_FACTOR * worst / 60:.0f} on the clock at most); Gradescope stops a run at its timeout "
+        f"({clock / 60:.0f} on the clock at most, each problem of killed or signalled runs, 5.3 and 8.3, "
+        f"{PROBLEM_CLOCK / 60:.0f} minutes on the clock for all its runs); Gradescope stops a run at its timeout "
         f"({DEFAULT_TIMEOUT_S // 60} minutes by default) with no results, which is no attempt: raise the timeout "
         "where such submissions must still be graded.",
         "A worker the container's memory kills is tried again alone, then reported to the learner as the "

@@ -285,3 +285,22 @@ def test_only_a_run_a_sigterm_is_planned_for_evaluates_slowly():
     finally:
         if before is not None:
             os.environ[training.EVAL_WAIT_VARIABLE] = before
+
+
+def test_one_learners_runs_take_the_problems_clock_at_most(grade_code, monkeypatch):
+    """All of 8.3's runs together, every case's, get engine/preempted.py's PROBLEM_CLOCK on the clock (said
+    in the statement and GRADESCOPE.md): a run that waits long, each under its own limit, used to hold a
+    grading slot for up to about 16 minutes (two runs a case of 2 x 90 s, the plant worker's 2 x 60 s).
+    Here the clock is made 8 s and the reference waits 3 s in each run: the grading stops once the clock is
+    spent, said as a timeout of the whole problem. (The control, the reference under the real clock, scores
+    full marks above.)"""
+    from autograder.engine import preempted
+
+    monkeypatch.setattr(preempted, "PROBLEM_CLOCK", 8.0)
+    slow = _REFERENCE.replace("def train_with_grace(ckpt_dir, total_steps, seed, save_every, eval_every):\n",
+                              "def train_with_grace(ckpt_dir, total_steps, seed, save_every, eval_every):\n"
+                              "    import time\n    time.sleep(3)\n", 1)
+    assert slow != _REFERENCE
+    result = grade_code(slow, problems=["8.3"]).problems[0]
+    assert result.status == "timeout" and "all cases together" in result.message, result.message
+    assert result.seconds < 8.0 + 30, result.seconds  # (the clock, and one plant worker's start at most)

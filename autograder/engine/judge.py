@@ -101,6 +101,13 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
                                    f"it can give in all ({sandbox.container_limits()[0] / 2**20:,.0f} MiB), and was "
                                    "stopped. No problem here needs that much: look for an allocation that grows with a "
                                    "value instead of a shape.")
+    if run.status == "timeout" and run.detail == "problem_clock":  # (engine/preempted.py's CLOCK_DETAIL)
+        from autograder.engine.preempted import PROBLEM_CLOCK
+
+        return "timeout", "timeout", (f"Your runs, all cases together, did not finish within {PROBLEM_CLOCK / 60:.0f} "
+                                      "minutes on the clock, the most one learner's grading of this problem may take "
+                                      "(the reference takes under a minute). Look for a wait that never ends, or a loop "
+                                      "that trains or evaluates more than the statement asks.")
     if run.status == "timeout":
         return "timeout", "timeout", (f"Did not finish all hidden cases within {timeout:.0f} s of CPU time (or "
                                       f"{sandbox.WALL_FACTOR * timeout:.0f} s on the clock, whichever came first). Look for an endless loop, "

@@ -186,6 +186,13 @@ def _terminate(worker, kill: tuple, folder: str, grace: float, seen: set) -> dic
 
 
 PLANT_TIMEOUT = 60.0
+# All of a problem's runs together (every case's workers, the grader's plant workers too) get this long
+# on the clock: one learner's grading holds a slot of the class's for at most that (8.3's reference:
+# about 25 s here). A worker starts with the time left as its own limit; none starts with under
+# MIN_LEFT seconds left. The statement and GRADESCOPE.md say it.
+PROBLEM_CLOCK = 300.0
+MIN_LEFT = 2.0
+CLOCK_DETAIL = "problem_clock"  # a RunResult's detail: the timeout was the problem's whole clock
 EVAL_WAIT_VARIABLE = "CKPTLAB_EVAL_WAIT"  # ckptlab.training's (not imported here: it imports JAX)
 
 
@@ -199,7 +206,8 @@ def _same_state(got, want: dict) -> bool:
                and np.array_equal(got[k], want[k]) for k in want)
 
 
-def plant_state(folder: str, step: int, table: dict, *, workdir: str, level: str) -> tuple[str | None, dict | None]:
+def plant_state(folder: str, step: int, table: dict, *, workdir: str, level: str,
+                timeout: float = PLANT_TIMEOUT) -> tuple[str | None, dict | None]:
     """Before a run's last start: restore the latest committed step's state (in a sandboxed worker
     of the grader's own, :mod:`autograder.wall.plant`), check it is the training state after
     ``step`` steps, and write ``table``'s planted state in its place. Returns (None, the parameters
@@ -208,7 +216,7 @@ def plant_state(folder: str, step: int, table: dict, *, workdir: str, level: str
     if name is None or step not in table["planted"]:
         return "plant_not_state", None
     worker = sandbox.Worker(plant.SOURCE, plant.FUNCTION, [(os.path.join(folder, name), table["planted"][step])],
-                            timeout=PLANT_TIMEOUT, workdir=workdir, level=level, keep_scratch=True)
+                            timeout=timeout, workdir=workdir, level=level, keep_scratch=True)
     back = worker.wait()
     if back.status == "failed_start":  # the grader's own worker: its failure, never the learner's
         raise RuntimeError(f"the grader's plant worker failed to start ({sandbox.start_failure(back)})")
@@ -222,7 +230,8 @@ def plant_state(folder: str, step: int, table: dict, *, workdir: str, level: str
 
 def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: float, workdir: str, level: str,
              memory_bytes: int = sandbox.DEFAULT_MEMORY, plant_table=None,
-             left_at: int = 0, grace: float = 0.0, eval_batch: int = FEED_BATCHES[0]) -> tuple[dict | None, sandbox.RunResult, int]:
+             left_at: int = 0, grace: float = 0.0, eval_batch: int = FEED_BATCHES[0],
+             deadline: float | None = None) -> tuple[dict | None, sandbox.RunResult, int]:
     """Run one case to its end, preempting it at each of ``kills``. Returns (the case's outcome as
     the last worker gave it, with ``preempted`` (kills made), ``planned`` and ``restarted`` (a run
     saved again a step at or below where it should have resumed), or None when the last worker
@@ -268,7 +277,13 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
     leading = bool(left_at)  # the first run, with total_steps=left_at, still to come
     terms: list = []
     seen: set = set()
+    out_of_time = False
     for _ in range(MAX_RUNS):
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left < MIN_LEFT:
+            out_of_time = True
+            break
+        run_timeout = timeout if left is None else min(timeout, left / sandbox.WALL_FACTOR)
         start = max(committed_steps(folder), default=0)
         kill = None if leading else kills[made] if made < len(kills) else None
         # (after the kills, or after the first run of a folder a run has left: the public example's plant)
@@ -276,7 +291,8 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
             computing.join()
             if "failure" in table:
                 raise table["failure"]
-            problem, expected = plant_state(folder, start, table, workdir=workdir, level=level)
+            problem, expected = plant_state(folder, start, table, workdir=workdir, level=level,
+                                            timeout=min(PLANT_TIMEOUT, run_timeout))
             planted.update({"plant_problem": problem} if problem else {
                 "planted_at": start, "plant_expected": expected,
                 "plant_fresh_data": table.get("fresh_data", {}).get(start)})
@@ -289,7 +305,7 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
         if kill is not None and kill[0] == "term_eval":  # its evaluations paced from here: the signal at a batch
             feed = _Feed(workdir, eval_batch, lambda start=start, k=kill[1]: _newest_folder(folder) >= start + k)
             env = {EVAL_FEED_VARIABLE: feed.path}
-        worker = sandbox.Worker(source, function, [run_args], timeout=timeout, workdir=workdir, level=level,
+        worker = sandbox.Worker(source, function, [run_args], timeout=run_timeout, workdir=workdir, level=level,
                                 memory_bytes=memory_bytes, keep_scratch=True, exit_when_done=True,
                                 compile_cache=True, env=env)
         killed, again = threading.Event(), threading.Event()
@@ -323,6 +339,8 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
         finally:
             if feed is not None:
                 feed.close()
+        if last.status == "timeout" and run_timeout < timeout:  # its limit was what the problem's clock had left
+            last.detail = CLOCK_DETAIL
         restarted = restarted or again.is_set()
         total += last.seconds
         code += last.code_seconds
@@ -344,6 +362,9 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
             leading = False  # it ended by itself, as asked: the case's own runs start in what it left
             continue
         break
+    if out_of_time:  # the problem's whole clock spent: a timeout, said as such (judge.py)
+        last = last or sandbox.RunResult("timeout")
+        last.status, last.cases, last.detail = "timeout", [], CLOCK_DETAIL
     last.seconds, last.code_seconds, last.killed_seconds = total, code, killed_seconds
     outcome = last.cases[0] if last.status == "ok" and not last.setup and last.cases else None
     if outcome is not None:
@@ -369,6 +390,7 @@ def run(plan, prepared, level: str) -> sandbox.RunResult:
     one RunResult for the judge, whose cases say how many kills each met (``preempted``)."""
     workdir = prepared.workdir
     result = sandbox.RunResult("ok")
+    deadline = time.monotonic() + PROBLEM_CLOCK
     try:
         for case, args in zip(plan.cases, prepared.worker_args):
             run_folder = next(leaf for leaf in codec.leaves(case.args) if isinstance(leaf, kinds.RunFolder))
@@ -376,7 +398,7 @@ def run(plan, prepared, level: str) -> sandbox.RunResult:
                                            timeout=plan.timeout, workdir=workdir, level=level,
                                            plant_table=_table_for(plan, run_folder, args),
                                            left_at=run_folder.left_at, grace=run_folder.grace,
-                                           eval_batch=signal_batch(run_folder.plant))
+                                           eval_batch=signal_batch(run_folder.plant), deadline=deadline)
             result.seconds += last.seconds
             result.code_seconds += last.code_seconds
             result.killed_seconds += last.killed_seconds
