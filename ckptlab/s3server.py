@@ -109,15 +109,67 @@ class Counting:
         return counted()
 
 
-def serve() -> None:
-    """Run the server on a free port of 127.0.0.1, printing the port, until stdin closes."""
+LIES = ("endless_listing", "giant_record", "trickle")
+
+
+class Lying:
+    """WSGI middleware: a store that lies, for the tool's hostile tests (the honest server beneath for
+    everything else, writes included). ``endless_listing``: every listing page says more follow, with
+    new keys, forever; ``giant_record``: a record's GET (any range asked) answered with 64 GiB of
+    zeros, sent as fast as they go; ``trickle``: a record's body sent a byte every 2 s."""
+
+    def __init__(self, app, lie: str, bucket: str = BUCKET):
+        self.app, self.lie, self.bucket = app, lie, bucket
+
+    def __call__(self, environ, start_response):
+        from urllib.parse import parse_qs
+
+        method, path = environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", "")
+        query = parse_qs(environ.get("QUERY_STRING", ""))
+        if method != "GET" or not path.startswith(f"/{self.bucket}"):
+            return self.app(environ, start_response)
+        key = path[len(self.bucket) + 2:]
+        if self.lie == "endless_listing" and "list-type" in query:
+            return self._listing(query, start_response)
+        if key and "list-type" not in query and self.lie == "giant_record":
+            start_response("200 OK", [("Content-Length", str(64 * 2**30)), ("Content-Type", "binary/octet-stream")])
+            chunk = bytes(2**20)
+            return (chunk for _ in range(64 * 2**10))
+        if key and "list-type" not in query and self.lie == "trickle":
+            start_response("200 OK", [("Content-Length", "64"), ("Content-Type", "binary/octet-stream")])
+
+            def trickled():
+                for _ in range(64):
+                    time.sleep(2)
+                    yield b"{"
+            return trickled()
+        return self.app(environ, start_response)
+
+    def _listing(self, query, start_response):
+        prefix = query.get("prefix", [""])[0]
+        page = int(query.get("continuation-token", ["0"])[0] or 0)
+        keys = "".join(f"<Contents><Key>{prefix}k/{page}/{i:0120d}</Key><LastModified>2026-01-01T00:00:00.000Z"
+                       "</LastModified><ETag>\"0\"</ETag><Size>1</Size><StorageClass>STANDARD</StorageClass></Contents>"
+                       for i in range(1000))
+        body = ('<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+                f"<Name>{self.bucket}</Name><Prefix>{prefix}</Prefix><KeyCount>1000</KeyCount><MaxKeys>1000</MaxKeys>"
+                f"<IsTruncated>true</IsTruncated><NextContinuationToken>{page + 1}</NextContinuationToken>{keys}"
+                "</ListBucketResult>").encode()
+        start_response("200 OK", [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))])
+        return [body]
+
+
+def serve(lie: str | None = None) -> None:
+    """Run the server on a free port of 127.0.0.1, printing the port, until stdin closes (``lie``:
+    one of :data:`LIES`, for a store that lies)."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
     from werkzeug.serving import make_server
 
     holder: dict = {}
     server = make_server("127.0.0.1", 0, lambda e, s: holder["app"](e, s), threaded=True,
                          request_handler=MotoRequestHandler)
-    holder["app"] = Counting(DomainDispatcherApplication(create_backend_app), server.server_port)
+    app = DomainDispatcherApplication(create_backend_app)
+    holder["app"] = Counting(Lying(app, lie) if lie else app, server.server_port)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     print(server.server_port, flush=True)
     sys.stdin.read()  # the parent's end: the server stops with it
@@ -126,14 +178,18 @@ def serve() -> None:
 
 # ------------------------------------------------------------------------------ the client's side
 class LocalS3:
-    """A moto S3 server in a fresh process, one bucket made (``BUCKET``), stopped on exit."""
+    """A moto S3 server in a fresh process, one bucket made (``BUCKET``), stopped on exit; with ``lie``,
+    one that lies so (:class:`Lying`)."""
 
-    def __init__(self, bucket: str = BUCKET):
-        self.bucket = bucket
+    def __init__(self, bucket: str = BUCKET, lie: str | None = None):
+        if lie is not None and lie not in LIES:
+            raise ValueError(f"lie {lie!r}: one of {', '.join(LIES)}")
+        self.bucket, self.lie = bucket, lie
         self.process = None
 
     def __enter__(self) -> LocalS3:
-        self.process = subprocess.Popen([sys.executable, "-m", "ckptlab.s3server"], stdin=subprocess.PIPE,
+        self.process = subprocess.Popen([sys.executable, "-m", "ckptlab.s3server", *([self.lie] if self.lie else [])],
+                                        stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         line = self.process.stdout.readline().strip()
         if not line.isdigit():
@@ -180,4 +236,4 @@ class LocalS3:
 
 
 if __name__ == "__main__":
-    serve()
+    serve(sys.argv[1] if len(sys.argv) > 1 else None)

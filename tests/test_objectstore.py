@@ -164,3 +164,79 @@ def test_the_command_line_leaves_no_copy_behind(store):
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith(f"{URL} onto a mesh x 16")
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "ckptlab-s3-*"))) == before
+
+
+def _tool_against(s3, url: str, seconds: float, kill_after: float | None = None) -> tuple[int, str, float, int]:
+    """``python -m ckptlab inspect url`` against ``s3`` (its fetch given ``seconds``): (exit code, stderr,
+    seconds on the clock, the largest resident memory of the tool or any process it started, in bytes).
+    With ``kill_after``, the tool is SIGKILLed that many seconds in."""
+    import resource
+    import time
+
+    env = {**os.environ, **s3.env, objectstore.SECONDS_VARIABLE: str(seconds)}
+    start = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "ckptlab", "inspect", url], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=kill_after if kill_after else seconds + 90)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    return proc.returncode, err, time.monotonic() - start, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+
+
+def _records_in(s3) -> None:
+    """A checkpoint's records at s3://ckpt/lied/ (whatever a lying server then sends for them)."""
+    kv = ts.KvStore.open(objectstore.s3_spec("ckpt", "lied/")).result()
+    kv.write("_METADATA", b"{}").result()
+    kv.write("_CHECKPOINT_METADATA", b"{}").result()
+
+
+@pytest.mark.parametrize(("lie", "says"), [
+    ("endless_listing", "did not give its listing and records within"),
+    ("giant_record", "took more than"),
+    ("trickle", "did not give its listing and records within"),
+])
+def test_a_store_that_lies_costs_the_tool_a_bounded_time_and_memory_and_leaves_nothing(lie, says):
+    """A hostile holdout's lying store (a local S3 server that lies, ckptlab.s3server.Lying): a listing that
+    never ends grew the tool past 900 MiB until killed at 30 s; a record sent under a 64 GiB length aborted
+    it (std::bad_alloc at 3.8 GiB); a body trickled a byte every 2 s hung it. Now the listing and records
+    are read by a child the tool watches: each ends the command (exit 2) within its seconds (8 here), the
+    memory of every process it started under the fetch's limit and a margin, saying why, and no copy left.
+    The control: the same records on an honest server are read (tested above for a real checkpoint)."""
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "ckptlab-s3-*")))
+    with LocalS3(lie=lie) as s3:
+        saved = dict(os.environ)
+        os.environ.update(s3.env)
+        try:
+            _records_in(s3)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        code, err, seconds, most = _tool_against(s3, "s3://ckpt/lied", 8.0)
+    assert code == 2 and says in err, (code, err[-2000:])
+    assert seconds < 8.0 + 60, seconds  # (its start and JAX's import beside the 8 s: never the lie's time)
+    assert most < objectstore.FETCH_MEMORY + 512 * 2**20, most >> 20
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "ckptlab-s3-*"))) == before
+
+
+def test_a_killed_tools_copy_is_removed_by_the_next_run(store):
+    """The copy's folder is named by the process it is for: one the kill left (no atexit ran) is removed by
+    the next run, whatever it reads (the control: the killed run's folder was there until then)."""
+    with LocalS3(lie="trickle") as lying:
+        saved = dict(os.environ)
+        os.environ.update(lying.env)
+        try:
+            _records_in(lying)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        before = set(glob.glob(os.path.join(tempfile.gettempdir(), "ckptlab-s3-*")))
+        code, _, _, _ = _tool_against(lying, "s3://ckpt/lied", 60.0, kill_after=10.0)
+        left = set(glob.glob(os.path.join(tempfile.gettempdir(), "ckptlab-s3-*"))) - before
+    assert code == -9 and left, (code, left)  # killed mid-fetch: its copy's folder stays behind it
+    s3, _ = store
+    run = subprocess.run([sys.executable, "-m", "ckptlab", "inspect", URL], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, **s3.env})
+    assert run.returncode == 0, run.stderr
+    assert not left & set(glob.glob(os.path.join(tempfile.gettempdir(), "ckptlab-s3-*")))

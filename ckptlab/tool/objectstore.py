@@ -24,7 +24,12 @@ against an S3-compatible server on localhost):
 The promise for a checkpoint someone else wrote holds here too (``ckptlab.tool.untrusted``): a key that
 would land outside the private folder (``..``, an empty part) is refused before anything is
 written, a record larger than ``RECORD_LIMIT`` is refused, and the copy is removed when the process
-ends. A checkpoint saved without OCDBT (its chunk sizes are its files' sizes, which TensorStore's
+ends (when it is killed, by the next run: the folder is named by its process). A store that lies (a
+listing that never ends, a record sent under a giant length, a body trickled) costs a bounded time and
+memory: the listing and the records are read by a child process, stopped past ``FETCH_SECONDS`` on the
+clock (``CKPTLAB_S3_SECONDS``) or ``FETCH_MEMORY`` (``tests/test_objectstore.py``, against
+``ckptlab.s3server.Lying``). Not yet bounded so: ``prepare``'s read of an item's array headers
+through the store's OCDBT tree, which an honest listing and records lead to. A checkpoint saved without OCDBT (its chunk sizes are its files' sizes, which TensorStore's
 listing does not give) is refused with what to do instead.
 """
 
@@ -146,18 +151,140 @@ def _larger(store, key: str, limit: int) -> bool:
         raise
 
 
+# The store is anyone's, and may lie: a listing that never ends, a record sent under a giant length
+# whatever range was asked, a body trickled a byte at a time. So the listing and the records are read
+# in a child process, given FETCH_SECONDS on the clock in all (CKPTLAB_S3_SECONDS sets another) and
+# FETCH_MEMORY: past either it is killed, and the tool says why, having held nothing of it itself.
+FETCH_SECONDS = 120.0  # an honest checkpoint's records: seconds (5 s for the course's, over loopback)
+FETCH_MEMORY = 1024 * 2**20  # the child's resident memory at most (the course's records: about 150 MiB with TensorStore)
+SECONDS_VARIABLE = "CKPTLAB_S3_SECONDS"
+_PREFIX = "ckptlab-s3-"  # a copy's folder: ckptlab-s3-<the pid of the process it is for>-<random>
+
+
+def _clean_stale() -> None:
+    """Remove the copies of processes that have ended without removing theirs (killed: no atexit ran)."""
+    for path in Path(tempfile.gettempdir()).glob(_PREFIX + "*"):
+        pid = path.name[len(_PREFIX):].partition("-")[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def _fetch_seconds() -> float:
+    try:
+        return max(1.0, float(os.environ.get(SECONDS_VARIABLE, FETCH_SECONDS)))
+    except ValueError:
+        return FETCH_SECONDS
+
+
 def fetch(url: str) -> Copy:
     """The records of the checkpoint at ``url`` copied into a private temporary folder (once per
-    process and url); what to fix when the store cannot be listed."""
+    process and url), by a child process bounded in time and memory; what to fix when the store
+    cannot be listed, or lies."""
     if url in _COPIES:
         return _COPIES[url]
-    import tensorstore as ts
-
     bucket, prefix = parse(url)
     spec = s3_spec(bucket, prefix)
     where = f"the store at {endpoint()}" if endpoint() else "Amazon S3 (AWS_ENDPOINT_URL is not set)"
+    _clean_stale()
+    top = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
+    folder = top / (prefix.rstrip("/").rpartition("/")[2] or bucket)
+    folder.mkdir()
     try:
-        store = ts.KvStore.open(spec).result()
+        said = _in_child({"url": url, "spec": spec, "where": where, "folder": str(folder),
+                          "record_limit": RECORD_LIMIT})
+        if "error" in said:
+            raise Unreadable(said["error"])
+    except BaseException:  # a copy cut short is removed, never kept for the next command to read
+        shutil.rmtree(top, ignore_errors=True)
+        raise
+    copy = _COPIES[url] = Copy(url, spec, folder)
+    return copy
+
+
+def _resident(pid: int) -> int:
+    """A process's resident memory (VmRSS), in bytes; 0 once gone."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _in_child(job: dict) -> dict:
+    """Run :func:`_copy_records` on ``job`` in a child process, watched: killed past the fetch's
+    seconds or memory, which the answer then says."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    seconds, url = _fetch_seconds(), job["url"]
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([sys.executable, "-c", "from ckptlab.tool.objectstore import _child; _child()"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+        proc.stdin.write(json.dumps(job).encode())
+        proc.stdin.close()
+        end, why = time.monotonic() + seconds, None
+        try:
+            while proc.poll() is None:
+                held = _resident(proc.pid)
+                if held > FETCH_MEMORY:
+                    why = (f"{url}: reading its listing and records took more than {FETCH_MEMORY >> 20} MiB of memory, "
+                           "and was stopped: not a checkpoint Orbax wrote (a listing that never ends, or a record "
+                           "larger than it was asked for). Check the store, or pass another checkpoint")
+                elif time.monotonic() > end:
+                    why = (f"{url}: the store did not give its listing and records within {seconds:.0f} s, and the "
+                           "read was stopped (a listing that never ends, or a body sent slowly): check the store "
+                           f"({job['where']}), or set {SECONDS_VARIABLE} to give a slow one longer")
+                if why:
+                    proc.kill()
+                    break
+                time.sleep(0.05)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        out = proc.stdout.read()
+        proc.stdout.close()
+        if why:
+            return {"error": why}
+        try:
+            return json.loads(out.decode().strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            err.seek(0)
+            tail = err.read()[-300:].decode("utf-8", "replace").strip().splitlines()
+            return {"error": f"{url}: its records could not be read ({tail[-1] if tail else 'the reader ended'})"}
+
+
+def _child() -> None:
+    """The child's side: the job from stdin, the answer (``{}`` or ``{"error": ...}``) on stdout."""
+    import json
+    import sys
+
+    job = json.loads(sys.stdin.read())
+    try:
+        _copy_records(job)
+        print(json.dumps({}))
+    except Unreadable as exc:
+        print(json.dumps({"error": str(exc)}))
+
+
+def _copy_records(job: dict) -> None:
+    """List the store at the job's spec and copy its records into its folder (the child's work)."""
+    import tensorstore as ts
+
+    url, where, folder, limit = job["url"], job["where"], Path(job["folder"]), int(job["record_limit"])
+    try:
+        store = ts.KvStore.open(job["spec"]).result()
         keys = sorted(k.decode("utf-8", "replace") for k in store.list().result())
     except ValueError as exc:
         raise Unreadable(f"{url} cannot be listed in {where} ({str(exc).splitlines()[0][:200]}): check "
@@ -170,32 +297,23 @@ def fetch(url: str) -> Copy:
     if unsafe:
         raise Unreadable(f"{url} holds a key that names no place inside it ({unsafe[0]!r}): this tool writes and reads "
                          "nothing outside the checkpoint it is given. Pass another checkpoint")
-    top = Path(tempfile.mkdtemp(prefix="ckptlab-s3-"))
-    folder = top / (prefix.rstrip("/").rpartition("/")[2] or bucket)
-    folder.mkdir()
-    copy = Copy(url, spec, folder)
     total = 0
-    try:
-        for key in _records(keys):
-            big = _larger(store, key, RECORD_LIMIT)
-            value = b"" if big else store.read(key).result().value
-            total += len(value)
-            if big or total > 4 * RECORD_LIMIT:
-                raise Unreadable(f"{url}/{key} is a record larger than this tool reads ({RECORD_LIMIT // 2**20} MiB "
-                                 "each, four times that in all): not a checkpoint Orbax wrote. Pass another checkpoint")
-            target = folder.joinpath(*key.split("/"))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(value)
-    except BaseException:  # a copy cut short is removed, never kept for the next command to read
-        shutil.rmtree(top, ignore_errors=True)
-        raise
-    _COPIES[url] = copy
+    for key in _records(keys):
+        big = _larger(store, key, limit)
+        # (a store that then sends more than that, whatever it said, is stopped by the parent: its memory)
+        value = b"" if big else store.read(key).result().value
+        total += len(value)
+        if big or len(value) > limit or total > 4 * limit:
+            raise Unreadable(f"{url}/{key} is a record larger than this tool reads ({limit // 2**20} MiB "
+                             "each, four times that in all): not a checkpoint Orbax wrote. Pass another checkpoint")
+        target = folder.joinpath(*key.split("/"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(value)
     for key in keys:  # the data folders, left empty, so the tree looks as Orbax left it
         parts = key.split("/")[:-1]
         if "d" in parts:
             last = len(parts) - 1 - parts[::-1].index("d")
             folder.joinpath(*parts[: last + 1]).mkdir(parents=True, exist_ok=True)
-    return copy
 
 
 def prepare(item) -> None:
