@@ -73,6 +73,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_nbgrader.py --learners 16
 	$(BIN)/python bench/bench_batch_memory.py
 	$(BIN)/python bench/bench_budgets.py
+	$(BIN)/python bench/bench_similarity.py
 	$(BIN)/python bench/bench_container.py
 	$(BIN)/python bench/bench_lessons.py
 	$(BIN)/python bench/bench_lessons.py --load 2

@@ -198,14 +198,21 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
     reports = load_results(results, [lr.key for lr in learners])
     from autograder.item_analysis import progress_of
 
-    similar = None
+    read: dict = {}
+
+    def progress() -> dict:  # (read once, after the gradebook and feedback are written)
+        if "map" not in read:
+            read["map"] = {lr.key: progress_of(lr.path) for lr in learners if lr.path.is_dir() and not lr.path.is_symlink()}
+        return read["map"]
+
+    # The gradebook, feedback and summary first: nothing of the similarity report (whose time grows with
+    # what the learners wrote) stands between the class and its grades. Then the summary again, with it.
+    write_outputs(reports, results, selected, progress)
     if similarity is not None:
         from autograder import similarity as similar_code
 
         similar = similar_code.report(learners, selected, results, Path(__file__).resolve().parents[1], similarity)
-    write_outputs(reports, results, selected,
-                  lambda: {lr.key: progress_of(lr.path) for lr in learners if lr.path.is_dir() and not lr.path.is_symlink()},
-                  similar)
+        write_outputs(reports, results, selected, progress, similar)
     return {"learners": len(learners), "graded": len(todo), "skipped": len(learners) - len(todo),
             "interrupted": interrupted, "results": len(reports), "isolation": level.level,
             "isolation_detail": level.describe}

@@ -28,12 +28,13 @@ import hashlib
 import html
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 K = 6  # tokens per fingerprint
 MIN_TOKENS = 40  # normalised tokens below which a problem's code is not compared
 THRESHOLD = 0.8  # share of fingerprints in common (Jaccard) from which a pair is listed
+MAX_CHARS = 50_000  # of one learner's code for one problem, compared (the references' longest: a few thousand)
 _KEPT = set(dir(builtins))
 
 
@@ -245,6 +246,7 @@ class Found:
     compared: dict  # problem id -> learners compared
     too_short: dict  # problem id -> learners whose code was too short to compare
     independent: dict | None = None  # on the curated right answers: {"pairs", "jaccard", "containment", "either"}
+    capped: dict = field(default_factory=dict)  # problem id -> learners whose code was compared in its first MAX_CHARS
 
 
 def compare(codes: dict[str, dict[str, str]], stubs: dict[str, str], references: dict[str, str],
@@ -296,6 +298,21 @@ def collect(learners, selected) -> dict[str, dict[str, str]]:
             if block is not None and not is_stub(block.node):
                 codes[p.id][learner.key] = sub.module_source(p.function)
     return codes
+
+
+def capped(codes: dict[str, dict[str, str]]) -> tuple[dict, dict]:
+    """``codes`` with each one longer than :data:`MAX_CHARS` cut to its first lines within it (whole
+    lines: a cut statement would not parse), and which were cut: one learner's giant file costs the
+    class's report a bounded time (the report says whose were cut)."""
+    out, cut = {}, {}
+    for pid, by_learner in codes.items():
+        out[pid] = {}
+        for key, code in by_learner.items():
+            if len(code) > MAX_CHARS:
+                code = code[:MAX_CHARS].rpartition("\n")[0]
+                cut.setdefault(pid, []).append(key)
+            out[pid][key] = code
+    return out, cut
 
 
 def course_code(folder: Path, selected) -> dict[str, str]:
@@ -357,7 +374,7 @@ def write(found: Found, codes: dict, results: Path, threshold: float) -> None:
         "threshold": threshold, "containment_threshold": containment_threshold(threshold),
         "fingerprint_tokens": K, "min_tokens": MIN_TOKENS,
         "pairs": [asdict(p) for p in found.pairs], "near_reference": found.near_reference,
-        "compared": found.compared, "too_short": found.too_short,
+        "compared": found.compared, "too_short": found.too_short, "max_chars": MAX_CHARS, "capped": found.capped,
         "independent_answers_listed": found.independent}, indent=1))
     e = html.escape
     parts = ["<!doctype html><meta charset='utf-8'><title>Similar code</title>",
@@ -378,6 +395,9 @@ def write(found: Found, codes: dict, results: Path, threshold: float) -> None:
         parts.append(f"<p>How often this lists code written independently: of {rates['pairs']} pairs of the course's "
                      f"curated right answers (each written apart), Jaccard listed {share('jaccard')}, containment "
                      f"{share('containment')}, either {share('either')}.</p>")
+    for pid, learners in sorted(found.capped.items()):
+        parts.append(f"<p>Problem {e(pid)}: the code of {e(', '.join(learners))} is longer than {MAX_CHARS:,} characters: "
+                     "compared in its first lines within them only.</p>")
     for pid, learners in sorted(found.near_reference.items()):
         parts.append(f"<p>Problem {e(pid)}: {len(learners)} learner(s) wrote code close to the reference "
                      f"solution: {e(', '.join(learners))}.</p>")
@@ -391,8 +411,9 @@ def write(found: Found, codes: dict, results: Path, threshold: float) -> None:
 
 def report(learners, selected, results: Path, root: Path, threshold: float = THRESHOLD) -> Found:
     """Compare the class's code problem by problem; write the report; return what was found."""
-    codes = collect(learners, selected)
+    codes, cut = capped(collect(learners, selected))
     found = compare(codes, course_code(root / "problems", selected), course_code(root / "solutions", selected), threshold)
+    found.capped = cut
     found.independent = independent_rates(root, threshold)
     write(found, codes, results, threshold)
     return found

@@ -392,3 +392,41 @@ def test_normalising_reads_each_statement_once_however_its_statements_are_ordere
     tokens = similarity.normalise(source)
     assert tokens and len(calls) <= n + 2, len(calls)
     assert tokens.index("'f00001'") < tokens.index("'f00400'")  # (ordered: the control that the block was sorted)
+
+
+def test_one_learners_giant_file_neither_holds_up_the_gradebook_nor_the_report_for_long(tmp_path, monkeypatch):
+    """A crafted class member (a hostile holdout's: a right answer, then thousands of dead assignments
+    after its `return`) beside an honest one. The gradebook, feedback and summary are written before the
+    similarity report runs: here the report fails outright, and they are there. And the report compares
+    one learner's code for a problem in its first MAX_CHARS only, saying whose was cut (the control: the
+    honest learner's is compared whole)."""
+    from autograder import similarity
+    from autograder.batch import find_learners, grade_batch
+
+    subs = tmp_path / "submissions"
+    subs.mkdir()
+    pid = "2.5"
+    shutil.copy(ROOT / "solutions" / "unit2.py", subs / "honest.py")
+    source = RIGHT_HEADERS[pid] + RIGHT[pid][0][1]
+    cut = source.rindex("return")
+    line_end = source.index("\n", cut)
+    dead = "".join(f"    z{i} = {4000 - i}\n" for i in range(4000))
+    (subs / "crafted.py").write_text(source[:line_end + 1] + dead + source[line_end + 1:])
+    assert len((subs / "crafted.py").read_text()) > similarity.MAX_CHARS
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("the similarity report, failing here")
+
+    monkeypatch.setattr(similarity, "report", fails)
+    with pytest.raises(RuntimeError, match="failing here"):
+        grade_batch(subs, tmp_path / "out", jobs=2, progress=False, problems=(registry.get(pid),), shared_cases=True,
+                    similarity=0.8)
+    out = tmp_path / "out"
+    book = (out / "gradebook.csv").read_text()
+    assert "honest" in book and "crafted" in book
+    assert (out / "feedback" / "crafted.md").exists() and (out / "summary.md").exists()
+    monkeypatch.undo()
+    found = similarity.report(find_learners(subs), (registry.get(pid),), out, ROOT)
+    assert found.capped == {pid: ["crafted"]}, found.capped
+    assert json.loads((out / "similarity.json").read_text())["capped"] == {pid: ["crafted"]}
+    assert "longer than" in (out / "similarity.html").read_text()
