@@ -170,19 +170,29 @@ def _tool_against(s3, url: str, seconds: float, kill_after: float | None = None)
     """``python -m ckptlab inspect url`` against ``s3`` (its fetch given ``seconds``): (exit code, stderr,
     seconds on the clock, the largest resident memory of the tool or any process it started, in bytes).
     With ``kill_after``, the tool is SIGKILLed that many seconds in."""
-    import resource
     import time
 
     env = {**os.environ, **s3.env, objectstore.SECONDS_VARIABLE: str(seconds)}
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "ckptlab", "inspect", url], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        out, err = proc.communicate(timeout=kill_after if kill_after else seconds + 90)
-    except subprocess.TimeoutExpired:
+    if kill_after:  # killed once its copy's folder is there (its fetch under way), or after kill_after seconds
+        proc = subprocess.Popen([sys.executable, "-m", "ckptlab", "inspect", url], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        mine = os.path.join(tempfile.gettempdir(), f"ckptlab-s3-{proc.pid}-*")
+        while proc.poll() is None and not glob.glob(mine) and time.monotonic() - start < kill_after:
+            time.sleep(0.1)
+        time.sleep(1)
         proc.kill()
-        out, err = proc.communicate()
-    return proc.returncode, err, time.monotonic() - start, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+        _, err = proc.communicate()
+        return proc.returncode, err, time.monotonic() - start, 0
+    # Run from a process of its own, which then says the largest resident memory of the tool and every
+    # process it waited for (this test process's own children: every kernel the suite started before).
+    wrapper = ("import resource, subprocess, sys\n"
+               f"done = subprocess.run([sys.executable, '-m', 'ckptlab', 'inspect', {url!r}], capture_output=True, text=True)\n"
+               "sys.stderr.write(done.stderr)\n"
+               "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)\n")
+    done = subprocess.run([sys.executable, "-c", wrapper], env=env, capture_output=True, text=True, timeout=seconds + 90)
+    code, most = (int(x) for x in done.stdout.split())
+    return code, done.stderr, time.monotonic() - start, most
 
 
 def _records_in(s3) -> None:
@@ -202,7 +212,7 @@ def test_a_store_that_lies_costs_the_tool_a_bounded_time_and_memory_and_leaves_n
     never ends grew the tool past 900 MiB until killed at 30 s; a record sent under a 64 GiB length aborted
     it (std::bad_alloc at 3.8 GiB); a body trickled a byte every 2 s hung it. Now the listing and records
     are read by a child the tool watches: each ends the command (exit 2) within its seconds (8 here), the
-    memory of every process it started under the fetch's limit and a margin, saying why, and no copy left.
+    memory of every process it started under the fetch's limit and a margin (its sampling's overshoot), saying why, and no copy left.
     The control: the same records on an honest server are read (tested above for a real checkpoint)."""
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "ckptlab-s3-*")))
     with LocalS3(lie=lie) as s3:
@@ -216,7 +226,8 @@ def test_a_store_that_lies_costs_the_tool_a_bounded_time_and_memory_and_leaves_n
         code, err, seconds, most = _tool_against(s3, "s3://ckpt/lied", 8.0)
     assert code == 2 and says in err, (code, err[-2000:])
     assert seconds < 8.0 + 60, seconds  # (its start and JAX's import beside the 8 s: never the lie's time)
-    assert most < objectstore.FETCH_MEMORY + 512 * 2**20, most >> 20
+    print(f"\n{lie}: exit {code} after {seconds:.1f} s, {most >> 20} MiB at most")
+    assert most < objectstore.FETCH_MEMORY + 2**30, most >> 20  # (sampled: a fast grower overshoots a little)
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "ckptlab-s3-*"))) == before
 
 
@@ -232,7 +243,7 @@ def test_a_killed_tools_copy_is_removed_by_the_next_run(store):
             os.environ.clear()
             os.environ.update(saved)
         before = set(glob.glob(os.path.join(tempfile.gettempdir(), "ckptlab-s3-*")))
-        code, _, _, _ = _tool_against(lying, "s3://ckpt/lied", 60.0, kill_after=10.0)
+        code, _, _, _ = _tool_against(lying, "s3://ckpt/lied", 60.0, kill_after=60.0)
         left = set(glob.glob(os.path.join(tempfile.gettempdir(), "ckptlab-s3-*"))) - before
     assert code == -9 and left, (code, left)  # killed mid-fetch: its copy's folder stays behind it
     s3, _ = store
