@@ -196,10 +196,17 @@ def _tool_against(s3, url: str, seconds: float, kill_after: float | None = None)
 
 
 def _records_in(s3) -> None:
-    """A checkpoint's records at s3://ckpt/lied/ (whatever a lying server then sends for them)."""
-    kv = ts.KvStore.open(objectstore.s3_spec("ckpt", "lied/")).result()
-    kv.write("_METADATA", b"{}").result()
-    kv.write("_CHECKPOINT_METADATA", b"{}").result()
+    """A checkpoint's records at s3://ckpt/lied/ of ``s3`` (whatever a lying server then sends for them),
+    written with its address in this process's environment for the call only."""
+    saved = dict(os.environ)
+    os.environ.update(s3.env)
+    try:
+        kv = ts.KvStore.open(objectstore.s3_spec("ckpt", "lied/")).result()
+        kv.write("_METADATA", b"{}").result()
+        kv.write("_CHECKPOINT_METADATA", b"{}").result()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.mark.parametrize(("lie", "says"), [
@@ -216,13 +223,7 @@ def test_a_store_that_lies_costs_the_tool_a_bounded_time_and_memory_and_leaves_n
     The control: the same records on an honest server are read (tested above for a real checkpoint)."""
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "ckptlab-s3-*")))
     with LocalS3(lie=lie) as s3:
-        saved = dict(os.environ)
-        os.environ.update(s3.env)
-        try:
-            _records_in(s3)
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+        _records_in(s3)
         code, err, seconds, most = _tool_against(s3, "s3://ckpt/lied", 8.0)
     assert code == 2 and says in err, (code, err[-2000:])
     assert seconds < 8.0 + 60, seconds  # (its start and JAX's import beside the 8 s: never the lie's time)
@@ -235,13 +236,7 @@ def test_a_killed_tools_copy_is_removed_by_the_next_run(store):
     """The copy's folder is named by the process it is for: one the kill left (no atexit ran) is removed by
     the next run, whatever it reads (the control: the killed run's folder was there until then)."""
     with LocalS3(lie="trickle") as lying:
-        saved = dict(os.environ)
-        os.environ.update(lying.env)
-        try:
-            _records_in(lying)
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+        _records_in(lying)
         before = set(glob.glob(os.path.join(tempfile.gettempdir(), "ckptlab-s3-*")))
         code, _, _, _ = _tool_against(lying, "s3://ckpt/lied", 60.0, kill_after=60.0)
         left = set(glob.glob(os.path.join(tempfile.gettempdir(), "ckptlab-s3-*"))) - before

@@ -101,8 +101,9 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
                                    f"it can give in all ({sandbox.container_limits()[0] / 2**20:,.0f} MiB), and was "
                                    "stopped. No problem here needs that much: look for an allocation that grows with a "
                                    "value instead of a shape.")
-    if run.status == "timeout" and run.detail == "problem_clock":  # (engine/preempted.py's CLOCK_DETAIL)
-        from autograder.engine.preempted import PROBLEM_CLOCK
+    from autograder.engine.preempted import CLOCK_DETAIL, PROBLEM_CLOCK
+
+    if run.status == "timeout" and run.detail == CLOCK_DETAIL:
 
         return "timeout", "timeout", (f"Your runs, all cases together, did not finish within {PROBLEM_CLOCK / 60:.0f} "
                                       "minutes on the clock, the most one learner's grading of this problem may take "
