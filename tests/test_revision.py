@@ -108,8 +108,8 @@ def test_each_sheet_fits_a_page_and_states_only_what_its_lesson_states():
      "`ocp.restore_everything` does not occur in the lesson"),
     # a number the lesson does not state: another axis read alone at 12x, not 16x
     (lambda s: s.replace("another axis 16x", "another axis 12x"), "the number '12x' does not occur in the lesson"),
-    # the same number with another unit: within 10 bytes, not 10%
-    (lambda s: s.replace("(within 10%", "(within 10 bytes"), "the number '10 bytes' does not occur in the lesson"),
+    # the same number with another unit: 16 bytes in one process, not 16x
+    (lambda s: s.replace("16x in one process", "16 bytes in one process"), "the number '16 bytes' does not occur in the lesson"),
     # longer than a page, and wider than one
     (lambda s: s + "- one more rule.\n" * 3, "lines: more than one page"),
     (lambda s: s.replace("- Read cost grows", "- " + "very " * 20 + "Read cost grows"), "characters wide"),
