@@ -8,6 +8,9 @@
 - :mod:`~autograder.engine.plan`: one problem on its way through grading (``Plan``), the trusted
   side's work for it as futures;
 - :mod:`~autograder.engine.grade`: the run itself: plans, the references' thread, runners, the judge;
+- :mod:`~autograder.engine.trusted_side`: the references' own work (cases' files written, expected
+  outcomes computed) in short-lived processes forked from a server of the grader's, so the process
+  that holds a class keeps none of what they used;
 - :mod:`~autograder.engine.shared`: a class graded on the same hidden cases, the trusted side's work
   on them done once for all (``grade-batch --shared-cases``);
 - :mod:`~autograder.engine.runners`: how a problem's cases run, by its mode: one worker, or

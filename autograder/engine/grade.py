@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from autograder import registry, sandbox
-from autograder.engine import extract, runners
+from autograder.engine import extract, runners, trusted_side
 from autograder.engine.cases import expected_outcome, hidden_cases
 from autograder.engine.gil import SHORT_GIL_SLICES
 from autograder.engine.judge import judge
@@ -24,9 +24,7 @@ from autograder.engine.results import ProblemResult, Report, problem_result
 from autograder.engine.shared import SharedCases
 from autograder.source import serialize_syntax_trees
 from autograder.wall import codec, files, kinds
-from ckptlab.memory import give_back_freed_memory, trim_free_pages
-
-_DEVICES = threading.Lock()
+from ckptlab.memory import give_back_freed_memory
 
 
 class _Room:
@@ -79,19 +77,10 @@ def fitted_jobs(jobs: int | None = None) -> int:
 MEMORY_PER_JOB = 1536 * 2**20
 
 
-def course_devices() -> None:
-    """The course's 16 devices in this process, started by whichever thread asks first (several
-    learners' references run at once in grade-batch)."""
-    with _DEVICES:
-        from ckptlab import setup_devices
-
-        setup_devices()
-
-
 def _needs_jax(plan: Plan) -> bool:
     """Whether the trusted side needs JAX for this problem: to run its reference, build a mesh or
-    write a checkpoint; not where the hidden tests compute the expected values themselves (Unit 1:
-    a learner who has done only Unit 1 is graded without JAX starting here, beside the zygote)."""
+    write a checkpoint; not where the hidden tests compute the expected values themselves (Unit 1's
+    arithmetic, here: no process of its own to start)."""
     return plan.hidden.expected is None or any(files.has_files(c.args) or codec.needs_jax(c.args) for c in plan.cases)
 
 
@@ -114,32 +103,49 @@ def _reads_checkpoints(plan: Plan) -> bool:
                for c in plan.cases)
 
 
-def _drop_compiled() -> None:
-    """Drop what JAX compiled and traced for one plan's references (each plan's are its own functions):
-    kept, it adds up over a course (9.3's forward passes alone leave 140 MiB), the grader's share of
-    Gradescope's 768 MB. Between plans, where no reference of this thread is running; then the heap's
-    free pages given back (after 6.1's, 7.4's or 9.2's references, 40 to 80 MiB)."""
-    import gc
+def _in_a_process_of_its_own(plan: Plan) -> bool:
+    """Whether this plan's references run in a short-lived process (:mod:`autograder.engine.trusted_side`):
+    every plan whose references need JAX, but 5.3's and 8.3's, whose expected values already come from
+    the grader's trusted workers (sandbox/trusted.py, which need this process's zygote)."""
+    return _needs_jax(plan) and plan.hidden.plant_table is None
 
-    import jax
 
-    jax.clear_caches()
-    gc.collect()
-    trim_free_pages()
+def _references(plan: Plan, folder: str):
+    """The plan's case arguments, their files written under ``folder``; then each case's expected
+    outcome: in a short-lived process of their own where :func:`_in_a_process_of_its_own`, else here.
+    (Where memory is short, no worker runs beside a job of processes writing files; one trusted Orbax
+    restore at a time.)"""
+    raw = [c.args for c in plan.cases]
+    reads = kinds.ORBAX if _reads_checkpoints(plan) else contextlib.nullcontext()
+    if _in_a_process_of_its_own(plan):
+        made = trusted_side.parts("autograder.engine.trusted_side:references", plan.problem.id, raw, folder)
+        try:
+            with _writing(plan):
+                yield next(made)
+            with reads:
+                yield next(made)
+        finally:
+            made.close()
+        return
+    with _writing(plan):
+        args = files.realize(raw, folder)  # all at once: one saver helper
+    yield args
+    with reads:
+        yield [expected_outcome(plan.problem, a) for a in args]
 
 
 class _References:
-    """The trusted side's own work, on one thread, ahead of the workers: for each plan in order
-    (the course's devices first, where it needs JAX) its cases' files, then the expected outcomes.
+    """The trusted side's own work, on one thread, ahead of the workers: for each plan in order its
+    cases' files, then the expected outcomes (where they need JAX, in a process of their own:
+    :func:`_references`; this process never starts the course's devices).
 
     It starts before the isolation level is known, so it overlaps the zygote's start-up (a
     second of imports on the other core), and it never competes with itself for the GIL: a
     worker's thread only drives its worker. Learner code never runs here."""
 
     def __init__(self, plans: list[Plan], shared: SharedCases | None = None, salt: str | None = None):
-        # Plans whose files a job of processes writes go first, while this process is small: before the
-        # references of the others load their libraries and checkpoints (in Gradescope's 768 MB, the grader
-        # at its largest beside a job of 4 processes would not fit).
+        # Plans whose files a job of processes writes go first, before any other plan's references (in
+        # Gradescope's 768 MB, a job of 4 processes beside the references of another plan would not fit).
         self.plans = sorted((p for p in plans if p.result is None), key=lambda p: not _written_by_a_job(p))
         self.shared, self.salt = shared, salt
         self.stopped = threading.Event()
@@ -153,16 +159,12 @@ class _References:
                     rest.fail(RuntimeError("grading stopped"))
                 return
             try:
-                if _needs_jax(plan):
-                    course_devices()
                 if self.shared is not None:
                     self._prepare_shared(plan, self.shared, self.salt)
                 else:
                     self._prepare(plan)
             except BaseException as exc:  # noqa: BLE001 - a grader-side failure costs this problem only
                 plan.fail(exc)
-            if _needs_jax(plan):
-                _drop_compiled()
 
     @staticmethod
     def _prepare(plan: Plan) -> None:
@@ -170,9 +172,9 @@ class _References:
         lazy = plan.problem.count_reads  # its files are written one case at a time, while reads are counted
         # The references read files of their own: learner code may rewrite every file in its folder.
         reference_dir = sandbox.new_workdir() if any(files.has_files(c.args) for c in plan.cases) else workdir
+        made = _references(plan, reference_dir)
         try:
-            with _writing(plan):
-                args = files.realize([c.args for c in plan.cases], reference_dir)  # all at once: one saver helper
+            args = next(made)
             if lazy:
                 worker_args = [c.args for c in plan.cases]
             elif reference_dir != workdir:  # the same files, copied into the worker's own folder
@@ -180,13 +182,13 @@ class _References:
             else:
                 worker_args = args
             plan.files.set_result(Prepared(workdir, worker_args))
-            with kinds.ORBAX if _reads_checkpoints(plan) else contextlib.nullcontext():
-                plan.expected.set_result([expected_outcome(plan.problem, a) for a in args])
+            plan.expected.set_result(next(made))
         except BaseException:
             if not plan.files.done():
                 sandbox.remove_folder(workdir)
             raise
         finally:
+            made.close()
             if reference_dir != workdir:
                 shutil.rmtree(reference_dir, ignore_errors=True)
 
@@ -195,13 +197,7 @@ class _References:
         """As :meth:`_prepare`, the files and expected outcomes computed once for the class
         (:mod:`autograder.engine.shared`), each learner's worker given its own copy of the files."""
 
-        def compute(folder: str):
-            with _writing(plan):
-                args = files.realize([c.args for c in plan.cases], folder)
-            with kinds.ORBAX if _reads_checkpoints(plan) else contextlib.nullcontext():
-                return args, [expected_outcome(plan.problem, a) for a in args]
-
-        written = shared.prepared((plan.problem.id, salt), compute)
+        written = shared.prepared((plan.problem.id, salt), lambda folder: tuple(_references(plan, folder)))
         workdir = sandbox.new_workdir(on_disk=plan.problem.measure_memory)
         try:
             worker_args = [c.args for c in plan.cases] if plan.problem.count_reads \
@@ -327,8 +323,6 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
             if plan.problem.id in killed | timed:
                 again = _plan(plan.problem, sub, shared.learner if shared else learner, salt, timeout)
                 try:
-                    if _needs_jax(again):
-                        course_devices()
                     if shared is not None:
                         _References._prepare_shared(again, shared, salt)
                     else:

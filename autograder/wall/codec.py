@@ -376,6 +376,10 @@ class JaxArray(np.ndarray):
     def __array_finalize__(self, obj):
         self.placement = getattr(obj, "placement", None)
 
+    def __reduce__(self):
+        # (pickled, as the references' processes send expected values: NumPy's own pickling keeps no attribute)
+        return JaxArray, (np.asarray(self), self.placement)
+
 
 @dataclass(frozen=True, eq=False)
 class ArrayDigest:
