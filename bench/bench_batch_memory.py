@@ -4,7 +4,7 @@
    solutions): the grading process's peak resident set for each, its growth per extra learner, and
    the peak of its whole tree (the grading process, the zygote and its workers, the references'
    server and the processes it forks), summed as proportional set sizes (a page shared by several
-   processes counted once), sampled every 50 ms.
+   processes counted once), sampled every 100 ms.
 2. Unit by unit, a class of 8 graded on that unit alone: the same two peaks, so that a unit whose
    references (or workers) need more than the others shows.
 3. In one grading process, learner after learner: its resident set after each, so that state a
@@ -64,7 +64,7 @@ def _pss(pid: int) -> int:
 
 
 class TreePeak:
-    """The largest sum of proportional set sizes over a process's tree, sampled every 50 ms on a thread."""
+    """The largest sum of proportional set sizes over a process's tree, sampled every 100 ms on a thread."""
 
     def __init__(self, pid: int):
         self.pid, self.peak, self._stop = pid, 0, threading.Event()
@@ -72,7 +72,7 @@ class TreePeak:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(0.05):
+        while not self._stop.wait(0.1):
             self.peak = max(self.peak, sum(_pss(p) for p in _tree(self.pid)))
 
     def stop(self) -> int:
