@@ -1,4 +1,7 @@
-"""``python -m ckptlab inspect|diff ...``: see :mod:`ckptlab.tool.cli`."""
+"""``python -m ckptlab inspect|diff|plan|measure ...``, the checkpoint tool: a checkpoint's tree,
+shapes, dtypes, shardings, chunks and bytes (``inspect``); what differs between two (``diff``); per
+host, what a restore onto another layout reads and holds (``plan``), and that restore run for real
+beside the plan (``measure``). See :mod:`ckptlab.tool.cli`."""
 
 import os
 import sys

@@ -25,7 +25,7 @@ PACKAGES = ("autograder", "ckptlab", "solutions")
 FLOORS = (
     ("front", ("autograder.__main__", "autograder.cli", "autograder.batch", "autograder.gradescope",
                "autograder.nbgrader_course", "autograder.nbgrader_cell", "autograder.nbgrader_autograde",
-               "autograder.nbgrader", "autograder.practice", "autograder.drills",
+               "autograder.practice", "autograder.drills",
                "autograder.progress", "autograder.release", "autograder.report", "autograder.public",
                "autograder.notebook", "autograder.problem_notebooks", "autograder.item_analysis",
                "autograder.similarity", "autograder.revision")),
@@ -209,12 +209,36 @@ def test_no_module_is_too_long_to_read_whole():
     assert long == []
 
 
+def _unmatched_floors(modules) -> list[str]:
+    """Each entry of FLOORS that names no module or package of ours (a floor's entry left behind)."""
+    return [prefix for _, prefixes in FLOORS for prefix in prefixes
+            if not any(m == prefix or m.startswith(prefix + ".") for m in modules)]
+
+
+def test_every_floors_entry_names_a_module():
+    assert _unmatched_floors(_modules()) == []
+
+
+def test_the_tools_face_names_every_command_it_has():
+    """``python -m ckptlab``'s own description names every command its --help lists."""
+    import subprocess
+    import sys
+
+    usage = subprocess.run([sys.executable, "-m", "ckptlab", "--help"], capture_output=True, text=True, cwd=ROOT,
+                           check=True).stdout.splitlines()[0]
+    commands = re.search(r"\{([a-z,]+)\}", usage).group(1).split(",")
+    doc = ast.get_docstring(ast.parse((ROOT / "ckptlab" / "__main__.py").read_text()))
+    assert len(commands) >= 4 and [c for c in commands if f"``{c}``" not in doc] == [], (commands, doc)
+
+
 def test_the_checks_can_fail():
     """Each check finds what it looks for: a planted cycle, an upward import, a stray module."""
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _floor("autograder.wall.codec") > _floor("autograder.engine.grade") > _floor("autograder.cli")
     assert _floor("autograder.hidden.unit5") == _floor("autograder.registry")
     assert _floor("autograder.source") == len(FLOORS) - 1 and _floor("ckptlab.layout") is None
+    assert _unmatched_floors({"autograder.cli", "autograder.engine.grade"}) != []  # (most entries match none of these)
+    assert "autograder.engine" not in _unmatched_floors({"autograder.engine.grade"})
     planted = {"autograder.wall.memory": {"ckptlab.steps"}, "ckptlab.steps": {"ckptlab.serving"},
                "autograder.engine.grade": {"ckptlab.memory"}, "ckptlab.memory": set()}
     assert _lessons_reached(planted) == ["autograder.wall.memory reaches ckptlab.serving"]
