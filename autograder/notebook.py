@@ -65,7 +65,7 @@ class CheckFailed(Exception):
                 for piece in (textwrap.wrap(line, 80, subsequent_indent="    ", break_on_hyphens=False) or [""])]
 
 
-def _fmt(v, dtype: bool = True) -> str:
+def fmt_value(v, dtype: bool = True) -> str:
     if isinstance(v, np.ndarray):
         return np.array2string(v, separator=", ") + (f" (dtype {v.dtype})" if dtype else "")
     if isinstance(v, dict) and len(v) > 3:
@@ -73,7 +73,7 @@ def _fmt(v, dtype: bool = True) -> str:
     return repr(v)
 
 
-def _args(args) -> str:
+def describe_args(args) -> str:
     """An example's arguments as the learner's function receives them, in the learner's terms: a mesh,
     a spec, a checkpoint folder and what it holds, never the grader's own objects
     (:func:`autograder.wall.words.in_words`)."""
@@ -154,7 +154,7 @@ class ProblemHandle:
                 bad = _expect_raise(fn, ex, ready[i - 1] if ready else None)
                 if bad:
                     return CheckResult(p, "incorrect", f"example {i}: {bad}",
-                                       f"{p.function}({_args(ex.args)})\n  expected: raise {ex.expected.type} "
+                                       f"{p.function}({describe_args(ex.args)})\n  expected: raise {ex.expected.type} "
                                        f"mentioning {ex.expected.mentions if ex.expected.values else repr(ex.expected.mentions)}")
                 continue
             try:
@@ -186,8 +186,8 @@ class ProblemHandle:
                 note = f" ({ex.note})" if ex.note else ""
                 # The dtype passed the type check: showing it would send the learner after it.
                 return CheckResult(p, "incorrect", f"example {i} is wrong{note}.",
-                                   f"{p.function}({_args(ex.args)})\n  expected {_fmt(ex.expected, False)}\n"
-                                   f"  got      {_fmt(got, False)}")
+                                   f"{p.function}({describe_args(ex.args)})\n  expected {fmt_value(ex.expected, False)}\n"
+                                   f"  got      {fmt_value(got, False)}")
         n = len(p.examples)
         self._debriefed = True  # a correct check opens .debrief(); the result shows the debrief under it
         # (memory is measured from outside the process running the function: the grader's worker, never the kernel)
@@ -446,7 +446,7 @@ def _expect_raise(fn, ex, real_args=None) -> str | None:
                         f"({want.mentions}); it says: {exc}")
             return f"raised {want.type}, but its message should name {want.mentions!r}; it says: {exc}"
         return None
-    return f"should raise {want.type}, but returned {_fmt(got)}"
+    return f"should raise {want.type}, but returned {fmt_value(got)}"
 
 
 def problem(key: str) -> ProblemHandle:

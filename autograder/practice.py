@@ -199,7 +199,7 @@ class Session:
 
     # --- showing -----------------------------------------------------------------------------
     def prompt(self, left: float) -> str:
-        from autograder.notebook import _args, _fmt
+        from autograder.notebook import describe_args, fmt_value
 
         item = self.items[self.current]
         p = item.problem
@@ -212,8 +212,8 @@ class Session:
             if isinstance(ex.expected, Raises):
                 expected = f"raises {ex.expected.type}"
             else:
-                expected = "(see the statement)" if ex.expected is None else _fmt(ex.expected)
-            lines.append(f"  e.g. {p.function}({_args(ex.args)}) -> {expected}")
+                expected = "(see the statement)" if ex.expected is None else fmt_value(ex.expected)
+            lines.append(f"  e.g. {p.function}({describe_args(ex.args)}) -> {expected}")
         lines.append(f"Hints used: {item.hints}/{len(p.hints)}.")
         return "\n".join(lines)
 

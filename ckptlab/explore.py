@@ -192,8 +192,8 @@ def save_for_real(global_shape, dtype, mesh_shape, spec, replica_parallel=True, 
 
 
 # ------------------------------------------------------------------------------------- widget
-def _human(n: float) -> str:
-    from ckptlab.plotting import _human as human
+def human_bytes(n: float) -> str:
+    from ckptlab.plotting import human_bytes as human
 
     return human(n)
 
@@ -329,7 +329,7 @@ class Explorer:
             ("who writes each chunk", ", ".join(f"{n}: d{d}" for n, d in list(saved["chunk_files"].items())[:16])
              + (" ..." if len(saved["chunk_files"]) > 16 else "")),
             ("bytes written", f"{saved['bytes_written']:,} = {saved['bytes_written'] / saved['array_bytes']:g}x the array"),
-            ("per host", ", ".join(f"host {h}: {_human(n)}" for h, n in saved["bytes_per_host"].items())),
+            ("per host", ", ".join(f"host {h}: {human_bytes(n)}" for h, n in saved["bytes_per_host"].items())),
         ]
         if target is None:
             import html

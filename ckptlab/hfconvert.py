@@ -174,7 +174,7 @@ def conversion_peak(how: str, src: str, out: str, *, config: LlamaConfig | None 
     import tempfile
 
     from ckptlab.memory import AnonymousPeak
-    from ckptlab.serving import _wait_for_line
+    from ckptlab.serving import wait_for_line
 
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
     env["JAX_PLATFORMS"] = "cpu"
@@ -187,7 +187,7 @@ def conversion_peak(how: str, src: str, out: str, *, config: LlamaConfig | None 
                                 stdout=subprocess.PIPE, stderr=errors, text=True)
         sampler, output = None, ""
         try:
-            if _wait_for_line(proc, "ready", timeout):
+            if wait_for_line(proc, "ready", timeout):
                 sampler = AnonymousPeak(proc.pid)
                 output, _ = proc.communicate("go\n", timeout=timeout)
         finally:

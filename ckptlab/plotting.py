@@ -69,7 +69,7 @@ def plot_bytes_by_dtype(num_params: int, itemsizes: Mapping[str, int], ax=None):
     sizes = [num_params * int(itemsizes[n]) for n in names]
     bars = ax.bar(names, sizes, color=[device_colour(2 * i) for i in range(len(names))])
     for bar, s in zip(bars, sizes):
-        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), _human(s), ha="center", va="bottom", fontsize=9)
+        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), human_bytes(s), ha="center", va="bottom", fontsize=9)
     ax.set_ylabel("bytes")
     ax.set_ylim(0, max(sizes + [1]) * 1.15)
     big, small = names[sizes.index(max(sizes))], names[sizes.index(min(sizes))]
@@ -77,7 +77,7 @@ def plot_bytes_by_dtype(num_params: int, itemsizes: Mapping[str, int], ax=None):
                   f"same elements, {max(sizes) // max(min(sizes), 1)}x the bytes in {big} as in {small}")
 
 
-def _human(n: float) -> str:
+def human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
@@ -295,14 +295,14 @@ def plot_bytes_per_device(bytes_by_device: Mapping[int, int | Mapping[str, int]]
     With ``devices_per_host``, hosts are shaded and totalled. The claim under the title says how
     the bytes spread over devices (or hosts), unless ``claim`` gives another."""
     ax = _axes(ax, (max(6, 0.45 * len(bytes_by_device) + 2), 3.4))
-    values = _device_bars(bytes_by_device, ax, "bytes", _human, devices_per_host)
+    values = _device_bars(bytes_by_device, ax, "bytes", human_bytes, devices_per_host)
     if claim is None:
         if devices_per_host:
             hosts = [sum(values[i:i + devices_per_host]) for i in range(0, len(values), devices_per_host)]
             claim = " / ".join(f"host {h}: {v / max(sum(hosts), 1):.0%}" for h, v in enumerate(hosts)) + " of the bytes"
         else:
-            claim = _spread(values, _human, "has")
-    return _title(ax, f"{title} (total {_human(sum(values))})", claim)
+            claim = _spread(values, human_bytes, "has")
+    return _title(ax, f"{title} (total {human_bytes(sum(values))})", claim)
 
 
 def plot_chunk_reads(reads_by_device: Mapping[int, int], ax=None, title: str = "Chunks read per device"):
@@ -357,7 +357,7 @@ def plot_byte_runs(runs: Sequence[tuple[int, int]], reads: Sequence[tuple[int, i
                                                hatch="///", edgecolor="0.3", lw=0.3))
                     cursor = max(cursor, o + n)
         needed = sum(n for _, n in pieces)
-        ax.text(start - (end - start) * 0.01, y + 0.5, f"{label}: {len(pieces)}\n{_human(needed)}",
+        ax.text(start - (end - start) * 0.01, y + 0.5, f"{label}: {len(pieces)}\n{human_bytes(needed)}",
                 ha="right", va="center", fontsize=9)
     ax.set_xlim(start - (end - start) * 0.13, end + (end - start) * 0.01)
     ax.set_ylim(0, len(rows))
@@ -365,7 +365,7 @@ def plot_byte_runs(runs: Sequence[tuple[int, int]], reads: Sequence[tuple[int, i
     ax.set_xlabel("byte offset in the file")
     needed = sum(n for _, n in runs)
     if reads is None:
-        claim = f"{len(runs)} run(s), {_human(needed)} needed"
+        claim = f"{len(runs)} run(s), {human_bytes(needed)} needed"
     else:
         fetched = sum(n for _, n in reads)
         claim = f"{len(runs)} runs in {len(reads)} read(s): {fetched / max(needed, 1):.3g}x the bytes needed"

@@ -270,7 +270,7 @@ print(json.dumps({"peak_bytes": memory.status_bytes("VmHWM") - before, "held_byt
 """
 
 
-def _wait_for_line(proc, line: str, timeout: float) -> bool:
+def wait_for_line(proc, line: str, timeout: float) -> bool:
     """Read ``proc``'s output until ``line``, for ``timeout`` seconds at most; whether it came."""
     import selectors
     import time
@@ -317,7 +317,7 @@ def restore_peak(path: str, plan: dict, mesh_shape: dict, specs: dict, timeout: 
                                 stdout=subprocess.PIPE, stderr=errors, text=True)
         sampler, out = None, ""
         try:
-            if _wait_for_line(proc, "ready", timeout):
+            if wait_for_line(proc, "ready", timeout):
                 sampler = AnonymousPeak(proc.pid)
                 out, _ = proc.communicate("go\n", timeout=timeout)
         finally:

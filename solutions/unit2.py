@@ -11,14 +11,14 @@ import itertools
 import math
 
 
-def _entries(spec, ndim):
+def entries_of(spec, ndim):
     spec = tuple(spec) + (None,) * (ndim - len(tuple(spec)))
     return [() if e is None else ((e,) if isinstance(e, str) else tuple(e)) for e in spec]
 
 
 def shard_shape(global_shape, mesh_shape, spec):
     out = []
-    for dim, (size, axes) in enumerate(zip(global_shape, _entries(spec, len(global_shape)))):
+    for dim, (size, axes) in enumerate(zip(global_shape, entries_of(spec, len(global_shape)))):
         parts = math.prod(mesh_shape[a] for a in axes)
         if size % parts:
             raise ValueError(f"dimension {dim} of size {size} is not divisible by {parts} "
@@ -30,7 +30,7 @@ def shard_shape(global_shape, mesh_shape, spec):
 def device_index_domains(global_shape, mesh_shape, spec):
     names, sizes = list(mesh_shape), [int(s) for s in mesh_shape.values()]
     local = shard_shape(global_shape, mesh_shape, spec)
-    entries = _entries(spec, len(global_shape))
+    entries = entries_of(spec, len(global_shape))
     domains = {}
     for device, coords in enumerate(itertools.product(*(range(s) for s in sizes))):
         at = dict(zip(names, coords))
@@ -45,7 +45,7 @@ def device_index_domains(global_shape, mesh_shape, spec):
 
 
 def _replicas(mesh_shape, spec, ndim):
-    used = {a for axes in _entries(spec, ndim) for a in axes}
+    used = {a for axes in entries_of(spec, ndim) for a in axes}
     return math.prod(s for a, s in mesh_shape.items() if a not in used)
 
 

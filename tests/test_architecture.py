@@ -215,6 +215,23 @@ def _unmatched_floors(modules) -> list[str]:
             if not any(m == prefix or m.startswith(prefix + ".") for m in modules)]
 
 
+def _private_names_taken(name: str, source: str) -> list[str]:
+    """Each ``from <a module of ours> import _name`` in ``source`` (module ``name``): another module's
+    private name. A name two modules share is made public where it lives."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                and node.module.split(".")[0] in PACKAGES + ("tests",) and node.module != name:
+            out += [f"{name} takes {node.module}.{a.name}" for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")]
+    return out
+
+
+def test_no_module_takes_another_modules_private_name():
+    taken = [t for name, path in _modules().items() for t in _private_names_taken(name, path.read_text())]
+    assert taken == []
+
+
 def test_every_floors_entry_names_a_module():
     assert _unmatched_floors(_modules()) == []
 
@@ -237,6 +254,9 @@ def test_the_checks_can_fail():
     assert _floor("autograder.wall.codec") > _floor("autograder.engine.grade") > _floor("autograder.cli")
     assert _floor("autograder.hidden.unit5") == _floor("autograder.registry")
     assert _floor("autograder.source") == len(FLOORS) - 1 and _floor("ckptlab.layout") is None
+    assert _private_names_taken("autograder.practice", "from autograder.notebook import describe_args, _fmt\n") == [
+        "autograder.practice takes autograder.notebook._fmt"]
+    assert _private_names_taken("autograder.drills", "from autograder.drills import _own\nfrom __future__ import annotations\n") == []
     assert _unmatched_floors({"autograder.cli", "autograder.engine.grade"}) != []  # (most entries match none of these)
     assert "autograder.engine" not in _unmatched_floors({"autograder.engine.grade"})
     planted = {"autograder.wall.memory": {"ckptlab.steps"}, "ckptlab.steps": {"ckptlab.serving"},

@@ -150,7 +150,7 @@ def _kinds_in(value):
 
 def test_every_public_example_shows_its_arguments_in_the_learners_terms():
     """What practice prints (and a check shows) for every problem's examples: no grader object's repr."""
-    from autograder.notebook import _args
+    from autograder.notebook import describe_args
     from autograder.wall import kinds
 
     seen = set()
@@ -158,7 +158,7 @@ def test_every_public_example_shows_its_arguments_in_the_learners_terms():
         prompt = practice.Session([p], 30, "ann", Path("x.py")).prompt(600)
         assert not GRADER_NAMES.search(prompt), (p.id, prompt)
         for ex in p.examples:
-            shown = _args(ex.args)
+            shown = describe_args(ex.args)
             assert not GRADER_NAMES.search(shown), (p.id, shown)
             seen.update(_kinds_in(ex.args))
     # every kind a public example holds (each a kind of kinds.py: a new one needs its own words)

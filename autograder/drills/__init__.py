@@ -67,8 +67,8 @@ class Question:
 
     def shown(self, value: float) -> str:
         if self.unit == "step":
-            return f"step {_fmt(value)}"
-        return f"{_fmt(value)}x" if self.unit == "x" else f"{_fmt(value)} {self.unit}"
+            return f"step {fmt_number(value)}"
+        return f"{fmt_number(value)}x" if self.unit == "x" else f"{fmt_number(value)} {self.unit}"
 
     def grade(self, reply) -> tuple[bool | None, str]:
         """(right?, feedback with the worked answer); None when the reply is not a number."""
@@ -111,7 +111,7 @@ class Question:
         return right
 
 
-def _fmt(x: float) -> str:
+def fmt_number(x: float) -> str:
     return f"{int(x):,}" if float(x).is_integer() else f"{x:,.4g}"
 
 
@@ -135,7 +135,7 @@ def parse_answer(reply, unit: str) -> float:
 
 # --- the kinds of drill: one file per unit --------------------------------------------------------
 
-def _dtype(rng) -> tuple[str, int]:
+def drawn_dtype(rng) -> tuple[str, int]:
     name = str(rng.choice(list(DTYPES)[:3]))
     return name, DTYPES[name]
 
@@ -151,7 +151,7 @@ def _gather() -> tuple[dict, dict]:
     return kinds, units
 
 
-# Gathered here, below what the unit files import from this module (Question, _dtype, _fmt).
+# Gathered here, below what the unit files import from this module (Question, drawn_dtype, fmt_number).
 KINDS, UNIT_OF = _gather()
 
 

@@ -7,11 +7,11 @@ units' kinds.
 
 from __future__ import annotations
 
-from autograder.drills import Question, _dtype, _fmt
+from autograder.drills import Question, drawn_dtype, fmt_number
 
 
 def model_bytes(rng) -> Question:
-    dtype, size = _dtype(rng)
+    dtype, size = drawn_dtype(rng)
     layers, width, m = int(rng.integers(2, 9)), int(rng.choice([1024, 2048, 4096])), int(rng.choice([4, 8, 16]))
     kernel, bias = width * width // m, width
     total = layers * (kernel + bias) * size
@@ -39,7 +39,7 @@ def dense_params(rng) -> Question:
         f"nn.Dense({f}) is initialised on inputs of shape (32, {n}). Its checkpoint is split evenly into "
         f"{shards} shards. How many parameters are in one shard (it may be a fraction)?",
         total / shards, "params",
-        f"kernel ({n}, {f}) = {n * f:,} and bias ({f},) = {f}: {total:,} in total, / {shards} = {_fmt(total / shards)}. "
+        f"kernel ({n}, {f}) = {n * f:,} and bias ({f},) = {f}: {total:,} in total, / {shards} = {fmt_number(total / shards)}. "
         "The batch size (32) plays no part.", rel_tol=1e-6, facts=dict(n=n, features=f, shards=shards), unit_of_study=1,
         mistakes=((n * f / shards, f"That leaves out the bias: its {f} values are parameters too."),
                   (total, f"That is the whole layer: a shard holds 1/{shards} of it."),

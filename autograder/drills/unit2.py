@@ -7,11 +7,11 @@ units' kinds.
 
 from __future__ import annotations
 
-from autograder.drills import Question, _dtype
+from autograder.drills import Question, drawn_dtype
 
 
 def shard_bytes(rng) -> Question:
-    dtype, size = _dtype(rng)
+    dtype, size = drawn_dtype(rng)
     data, model = [(2, 2), (2, 4), (2, 8), (4, 2), (4, 4)][int(rng.integers(5))]  # at most the course's 16
     mesh = {"data": data, "model": model}
     spec = [("data", "model"), (None, "model"), ("data", None), ("model", None)][int(rng.integers(4))]

@@ -8,12 +8,12 @@ units' kinds.
 
 from __future__ import annotations
 
-from autograder.drills import Question, _dtype
+from autograder.drills import Question, drawn_dtype
 
 
 def reshard_ram(rng) -> Question:
     billions = int(rng.choice([7, 8, 13, 16, 34, 70, 236, 405, 671]))
-    dtype, size = _dtype(rng)
+    dtype, size = drawn_dtype(rng)
     return Question(
         "reshard_ram",
         f"Re-sharding a checkpoint on CPU (as MaxText's reshard_checkpoint does) holds at least the whole model "
@@ -77,7 +77,7 @@ def ep_chunks(rng) -> Question:
 
 def column_runs(rng) -> Question:
     rows, cols, k = int(rng.choice([64, 128, 1000])), int(rng.choice([256, 1024])), int(rng.choice([2, 4, 8]))
-    dtype, size = _dtype(rng)
+    dtype, size = drawn_dtype(rng)
     return Question(
         "column_runs",
         f"A C-order {dtype} tensor of shape ({rows}, {cols}) in a safetensors file is split by columns over {k} "

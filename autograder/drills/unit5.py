@@ -8,12 +8,12 @@ units' kinds.
 
 from __future__ import annotations
 
-from autograder.drills import Question, _dtype, _fmt
+from autograder.drills import Question, drawn_dtype, fmt_number
 
 
 def adam_checkpoint(rng) -> Question:
     billions = int(rng.choice([1, 7, 8, 13, 70, 405]))
-    dtype, size = _dtype(rng)
+    dtype, size = drawn_dtype(rng)
     total = billions * size * 3
     return Question(
         "adam_checkpoint",
@@ -41,8 +41,8 @@ def save_time(rng) -> Question:
         f"A training state of {gb} GB is sharded FSDP-style over {hosts} hosts, evenly, and each host writes its "
         f"share to storage at {bandwidth:g} GB/s, all at once. How many seconds does the write take, at best?",
         seconds, "s",
-        f"The slowest host sets the time: each writes {gb} / {hosts} = {_fmt(gb / hosts)} GB, at {bandwidth:g} GB/s: "
-        f"{_fmt(seconds)} s. That is the lower bound: it holds while the storage's total bandwidth keeps up with "
+        f"The slowest host sets the time: each writes {gb} / {hosts} = {fmt_number(gb / hosts)} GB, at {bandwidth:g} GB/s: "
+        f"{fmt_number(seconds)} s. That is the lower bound: it holds while the storage's total bandwidth keeps up with "
         f"{hosts} x {bandwidth:g} GB/s, and an async save hides it from training except for the copy to host "
         "memory (Lesson 5 times both).", rel_tol=0.02,
         facts=dict(gb=gb, hosts=hosts, bandwidth=bandwidth), unit_of_study=5,

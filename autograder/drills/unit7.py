@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.drills import Question, _dtype
+from autograder.drills import Question, drawn_dtype
 
 
 def moved_restore_bytes(rng) -> Question:
     rows, cols = int(rng.choice([32_000, 50_000, 128_000])), int(rng.choice([1024, 2048, 4096]))
-    dtype, size = _dtype(rng)
+    dtype, size = drawn_dtype(rng)
     saved = {"data": int(rng.choice([1, 2])), "model": int(rng.choice([2, 4, 8]))}
     new = {"data": 16 // 4, "model": 4} if saved["model"] != 4 else {"data": 2, "model": 8}
     spec = str(rng.choice(["model", "data"]))
@@ -62,7 +62,7 @@ def silent_cast(rng) -> Question:
 
 def unstack_peak(rng) -> Question:
     layers, width = int(rng.choice([16, 32, 48, 64])), int(rng.choice([2048, 4096, 8192]))
-    dtype, size = _dtype(rng)
+    dtype, size = drawn_dtype(rng)
     data, model = [(1, 16), (2, 8), (4, 4), (8, 2)][int(rng.integers(4))]
     stacked = layers * width * width * size
     total = 2 * stacked * data

@@ -8,7 +8,7 @@ units' kinds.
 
 from __future__ import annotations
 
-from autograder.drills import Question, _fmt
+from autograder.drills import Question, fmt_number
 
 
 def steps_lost(rng) -> Question:
@@ -46,9 +46,9 @@ def save_in_grace(rng) -> Question:
         f"say), and GKE's grace window is {grace:g} s. How many seconds are left of the window once the save, "
         "started at the next check, has been written (negative: it does not fit)?",
         margin, "s",
-        f"The worst case waits a whole {check:g} s for the next check, then writes {gb} / {hosts} = {_fmt(gb / hosts)} "
-        f"GB per host at {bandwidth:g} GB/s ({_fmt(gb / hosts / bandwidth)} s): {_fmt(seconds)} s of the {grace:g}, "
-        f"leaving {_fmt(margin)} s. Where it does not fit, save more often or write less (a local tier, fewer "
+        f"The worst case waits a whole {check:g} s for the next check, then writes {gb} / {hosts} = {fmt_number(gb / hosts)} "
+        f"GB per host at {bandwidth:g} GB/s ({fmt_number(gb / hosts / bandwidth)} s): {fmt_number(seconds)} s of the {grace:g}, "
+        f"leaving {fmt_number(margin)} s. Where it does not fit, save more often or write less (a local tier, fewer "
         "bytes): the SIGKILL does not wait.", rel_tol=0.02,
         facts=dict(gb=gb, hosts=hosts, bandwidth=bandwidth, check=check), unit_of_study=8,
         mistakes=((grace - gb / hosts / bandwidth, "That leaves out the wait for the next check: the signal can "

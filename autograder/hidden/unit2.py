@@ -10,7 +10,7 @@ import numpy as np
 
 from autograder.hidden import Case, Hidden
 from autograder.wall.returns import names_dimension
-from solutions.unit2 import _entries
+from solutions.unit2 import entries_of
 
 MESHES_1D = ({"x": 8},)
 MESHES_2D = ({"x": 4, "y": 2}, {"x": 2, "y": 4}, {"data": 2, "model": 4})
@@ -22,7 +22,7 @@ def _pick(rng, seq):
 
 
 def _parts(mesh, spec, ndim):
-    return [math.prod(mesh[a] for a in axes) for axes in _entries(spec, ndim)]
+    return [math.prod(mesh[a] for a in axes) for axes in entries_of(spec, ndim)]
 
 
 def _shape_for(rng, mesh, spec, ndim, lo=1, hi=5):
@@ -131,7 +131,7 @@ def _domains(shape, mesh, spec, order="C", minor_first=False, inclusive=False):
     for device in range(math.prod(sizes)):
         coords = dict(zip(names, np.unravel_index(device, sizes, order=order)))
         dom = []
-        for axes, n in zip(_entries(spec, len(shape)), local):
+        for axes, n in zip(entries_of(spec, len(shape)), local):
             pos = 0
             for ax in (reversed(axes) if minor_first else axes):
                 pos = pos * mesh[ax] + int(coords[ax])
@@ -188,8 +188,8 @@ def _diagnose_shard_shape(args, actual, expected):
         return "should_raise"
     if len(actual) != len(shape):
         return "rank"
-    first_axis = [1 if not axes else mesh[axes[0]] for axes in _entries(spec, len(shape))]
-    if any(len(axes) > 1 for axes in _entries(spec, len(shape))) and tuple(actual) == tuple(
+    first_axis = [1 if not axes else mesh[axes[0]] for axes in entries_of(spec, len(shape))]
+    if any(len(axes) > 1 for axes in entries_of(spec, len(shape))) and tuple(actual) == tuple(
             s // p for s, p in zip(shape, first_axis)):
         return "tuple_product"
     return None

@@ -11,7 +11,7 @@ import numpy as np
 from autograder.hidden import Case, Hidden
 from autograder.wall.kinds import CheckpointArg, MeshArg, SpecArg
 from ckptlab.layout import real_index_domains
-from solutions.unit2 import _entries
+from solutions.unit2 import entries_of
 
 TARGETS_2D = ({"x": 4, "y": 4}, {"x": 2, "y": 8}, {"x": 8, "y": 2})
 
@@ -295,7 +295,7 @@ def _error_cases(rng):
     mesh = _pick(rng, ({"x": 16},) + TARGETS_2D)
     names = list(mesh)
     spec = (names[0],) if len(names) == 1 else (names[0], names[1])
-    parts = [math.prod(mesh[a] for a in axes) for axes in _entries(spec, len(spec))]
+    parts = [math.prod(mesh[a] for a in axes) for axes in entries_of(spec, len(spec))]
     shape = tuple(p * int(rng.integers(1, 4)) for p in parts) + ((int(rng.integers(2, 9)),) if len(parts) == 1 else ())
     bad_dim = int(rng.integers(0, len(parts)))
     uneven = list(shape)

@@ -311,12 +311,12 @@ def _run_cases(rng):
     return cases
 
 
-def _uninterrupted(ckpt_dir, total_steps, seed):
+def uninterrupted_run(ckpt_dir, total_steps, seed):
     """The run never interrupted: its parameters, and first_step 0 (where the case plants a state,
     from the plant's table, which holds them too: one trusted process for both)."""
     plant = getattr(ckpt_dir, "plant", 0)  # (files.RunPath)
     if plant:
-        return dict(_plant_table(int(total_steps), int(seed), plant)["uninterrupted"]), 0
+        return dict(plant_table_of(int(total_steps), int(seed), plant)["uninterrupted"]), 0
     return dict(_uninterrupted_params(int(total_steps), int(seed))), 0
 
 
@@ -324,7 +324,7 @@ _TABLES: dict = {}
 _TABLES_LOCK = threading.Lock()
 
 
-def _plant_table(total_steps: int, seed: int, plant: int) -> dict:
+def plant_table_of(total_steps: int, seed: int, plant: int) -> dict:
     """sandbox/trusted.planted_runs for one case, computed once (the expected value and the plant
     ask for it from two threads at once: the second waits for the first). Read-only."""
     from autograder.sandbox.trusted import planted_runs
@@ -360,7 +360,7 @@ def _uninterrupted_params(total_steps: int, seed: int) -> dict:
     return params
 
 
-def _expected_after(expected, out):
+def expected_after_run(expected, out):
     """Where the grader planted a state before the last run (engine/preempted.plant_state): the
     parameters a run restoring it ends with; the uninterrupted run's stay third, whether a run
     saved again a step it should have resumed from fourth, and the parameters of a run that
@@ -372,7 +372,7 @@ def _expected_after(expected, out):
             None if planted is None else out.get("plant_fresh_data"))
 
 
-def _run_outcome(args, out):
+def run_outcome(args, out):
     if out.get("plant_problem"):
         return out["plant_problem"]
     if out.get("restarted"):
@@ -388,7 +388,7 @@ def _run_outcome(args, out):
     return None
 
 
-def _diagnose_run(args, actual, expected):
+def diagnose_run(args, actual, expected):
     if set(actual[0]) != set(expected[0]):
         return "keys"
     if len(expected) > 3 and expected[3]:
@@ -441,8 +441,8 @@ RUN = Hidden(
                      "only the parameters) and the batches' position, and train only the steps that remain "
                      "(step s holds the state after s steps).",
     },
-    diagnose=_diagnose_run,
-    check_outcome=_run_outcome,
+    diagnose=diagnose_run,
+    check_outcome=run_outcome,
     requirements={
         "a run must then go on from the latest committed step": ("preempted",),
         "training only the steps that remain": ("preempted",),
@@ -452,12 +452,12 @@ RUN = Hidden(
         "compares what the last run returns, bit for bit, with a run never interrupted": ("preempted",),
         "the last run must go on from what the step holds": ("preempted",),
     },
-    expected_after=_expected_after,
-    plant_table=_plant_table,
+    expected_after=expected_after_run,
+    plant_table=plant_table_of,
     on_exception="After a kill the folder holds the steps that committed, and perhaps a temporary folder of "
                  "the save that was cut short: create the CheckpointManager, ask it for latest_step(), and "
                  "restore that step (the state with a target built from your own state, the data item as JSON).",
-    expected=_uninterrupted,
+    expected=uninterrupted_run,
 )
 
 

@@ -4,7 +4,7 @@ position on this side."""
 from __future__ import annotations
 
 from autograder.hidden import Case, Hidden
-from autograder.hidden.unit5 import _diagnose_run, _expected_after, _plant_table, _run_outcome, _uninterrupted
+from autograder.hidden.unit5 import diagnose_run, expected_after_run, plant_table_of, run_outcome, uninterrupted_run
 from autograder.wall.kinds import RunFolder, TieredRootArg
 from autograder.wall.returns import Raises
 
@@ -443,7 +443,7 @@ def _grace_cases(rng):
 
 
 def _uninterrupted_grace(ckpt_dir, total_steps, seed, save_every, eval_every):
-    return _uninterrupted(ckpt_dir, total_steps, seed)
+    return uninterrupted_run(ckpt_dir, total_steps, seed)
 
 
 def _grace_outcome(args, out):
@@ -478,20 +478,20 @@ def _grace_outcome(args, out):
             return "trained_on"
         if t.get("point") == "term_eval" and committed <= before:
             return "not_saved_on_term"
-    return _run_outcome(args, out)
+    return run_outcome(args, out)
 
 
 def _expected_after_grace(expected, out):
     """5.3's (the parameters a run restoring the planted state ends with, and what its diagnoses
     need), and why the grader could not plant a state, if it could not: a step the loop 'saved' on
     the SIGTERM that holds no state, or another step's, is the root of every mismatch after it."""
-    return (*_expected_after(expected, out), out.get("plant_problem"))
+    return (*expected_after_run(expected, out), out.get("plant_problem"))
 
 
 def _diagnose_grace(args, actual, expected):
     if len(expected) > 5 and expected[5]:
         return expected[5]
-    return _diagnose_run(args, actual, expected)
+    return diagnose_run(args, actual, expected)
 
 
 GRACE_RUN = Hidden(
@@ -584,7 +584,7 @@ GRACE_RUN = Hidden(
     },
     expected_after=_expected_after_grace,
     retry_alone=("grace_exceeded_saving",),
-    plant_table=_plant_table,
+    plant_table=plant_table_of,
     on_exception="After a SIGTERM the folder holds the steps that committed: create the CheckpointManager, ask it "
                  "for latest_step(), and restore that step (the state with a target built from your own state, the "
                  "data item as JSON).",

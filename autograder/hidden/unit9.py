@@ -7,7 +7,7 @@ import hashlib
 import numpy as np
 
 from autograder.hidden import Case, Hidden
-from autograder.units.unit9 import _config as hf_config  # (the public examples' config, as the problem gives it)
+from autograder.units.unit9 import config_of as hf_config  # (the public examples' config, as the problem gives it)
 from autograder.wall.kinds import HFFolderArg, LlamaCheckpointArg, MeshArg, OutputFolder, SpecArg
 from autograder.wall.memory import HF_FACTOR, HF_FIXED, HF_READ_FACTOR, hf_budget
 

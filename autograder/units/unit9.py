@@ -53,7 +53,7 @@ _DEEP = tuple((k, {"num_hidden_layers": 12, "hidden_size": 32, "head_dim": 8, "i
               for k, v in _SMALL)
 
 
-def _config(pairs: tuple) -> dict:
+def config_of(pairs: tuple) -> dict:
     from ckptlab.llama import LlamaConfig
 
     config = LlamaConfig(**dict(pairs)).hf_config()
@@ -135,12 +135,12 @@ PROBLEMS = (
             "little-endian header length, the JSON header, then each tensor's bytes.",
         ),
         examples=(
-            Example((LlamaCheckpointArg(config=_SMALL, seed=3), OutputFolder(), _config(_SMALL), 65536, "float32"),
+            Example((LlamaCheckpointArg(config=_SMALL, seed=3), OutputFolder(), config_of(_SMALL), 65536, "float32"),
                     None, "the lesson's small model (2 layers, tied embeddings) in float32, files of at most 64 KiB"),
-            Example((LlamaCheckpointArg(config=_UNTIED, seed=4, tree="linen"), OutputFolder(), _config(_UNTIED), 65536,
+            Example((LlamaCheckpointArg(config=_UNTIED, seed=4, tree="linen"), OutputFolder(), config_of(_UNTIED), 65536,
                      "bfloat16"),
                     None, "a Linen tree, embeddings not tied (an lm_head), stored in bfloat16"),
-            Example((LlamaCheckpointArg(config=_SMALL, seed=5, tree="nnx_state"), OutputFolder(), _config(_SMALL), 32768,
+            Example((LlamaCheckpointArg(config=_SMALL, seed=5, tree="nnx_state"), OutputFolder(), config_of(_SMALL), 32768,
                      "float32"),
                     None, "an nnx.State saved as it is (each path ending in 'value'), files of at most 32 KiB: smaller "
                           "than one kind of tensor of both layers together"),
