@@ -51,14 +51,11 @@ def parse_shape(text: str) -> tuple[int, ...]:
 
 
 def parse_mesh(text: str) -> dict[str, int]:
-    mesh: dict[str, int] = {}
-    for part in [p.strip() for p in str(text).split(",") if p.strip()]:
-        m = re.fullmatch(r"([A-Za-z_]\w*)\s*[=:]\s*(\d+)", part)
-        if not m or m.group(1) in mesh or int(m.group(2)) < 1:
-            raise ChoiceError(f"mesh {text!r}: type axis=size pairs with different names, e.g. x=4, y=2")
-        mesh[m.group(1)] = int(m.group(2))
-    if not mesh:
-        raise ChoiceError("mesh: type axis=size pairs, e.g. x=4, y=2")
+    """:func:`ckptlab.layout.parse_mesh` (the checkpoint tool's grammar too), on the course's 16 devices at most."""
+    try:
+        mesh = layout.parse_mesh(text)
+    except ValueError as exc:
+        raise ChoiceError(str(exc)) from None
     if math.prod(mesh.values()) > MAX_DEVICES:
         raise ChoiceError(f"mesh {text!r} needs {math.prod(mesh.values())} devices; the course has {MAX_DEVICES}")
     return mesh

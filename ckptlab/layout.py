@@ -18,6 +18,26 @@ class IndivisibleShardingError(ValueError):
     """A dimension that the number of shards does not divide (JAX raises IndivisibleError)."""
 
 
+_MESH_PAIR = re.compile(r"([A-Za-z_]\w*)\s*[=:]\s*(\d+)")
+
+
+def parse_mesh(text: str) -> dict[str, int]:
+    """The course's one mesh grammar (the explorer's and the checkpoint tool's): ``data=2, model=8`` (or
+    ``data:2,model:8``) -> ``{"data": 2, "model": 8}``; ValueError saying what to type for anything else."""
+    mesh: dict[str, int] = {}
+    for part in [p.strip() for p in str(text).split(",") if p.strip()]:
+        m = _MESH_PAIR.fullmatch(part)
+        if not m or int(m.group(2)) < 1:
+            raise ValueError(f"mesh {text!r}: write it as axis=size pairs, e.g. data=2,model=8")
+        if m.group(1) in mesh:
+            raise ValueError(f"mesh {text!r} names the axis {m.group(1)!r} twice: write axis=size pairs with "
+                             "different names, e.g. data=2,model=8")
+        mesh[m.group(1)] = int(m.group(2))
+    if not mesh:
+        raise ValueError("the mesh is empty: write it as axis=size pairs, e.g. data=2,model=8")
+    return mesh
+
+
 def per_shard(total: int, num_shards: int) -> float:
     """Average elements per shard: a float, because it need not be whole."""
     if num_shards < 1:

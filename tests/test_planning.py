@@ -69,6 +69,16 @@ def test_the_spec_language_reads_as_the_help_says():
             parse_mesh(bad)
     with pytest.raises(ValueError, match="names the axis 'x' twice"):
         parse_mesh("x=4,x=4")
+    # one grammar with the explorer's: what one reads, the other reads the same (its 16 devices aside)
+    from ckptlab import explore
+
+    for text in ("x:4", "data = 2, model=8", "x=16"):
+        assert parse_mesh(text) == explore.parse_mesh(text)
+    for bad in ("x", "x=0", "2x=2", "x=2,x=2", "x=4;y=4"):
+        with pytest.raises(ValueError):
+            parse_mesh(bad)
+        with pytest.raises(explore.ChoiceError):
+            explore.parse_mesh(bad)
     with pytest.raises(ValueError, match="PATTERN=SPEC"):
         parse_specs(["model"])
 

@@ -42,6 +42,7 @@ import fnmatch
 import math
 from dataclasses import dataclass, field
 
+from ckptlab import layout
 from ckptlab.tool import objectstore
 from ckptlab.tool.inspection import ArrayInfo, inspect_checkpoint, spec_text
 
@@ -56,19 +57,9 @@ SPEC_HELP = ("a spec is the mesh axis per dimension, comma-separated: 'model' or
 
 
 def parse_mesh(text: str) -> dict:
-    """``data=2,model=8`` -> ``{"data": 2, "model": 8}``."""
-    mesh = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        name, _, size = part.partition("=")
-        if not name.strip() or not size.strip().isdigit() or int(size) < 1:
-            raise ValueError(f"mesh {text!r}: write it as axis=size pairs, e.g. data=2,model=8")
-        if name.strip() in mesh:
-            raise ValueError(f"mesh {text!r} names the axis {name.strip()!r} twice: name each axis once, "
-                             "e.g. data=2,model=8")
-        mesh[name.strip()] = int(size)
-    if not mesh:
-        raise ValueError("the mesh is empty: write it as axis=size pairs, e.g. data=2,model=8")
-    return mesh
+    """``data=2,model=8`` -> ``{"data": 2, "model": 8}``: the course's one mesh grammar, the explorer's too
+    (:func:`ckptlab.layout.parse_mesh`)."""
+    return layout.parse_mesh(text)
 
 
 def parse_spec(text: str) -> tuple:
