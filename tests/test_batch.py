@@ -265,9 +265,9 @@ def test_shared_cases_run_the_references_once_per_problem_and_give_each_learner_
     from autograder.engine import grade as engine
     from autograder.wall import files
 
-    computed = []
-    real = engine.expected_outcome
-    monkeypatch.setattr(engine, "expected_outcome", lambda p, a: computed.append(p.id) or real(p, a))
+    computed = []  # the references' processes started, by problem (each one writes every case's files and outcome)
+    real = engine.trusted_side.parts
+    monkeypatch.setattr(engine.trusted_side, "parts", lambda target, pid, *rest: computed.append(pid) or real(target, pid, *rest))
     grader_tmp = tmp_path / "grader-tmp"
     grader_tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(grader_tmp))
@@ -278,7 +278,7 @@ def test_shared_cases_run_the_references_once_per_problem_and_give_each_learner_
     assert reports["a_vandal"]["score"] == 0
     assert [reports[n]["score"] for n in ("b_honest", "c_honest")] == [registry.get("3.3").points] * 2, reports
     assert {r["cases"] for r in reports.values()} == {"shared"}
-    assert len(computed) == len(engine.hidden_cases(registry.get("3.3"), "x")[1]), computed  # once, not three times
+    assert computed == ["3.3"], computed  # once, not three times
     assert "the same for every learner (--shared-cases)" in (out / "summary.md").read_text()
     assert [n for n in os.listdir(grader_tmp) if n.startswith("ckpt-worker-")] == []  # the class's files removed
 

@@ -451,19 +451,24 @@ def test_references_read_their_own_copies_of_the_input_files(root, monkeypatch):
     from autograder.engine import grade as grading
 
     workdirs, reference_paths = [], []
-    real_worker, real_expected = grading.sandbox.Worker, grading.expected_outcome
+    real_worker, real_parts = grading.sandbox.Worker, grading.trusted_side.parts
 
     class Spy(real_worker):
         def __init__(self, *args, **kw):
             super().__init__(*args, **kw)
             workdirs.append(os.path.realpath(self.workdir))
 
-    def spy_expected(problem, args):
-        reference_paths.extend(a for a in args if isinstance(a, str) and a.startswith("/"))
-        return real_expected(problem, args)
+    def spy_parts(target, problem_id, raw, folder):
+        # (the references run in a process of their own: the arguments it computes each case's outcome
+        # from are the first thing it sends back)
+        made = real_parts(target, problem_id, raw, folder)
+        args = next(made)
+        reference_paths.extend(a for case in args for a in case if isinstance(a, str) and a.startswith("/"))
+        yield args
+        yield from made
 
     monkeypatch.setattr(grading.sandbox, "Worker", Spy)
-    monkeypatch.setattr(grading, "expected_outcome", spy_expected)
+    monkeypatch.setattr(grading.trusted_side, "parts", spy_parts)
     report = grading.grade([root / "solutions" / "unit4.py"], "inputs-check", problems=["4.1", "4.4"], jobs=1,
                            isolation="strict")
     assert all(p.status == "correct" for p in report.problems), report.to_json()
