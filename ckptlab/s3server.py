@@ -109,14 +109,16 @@ class Counting:
         return counted()
 
 
-LIES = ("endless_listing", "giant_record", "trickle")
+LIES = ("endless_listing", "giant_record", "trickle", "giant_node", "trickle_node")
 
 
 class Lying:
     """WSGI middleware: a store that lies, for the tool's hostile tests (the honest server beneath for
     everything else, writes included). ``endless_listing``: every listing page says more follow, with
     new keys, forever; ``giant_record``: a record's GET (any range asked) answered with 64 GiB of
-    zeros, sent as fast as they go; ``trickle``: a record's body sent a byte every 2 s."""
+    zeros, sent as fast as they go; ``trickle``: a record's body sent a byte every 2 s. ``giant_node``
+    and ``trickle_node`` lie the same way for OCDBT's data files alone (under a ``d/`` folder: its B+tree's
+    nodes, where the arrays' headers are kept), honest for every record the tool copies first."""
 
     def __init__(self, app, lie: str, bucket: str = BUCKET):
         self.app, self.lie, self.bucket = app, lie, bucket
@@ -131,11 +133,14 @@ class Lying:
         key = path[len(self.bucket) + 2:]
         if self.lie == "endless_listing" and "list-type" in query:
             return self._listing(query, start_response)
-        if key and "list-type" not in query and self.lie == "giant_record":
+        lie = self.lie
+        if lie in ("giant_node", "trickle_node"):
+            lie = lie.replace("_node", "_record" if lie == "giant_node" else "") if "/d/" in f"/{key}" else None
+        if key and "list-type" not in query and lie == "giant_record":
             start_response("200 OK", [("Content-Length", str(64 * 2**30)), ("Content-Type", "binary/octet-stream")])
             chunk = bytes(2**20)
             return (chunk for _ in range(64 * 2**10))
-        if key and "list-type" not in query and self.lie == "trickle":
+        if key and "list-type" not in query and lie == "trickle":
             start_response("200 OK", [("Content-Length", "64"), ("Content-Type", "binary/octet-stream")])
 
             def trickled():

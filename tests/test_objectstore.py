@@ -232,6 +232,33 @@ def test_a_store_that_lies_costs_the_tool_a_bounded_time_and_memory_and_leaves_n
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "ckptlab-s3-*"))) == before
 
 
+@pytest.mark.parametrize(("lie", "says"), [
+    ("giant_node", "reading its arrays' headers took more than"),
+    ("trickle_node", "did not give its arrays' headers within"),
+])
+def test_a_store_whose_ocdbt_tree_lies_costs_the_tool_a_bounded_time_and_memory(tmp_path, lie, says):
+    """The records the tool copies first are honest; the OCDBT tree they lead to lies (its nodes, in the
+    data files, sent under a 64 GiB length or a byte every 2 s), where the tool reads each array's header.
+    Read by the watched child too, each ends the command (exit 2) within its seconds, saying why, and no
+    copy left. The control: the same checkpoint on an honest server is inspected (tested above)."""
+    local = tmp_path / "seed"
+    ocp.PyTreeCheckpointer().save(local, {"w": np.arange(64, dtype=np.float32)})
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "ckptlab-s3-*")))
+    with LocalS3(lie=lie) as s3:
+        saved = dict(os.environ)
+        os.environ.update(s3.env)
+        try:
+            objectstore.upload(local, "s3://ckpt/tree")
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        code, err, seconds, most = _tool_against(s3, "s3://ckpt/tree", 8.0)
+    assert code == 2 and says in err, (code, err[-2000:])
+    assert seconds < 2 * 8.0 + 60, seconds  # (the records' read and the headers' each given 8 s at most)
+    assert most < objectstore.FETCH_MEMORY + 2**30, most >> 20
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "ckptlab-s3-*"))) == before
+
+
 def test_a_killed_tools_copy_is_removed_by_the_next_run(store):
     """The copy's folder is named by the process it is for: one the kill left (no atexit ran) is removed by
     the next run, whatever it reads (the control: the killed run's folder was there until then)."""

@@ -26,10 +26,10 @@ would land outside the private folder (``..``, an empty part) is refused before 
 written, a record larger than ``RECORD_LIMIT`` is refused, and the copy is removed when the process
 ends (when it is killed, by the next run: the folder is named by its process). A store that lies (a
 listing that never ends, a record sent under a giant length, a body trickled) costs a bounded time and
-memory: the listing and the records are read by a child process, stopped past ``FETCH_SECONDS`` on the
-clock (``CKPTLAB_S3_SECONDS``) or ``FETCH_MEMORY`` (``tests/test_objectstore.py``, against
-``ckptlab.s3server.Lying``). Not yet bounded so: ``prepare``'s read of an item's array headers
-through the store's OCDBT tree, which an honest listing and records lead to. A checkpoint saved without OCDBT (its chunk sizes are its files' sizes, which TensorStore's
+memory: the listing and the records, then an item's array headers read through the store's OCDBT tree
+(``prepare``: an honest listing and records lead to a lying tree as well), are read by a child process,
+stopped past ``FETCH_SECONDS`` on the clock (``CKPTLAB_S3_SECONDS``) or ``FETCH_MEMORY``
+(``tests/test_objectstore.py``, against ``ckptlab.s3server.Lying``). A checkpoint saved without OCDBT (its chunk sizes are its files' sizes, which TensorStore's
 listing does not give) is refused with what to do instead.
 """
 
@@ -219,9 +219,10 @@ def _resident(pid: int) -> int:
     return 0
 
 
-def _in_child(job: dict) -> dict:
-    """Run :func:`_copy_records` on ``job`` in a child process, watched: killed past the fetch's
-    seconds or memory, which the answer then says."""
+def _in_child(job: dict, what: str = "its listing and records") -> dict:
+    """Run :func:`_copy_records` (or, for a job of kind ``headers``, :func:`_copy_headers`) on ``job`` in a
+    child process, watched: killed past the fetch's seconds or memory, which the answer then says
+    (``what`` it was reading)."""
     import json
     import subprocess
     import sys
@@ -238,11 +239,11 @@ def _in_child(job: dict) -> dict:
             while proc.poll() is None:
                 held = _resident(proc.pid)
                 if held > FETCH_MEMORY:
-                    why = (f"{url}: reading its listing and records took more than {FETCH_MEMORY >> 20} MiB of memory, "
+                    why = (f"{url}: reading {what} took more than {FETCH_MEMORY >> 20} MiB of memory, "
                            "and was stopped: not a checkpoint Orbax wrote (a listing that never ends, or a record "
                            "larger than it was asked for). Check the store, or pass another checkpoint")
                 elif time.monotonic() > end:
-                    why = (f"{url}: the store did not give its listing and records within {seconds:.0f} s, and the "
+                    why = (f"{url}: the store did not give {what} within {seconds:.0f} s, and the "
                            "read was stopped (a listing that never ends, or a body sent slowly): check the store "
                            f"({job['where']}), or set {SECONDS_VARIABLE} to give a slow one longer")
                 if why:
@@ -262,7 +263,7 @@ def _in_child(job: dict) -> dict:
         except (ValueError, IndexError):
             err.seek(0)
             tail = err.read()[-300:].decode("utf-8", "replace").strip().splitlines()
-            return {"error": f"{url}: its records could not be read ({tail[-1] if tail else 'the reader ended'})"}
+            return {"error": f"{url}: {what} could not be read ({tail[-1] if tail else 'the reader ended'})"}
 
 
 def _child() -> None:
@@ -272,7 +273,7 @@ def _child() -> None:
 
     job = json.loads(sys.stdin.read())
     try:
-        _copy_records(job)
+        (_copy_headers if job.get("kind") == "headers" else _copy_records)(job)
         print(json.dumps({}))
     except Unreadable as exc:
         print(json.dumps({"error": str(exc)}))
@@ -322,21 +323,36 @@ def prepare(item) -> None:
     arrays' zarr headers alone (``.zarray``, ``zarr.json``: kept inline in the B+tree's nodes, a few
     hundred bytes each), read from the store, where Orbax reads each array's shape, dtype and chunk
     shape. Every chunk stays in the store. Done for the item read alone (a manager's root holds many)."""
-    import tensorstore as ts
 
     copy, item = copy_of(item), Path(item)
     if copy is None or item in copy.prepared or not (item / "manifest.ocdbt").is_file():
         return
     copy.prepared.add(item)
-    remote = ts.KvStore.open({"driver": "ocdbt", "base": copy.kvstore(item)}).result()
+    # (read by a watched child, as the records are: the store's B+tree nodes may lie as its records may)
+    where = f"the store at {endpoint()}" if endpoint() else "Amazon S3 (AWS_ENDPOINT_URL is not set)"
+    said = _in_child({"kind": "headers", "url": copy.url, "base": copy.kvstore(item), "where": where,
+                      "folder": str(item), "record_limit": RECORD_LIMIT}, "its arrays' headers")
+    if "error" in said:
+        raise Unreadable(said["error"])
+
+
+def _copy_headers(job: dict) -> None:
+    """The child's work for :func:`prepare`: the item's arrays' zarr headers read from the store's OCDBT
+    database into a local one, in place of its copied manifest."""
+    import tensorstore as ts
+
+    url, item, limit = job["url"], Path(job["folder"]), int(job["record_limit"])
+    remote = ts.KvStore.open({"driver": "ocdbt", "base": job["base"]}).result()
     found = [k for k in remote.list().result() if k.decode("utf-8", "replace").rpartition("/")[2] in _HEADERS]
     (item / "manifest.ocdbt").unlink()
     here = ts.KvStore.open({"driver": "ocdbt", "base": f"file://{item}/"}).result()
+    total = 0
     with ts.Transaction() as txn:
         for key in found:
             value = remote.read(key).result().value
-            if len(value) > RECORD_LIMIT:
-                raise Unreadable(f"{copy.url}: an array's header {key.decode(errors='replace')!r} is larger than this "
+            total += len(value)
+            if len(value) > limit or total > 4 * limit:
+                raise Unreadable(f"{url}: an array's header {key.decode(errors='replace')!r} is larger than this "
                                  "tool reads: not a checkpoint Orbax wrote. Pass another checkpoint")
             here.with_transaction(txn)[key] = value
 
