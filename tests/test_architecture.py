@@ -232,6 +232,18 @@ def test_no_module_takes_another_modules_private_name():
     assert taken == []
 
 
+def _unmapped_tests(names: set[str], text: str) -> list[str]:
+    """The files and folders of ``tests/`` that its map (``tests/README.md``) does not name exactly once."""
+    return sorted(n for n in names if len(re.findall(rf"`{re.escape(n)}`", text)) != 1)
+
+
+def test_the_tests_map_names_every_file_once():
+    tests = ROOT / "tests"
+    names = {p.name + ("/" if p.is_dir() else "") for p in tests.iterdir()
+             if (p.suffix == ".py" and p.name != "__init__.py") or (p.is_dir() and (p / "__init__.py").exists())}
+    assert len(names) > 60 and _unmapped_tests(names, (tests / "README.md").read_text()) == []
+
+
 def test_every_floors_entry_names_a_module():
     assert _unmatched_floors(_modules()) == []
 
@@ -257,6 +269,7 @@ def test_the_checks_can_fail():
     assert _private_names_taken("autograder.practice", "from autograder.notebook import describe_args, _fmt\n") == [
         "autograder.practice takes autograder.notebook._fmt"]
     assert _private_names_taken("autograder.drills", "from autograder.drills import _own\nfrom __future__ import annotations\n") == []
+    assert _unmapped_tests({"test_a.py", "b/"}, "`test_a.py` and `test_a.py`, no b") == ["b/", "test_a.py"]
     assert _unmatched_floors({"autograder.cli", "autograder.engine.grade"}) != []  # (most entries match none of these)
     assert "autograder.engine" not in _unmatched_floors({"autograder.engine.grade"})
     planted = {"autograder.wall.memory": {"ckptlab.steps"}, "ckptlab.steps": {"ckptlab.serving"},
