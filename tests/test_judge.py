@@ -225,3 +225,28 @@ def test_a_public_examples_silence_does_not_outvote_the_hidden_family_that_names
     control = [Case("public", ()), Case("public", ()), Case("other", ()), Case("other", ())]
     status, category, _ = judge(p, hidden, control, [Raises("ValueError")] * 3 + [{}], returned, "", timeout=60.0)
     assert category == "should_raise"
+
+
+def test_a_library_class_it_could_not_send_is_named_even_where_the_grader_never_loaded_the_library():
+    """The grader imports no library for its own work (the references run in processes of their own):
+    a jax.Array returned where plain data was asked is still named (its library imported, by its fixed
+    name, to look the class up); a class of any other name, or a module no library has, is not, and
+    nothing is imported for it."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from autograder.engine.judge import return_detail\n"
+        "from autograder.wall.codec import UNKNOWN_TYPE\n"
+        "before = 'jax' in sys.modules\n"
+        "named = return_detail(UNKNOWN_TYPE.format('jaxlib._jax.ArrayImpl'))\n"
+        "fake = return_detail(UNKNOWN_TYPE.format('jaxlib._jax.SecretValue42'))\n"
+        "mine = return_detail(UNKNOWN_TYPE.format('evil_module.Thing'))\n"
+        "print(before, named, '|', fake, '|', mine, 'evil_module' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.strip()
+    before, rest = out.split(" ", 1)
+    named, fake, mine = (part.strip() for part in rest.rsplit(" ", 1)[0].split("|"))
+    assert before == "False" and named == "cannot return a value of type jaxlib._jax.ArrayImpl", out
+    assert fake == mine and "not plain data" in fake and "SecretValue42" not in fake, out
+    assert out.endswith("False")

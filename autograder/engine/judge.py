@@ -52,17 +52,39 @@ def exception_name(name) -> str:
     return "an exception of a class defined in your code"
 
 
+# The package imported to look a library's class up, by its top-level name (the grader imports no
+# library for its own work: the references run in processes of their own). JAX's import loads jaxlib's.
+_LOOKED_UP_IN = {"jax": "jax", "jaxlib": "jax", "flax": "flax", "orbax": "orbax.checkpoint"}
+
+
+def _module(name: str):
+    """The module ``name`` where it is one of a library of :data:`LIBRARIES` (its package imported
+    here if it is not yet, by the fixed name above: never a module the learner's words name), or a
+    builtin one; else None."""
+    top = name.split(".")[0]
+    if top not in ("builtins", "collections", *LIBRARIES):
+        return None
+    if name not in sys.modules and top in LIBRARIES:
+        import importlib
+
+        try:
+            importlib.import_module(_LOOKED_UP_IN.get(top, top))
+        except ImportError:
+            return None
+    return sys.modules.get(name)
+
+
 def return_detail(detail) -> str:
     """Why a worker could not send a return value, from the codec's fixed words only: a type is
-    named where it is a real class of a library the grader has loaded (learner code can name a
-    class anything, hidden inputs included)."""
+    named where it is a real class of a library the course uses (learner code can name a class
+    anything, hidden inputs included)."""
     if detail in codec.ENCODE_ERRORS:
         return detail
     m = re.fullmatch(re.escape(codec.UNKNOWN_TYPE).replace(r"\{\}", r"([A-Za-z_][\w.]{0,100})"),
                      detail if isinstance(detail, str) else "")
     if m:
         module, _, qualname = m.group(1).rpartition(".")
-        owner = sys.modules.get(module) if module.split(".")[0] in ("builtins", "collections", *LIBRARIES) else None
+        owner = _module(module)
         for part in qualname.split(".") if owner is not None else ():
             owner = getattr(owner, part, None)
         if isinstance(owner, type):
