@@ -70,8 +70,7 @@ def _server() -> socket.socket:
             return _SERVER["socket"]
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = dict(os.environ)
-        if "jax" not in sys.modules:  # the server imports JAX: the course's platform and devices first
-            env.setdefault("JAX_PLATFORMS", "cpu")
+        env.setdefault("JAX_PLATFORMS", "cpu")  # (read when the server imports JAX: the course's CPU devices)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # the grader's own modules, wherever they are
         try:
             proc = subprocess.Popen([sys.executable, "-m", "autograder.engine.trusted_side", str(theirs.fileno())],
