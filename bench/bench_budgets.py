@@ -47,7 +47,7 @@ def measure(pid: str, learners: int) -> list[tuple[str, str, float]]:
     """(kind, answer, peak / budget), per learner of every answer: its largest over the learner's
     cases (a case is charged the largest peak so far, so the last case is the largest)."""
     from autograder import registry
-    from autograder.batch import grade_batch
+    from autograder.classroom.batch import grade_batch
     from autograder.hidden import load
 
     hidden = load(registry.get(pid))

@@ -28,7 +28,7 @@ MEMORY, CPUS, LIMIT_SECONDS = 768 * 2**20, 0.5, 600
 
 def measure(units: list[int]) -> dict:
     from autograder import registry
-    from autograder.gradescope import build_zip, try_locally
+    from autograder.exports.gradescope import build_zip, try_locally
 
     problems = [p for p in registry.PROBLEMS if p.unit in units]
     with tempfile.TemporaryDirectory(prefix="ckpt-bench-container-") as folder:

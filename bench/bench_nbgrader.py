@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from autograder import registry  # noqa: E402
-from autograder.nbgrader_course import write_course  # noqa: E402
+from autograder.exports.nbgrader_course import write_course  # noqa: E402
 from tests.nbgrader_work import reference_answers, submit, wrong_answer  # noqa: E402
 from tests.wrong_answers import WRONG  # noqa: E402
 

@@ -20,7 +20,8 @@ def main() -> None:
     import sys
 
     sys.path.insert(0, str(ROOT))
-    from autograder import registry, similarity
+    from autograder import registry
+    from autograder.classroom import similarity
 
     pid = "2.5"
     problem = registry.get(pid)

@@ -30,7 +30,7 @@ from pathlib import Path
 import nbformat
 
 from autograder import registry
-from autograder.problem_notebooks import tagged
+from autograder.exports.problem_notebooks import tagged
 from autograder.wall.libraries import LIBRARIES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,13 +107,13 @@ def _reference_shape(p: registry.Problem, reference) -> str | None:
 
 
 def _drill_units() -> set[int]:
-    """The units whose file ``autograder/drills/unitN.py`` lists drill kinds (``DRILLS``), each of
+    """The units whose file ``autograder/learner/drills/unitN.py`` lists drill kinds (``DRILLS``), each of
     them asking with ``unit_of_study=N``."""
     import pkgutil
 
     import numpy as np
 
-    from autograder import drills
+    from autograder.learner import drills
 
     units = set()
     for info in pkgutil.iter_modules(drills.__path__):
@@ -301,7 +301,7 @@ def missing(parts: Parts | None = None) -> list[str]:
         elif record.lesson_figures < 1:
             gaps.append(f"unit {unit} lesson: its record counts no figure (lesson_figures): each lesson draws")
         if unit not in parts.drill_units:
-            gaps.append(f"unit {unit} drill: no drill kind in autograder/drills/unit{unit}.py (DRILLS, each with "
+            gaps.append(f"unit {unit} drill: no drill kind in autograder/learner/drills/unit{unit}.py (DRILLS, each with "
                         f"unit_of_study={unit})")
         counts = (len(ps), sum(p.points for p in ps))
         if rows.get(unit) != counts:

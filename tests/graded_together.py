@@ -82,7 +82,7 @@ class Rounds:
         from pathlib import Path
         from types import SimpleNamespace
 
-        from autograder.batch import grade_batch
+        from autograder.classroom.batch import grade_batch
         from tests.conftest import best_isolation
 
         self._folder = tempfile.TemporaryDirectory(prefix="ckpt-rounds-")  # (removed with this object)

@@ -94,7 +94,7 @@ def _run_unit(unit: int, only: set | None) -> None:
     from ckptlab import setup_devices
 
     setup_devices()
-    from autograder.notebook import ProblemHandle
+    from autograder.learner.notebook import ProblemHandle
 
     for p, kind, name, source, imports in _answers(unit):
         if only and p.id not in only:

@@ -18,24 +18,16 @@ import ast
 import re
 from pathlib import Path
 
+from autograder import ACROSS, FLOORS as GRADER_FLOORS, WINGS as GRADER_WINGS
 from ckptlab import WINGS
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("autograder", "ckptlab", "solutions")
-FLOORS = (
-    ("front", ("autograder.__main__", "autograder.cli", "autograder.batch", "autograder.gradescope",
-               "autograder.nbgrader_course", "autograder.nbgrader_cell", "autograder.nbgrader_autograde",
-               "autograder.practice", "autograder.drills",
-               "autograder.progress", "autograder.release", "autograder.report", "autograder.public",
-               "autograder.notebook", "autograder.problem_notebooks", "autograder.item_analysis",
-               "autograder.similarity", "autograder.revision")),
-    ("engine", ("autograder.engine",)),
-    ("content", ("autograder.registry", "autograder.declarations", "autograder.units", "autograder.hidden")),
-    ("sandbox", ("autograder.sandbox",)),
-    ("wall", ("autograder.wall",)),
-    ("ground", ("autograder.source", "autograder.limits", "autograder.text", "autograder.outputs", "autograder.stack",
-                "autograder.invoke", "autograder")),
-)
+# The grader's map (autograder.WINGS, FLOORS, ACROSS): each floor's prefixes, from the top, derived
+# from its wings; the package itself (its map) is ground.
+FLOORS = tuple((" / ".join(floor), tuple(f"autograder.{m}" for wing in floor for m in GRADER_WINGS[wing])
+                + (("autograder",) if floor == GRADER_FLOORS[-1] else ()))
+               for floor in GRADER_FLOORS)
 # ckptlab's map (its WINGS): what the grader never imports, directly or through another module, is
 # the lessons' own modules and the tool; the tool imports no lesson's module either.
 _WINGS = {wing: tuple(f"ckptlab.{m}" for m in modules) for wing, modules in WINGS.items()}
@@ -44,6 +36,11 @@ TOOL_MODULES = ("ckptlab.__main__", *_WINGS["tool"])
 # A lesson's module that is also a problem's own model: the names the grader may take from it.
 TAKEN_ALONE = {"ckptlab.preempt": ("SaverSpec", "kill_savers")}
 MAX_LINES = 500
+# A function is read whole, on a screen and a half: 80 lines, its docstring included. Past that, it
+# holds phases a reader has to find by scrolling, and each phase is a function with a name.
+MAX_FUNCTION_LINES = 80
+# At most this many modules of more than FACE_LINES lines at the grader's top; the rest live in wings.
+TOP_MODULES, FACE_LINES = 10, 20
 LONG_ALLOWED = ("autograder/hidden/", "ckptlab/plotting.py")
 
 
@@ -90,6 +87,31 @@ def _floor(name: str) -> int | None:
     return None if best is None else best[0]
 
 
+def _wing(name: str) -> str | None:
+    """The wing of the grader ``name`` is in (the longest prefix of ``autograder.WINGS`` it has)."""
+    best = None
+    for wing, members in GRADER_WINGS.items():
+        for member in members:
+            prefix = f"autograder.{member}"
+            if (name == prefix or name.startswith(prefix + ".")) and (best is None or len(prefix) > len(best[1])):
+                best = (wing, prefix)
+    return "ground" if best is None and name == "autograder" else (best and best[0])
+
+
+def _across(graph: dict[str, set[str]]) -> list[str]:
+    """Each import between two wings of one floor that ``autograder.ACROSS`` does not give a reason for."""
+    return [f"{a} ({_wing(a)}) imports {b} ({_wing(b)})" for a, targets in sorted(graph.items())
+            if a.startswith("autograder") for b in sorted(targets)
+            if b.startswith("autograder") and _floor(a) == _floor(b) and _wing(a) != _wing(b)
+            and (_wing(a), _wing(b)) not in ACROSS]
+
+
+def _long_functions(name: str, source: str, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """Each function of ``source`` longer than ``limit`` lines (its def to its last line)."""
+    return [f"{name}.{node.name}: {node.end_lineno - node.lineno + 1} lines" for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > limit]
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     index, low, stack, on, found = {}, {}, [], set(), []
 
@@ -133,6 +155,57 @@ def test_no_import_from_a_lower_floor_to_a_higher_one():
               for a, targets in _graph().items() if a.startswith("autograder")
               for b in targets if b.startswith("autograder") and _floor(b) < _floor(a)]
     assert upward == []
+
+
+def test_no_import_between_wings_of_a_floor_without_a_reason():
+    graph = _graph()
+    assert _across(graph) == []
+    used = {(_wing(a), _wing(b)) for a, targets in graph.items() if a.startswith("autograder") for b in targets
+            if b.startswith("autograder") and _wing(a) != _wing(b)}
+    assert sorted(set(ACROSS) - used) == [], "a reason in autograder.ACROSS for an import no module makes"
+
+
+def test_every_wing_is_on_one_floor_and_holds_what_it_names():
+    on_floors = [wing for floor in GRADER_FLOORS for wing in floor]
+    assert sorted(on_floors) == sorted(GRADER_WINGS) and len(set(on_floors)) == len(on_floors)
+    modules = _modules()
+    assert [f"autograder.{m}" for members in GRADER_WINGS.values() for m in members
+            if f"autograder.{m}" not in modules] == []
+
+
+def test_the_graders_top_holds_few_modules_and_thin_faces():
+    """Past ten modules at the top a reader needs a map to find one; the rest live in wings. The
+    paths learners type stay as faces: a few lines that import from their wing."""
+    top = {p.stem: len(p.read_text().splitlines()) for p in (ROOT / "autograder").glob("*.py") if p.stem != "__init__"}
+    assert len([m for m, n in top.items() if n > FACE_LINES]) <= TOP_MODULES, top
+    faces = [m for m in GRADER_WINGS["learner"] if (ROOT / "autograder" / f"{m}.py").exists()]
+    assert faces and [m for m in faces if top[m] > FACE_LINES] == []
+
+
+def test_no_function_is_too_long_to_read_whole():
+    long = [f for name, path in _modules().items() for f in _long_functions(name, path.read_text())]
+    assert long == []
+
+
+def _imports_tests(source: str) -> bool:
+    """Whether ``source`` imports the project's tests (``tests`` or a module under it)."""
+    for node in ast.walk(ast.parse(source)):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module":
+            names = [a.value for a in node.args[:1] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if any(n == "tests" or n.startswith("tests.") for n in names):
+            return True
+    return False
+
+
+def test_product_code_imports_no_tests():
+    """What ships stands without the test suite: data it needs lives with it (similarity's calibration,
+    measured on the curated right answers, is a file of its own). ``bench/`` may: it measures the
+    grader on the curated answers, from a checkout, and ships in no install."""
+    found = [path.relative_to(ROOT).as_posix() for package in PACKAGES
+             for path in sorted((ROOT / package).rglob("*.py")) if _imports_tests(path.read_text())]
+    assert found == []
 
 
 def test_the_shared_code_and_the_references_import_nothing_of_the_graders():
@@ -266,9 +339,18 @@ def test_the_checks_can_fail():
     assert _floor("autograder.wall.codec") > _floor("autograder.engine.grade") > _floor("autograder.cli")
     assert _floor("autograder.hidden.unit5") == _floor("autograder.registry")
     assert _floor("autograder.source") == len(FLOORS) - 1 and _floor("ckptlab.layout") is None
-    assert _private_names_taken("autograder.practice", "from autograder.notebook import describe_args, _fmt\n") == [
-        "autograder.practice takes autograder.notebook._fmt"]
-    assert _private_names_taken("autograder.drills", "from autograder.drills import _own\nfrom __future__ import annotations\n") == []
+    assert _wing("autograder.notebook") == _wing("autograder.learner.drills.unit3") == "learner"
+    assert _across({"autograder.classroom.batch": {"autograder.learner.report", "autograder.registry"},
+                    "autograder.exports.nbgrader_cell": {"autograder.learner.notebook"}}) == [
+        "autograder.classroom.batch (classroom) imports autograder.learner.report (learner)"]
+    body = "def f():\n" + "    x = 1\n" * 79
+    assert _long_functions("m", body) == [] and _long_functions("m", body + "    x = 2\n") == ["m.f: 81 lines"]
+    assert _imports_tests("def f():\n    from tests.right_answers import unit1\n")
+    assert _imports_tests("import importlib\nimportlib.import_module('tests.right_answers')\n")
+    assert _imports_tests("import tests\n") and not _imports_tests("from .tests import x\nimport testsuite\n")
+    assert _private_names_taken("autograder.learner.practice", "from autograder.learner.notebook import describe_args, _fmt\n") == [
+        "autograder.learner.practice takes autograder.learner.notebook._fmt"]
+    assert _private_names_taken("autograder.learner.drills", "from autograder.learner.drills import _own\nfrom __future__ import annotations\n") == []
     assert _unmapped_tests({"test_a.py", "b/"}, "`test_a.py` and `test_a.py`, no b") == ["b/", "test_a.py"]
     assert _unmatched_floors({"autograder.cli", "autograder.engine.grade"}) != []  # (most entries match none of these)
     assert "autograder.engine" not in _unmatched_floors({"autograder.engine.grade"})
@@ -304,11 +386,13 @@ def test_each_package_map_names_every_module_it_holds():
     import importlib
 
     missing = []
-    for package in ("autograder.engine", "autograder.sandbox", "autograder.wall", "ckptlab", "ckptlab.tool"):
+    for package in ("autograder", "autograder.cli", "autograder.learner", "autograder.classroom", "autograder.exports",
+                    "autograder.engine", "autograder.sandbox", "autograder.wall", "ckptlab", "ckptlab.tool"):
         doc = importlib.import_module(package).__doc__ or ""
         folder = ROOT.joinpath(*package.split("."))
-        missing += [f"{package}.{p.stem}" for p in sorted(folder.glob("*.py"))
-                    if p.stem != "__init__" and f"{package}.{p.stem}`" not in doc]
+        held = [p.stem for p in sorted(folder.glob("*.py")) if p.stem != "__init__"]
+        held += [p.parent.name for p in sorted(folder.glob("*/__init__.py"))]
+        missing += [f"{package}.{m}" for m in held if f"{package}.{m}`" not in doc]
     assert missing == []
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from autograder import registry
-from autograder.batch import grade_batch
+from autograder.classroom.batch import grade_batch
 from autograder.engine.grade import grade
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +98,7 @@ def test_find_learners_rejects_two_submissions_for_one_learner(tmp_path):
 
 
 def test_an_interrupted_batch_keeps_what_was_graded_and_goes_on(tmp_path, monkeypatch):
-    from autograder import batch
+    from autograder.classroom import batch
 
     subs = tmp_path / "subs"
     subs.mkdir()
@@ -283,7 +283,7 @@ def test_shared_cases_run_the_references_once_per_problem_and_give_each_learner_
     assert [n for n in os.listdir(grader_tmp) if n.startswith("ckpt-worker-")] == []  # the class's files removed
 
     # A batch run again without --shared-cases grades them again: the shared results do not count as their own.
-    from autograder.batch import _graded_for
+    from autograder.classroom.batch import _graded_for
 
     saved = out / "learners" / "b_honest.json"
     assert _graded_for(saved, (registry.get("3.3"),), "shared") and not _graded_for(saved, (registry.get("3.3"),), "own")

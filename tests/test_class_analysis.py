@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import item_analysis, registry, similarity
+from autograder import registry
+from autograder.classroom import item_analysis, similarity
 from tests.right_answers import HEADERS as RIGHT_HEADERS, RIGHT
 from tests.wrong_answers import HEADERS as WRONG_HEADERS, WRONG
 
@@ -50,7 +51,7 @@ def test_the_summary_analyses_each_problem_with_progress_files_where_collected(t
     2.2 (so on the rest of the assignment the strong lead: 2.1's discrimination is 1, 2.2's -1,
     flagged), all pass 2.4, one did not attempt 2.3; progress files for two learners give attempts
     and hints. summary.md, summary.json and summary.png say so."""
-    from autograder.batch import write_outputs
+    from autograder.classroom.batch import write_outputs
 
     selected = tuple(registry.get(p) for p in ("2.1", "2.2", "2.3", "2.4", "2.5"))
     reports = []
@@ -184,7 +185,7 @@ def test_grade_batch_writes_the_item_analysis_and_the_similarity_report(tmp_path
     """A small real class, graded with --similarity on shared cases: references, the released
     notebook untouched, wrong answers and a planted near-copy; one learner's folder holds a progress
     file. The report pairs the planted copy with its original and no one with the reference."""
-    from autograder.batch import grade_batch
+    from autograder.classroom.batch import grade_batch
 
     subs = tmp_path / "submissions"
     subs.mkdir()
@@ -218,6 +219,18 @@ def test_grade_batch_writes_the_item_analysis_and_the_similarity_report(tmp_path
     assert row["pass_rate"] == pytest.approx(4 / 7) and row["with_progress"] == 1 and row["hints"] == 2
     summary = (out / "summary.md").read_text()
     assert "similarity.html" in summary and f"{len(pairs)} pair" in summary
+
+
+def test_the_shipped_calibration_is_the_curated_answers_measured_now():
+    """The figures a report prints of code written independently come from a file shipped with the
+    grader (an installed copy has no tests); they must be the curated right answers measured today."""
+    from tests.right_answers.__main__ import measured
+
+    shipped = json.loads(similarity.CALIBRATION.read_text())["pairs"]
+    assert shipped == measured(), "stale: run python -m tests.right_answers --calibrate"
+    assert similarity.independent_rates(0.8) == similarity.independent_rates(0.8, shipped)
+    planted = [["1.1", 0.9, 0.5], ["1.1", 0.5, 0.95], ["1.2", 0.1, 0.2]]  # control: each measure counts its own
+    assert similarity.independent_rates(0.8, planted) == {"pairs": 3, "jaccard": 1, "containment": 1, "either": 2}
 
 
 def test_normalising_sets_aside_names_constants_comments_and_the_order_of_independent_statements():
@@ -308,7 +321,7 @@ def test_grade_batch_writes_every_class_file_beside_a_hostile_classs_progress_fi
     """grade-batch of honest classmates beside learners whose folders hold hostile progress files:
     every learner's grade and feedback, the summary with a note per refused file, every honest score
     kept (before: a linked file stopped the whole batch, a malformed record the summary)."""
-    from autograder.batch import grade_batch
+    from autograder.classroom.batch import grade_batch
 
     subs = tmp_path / "submissions"
     made = _hostile_progress(subs, "1.1")
@@ -333,7 +346,7 @@ def test_grade_batch_writes_every_class_file_beside_a_hostile_classs_progress_fi
 def test_the_class_figure_counts_a_notebook_s_hints_each_number_once():
     """Hints shown in a notebook (``problem(id).hint()``) are in the progress file as ``hint`` records:
     the class's figure counts them beside the practice sets', each hint number of a problem once."""
-    from autograder.item_analysis import tally
+    from autograder.classroom.item_analysis import tally
 
     records = [{"kind": "hint", "problem": "7.3", "hint": 1, "of": 3},
                {"kind": "hint", "problem": "7.3", "hint": 1, "of": 3},  # the cell run again
@@ -400,8 +413,8 @@ def test_one_learners_giant_file_neither_holds_up_the_gradebook_nor_the_report_f
     similarity report runs: here the report fails outright, and they are there. And the report compares
     one learner's code for a problem in its first MAX_CHARS only, saying whose was cut (the control: the
     honest learner's is compared whole)."""
-    from autograder import similarity
-    from autograder.batch import find_learners, grade_batch
+    from autograder.classroom import similarity
+    from autograder.classroom.batch import find_learners, grade_batch
 
     subs = tmp_path / "submissions"
     subs.mkdir()

@@ -103,7 +103,7 @@ def test_a_worker_the_containers_memory_kills_is_the_graders_failure_and_no_atte
     assert (hog["status"], hog["category"]) == ("error", "memory") and "over half of what" in hog["message"], hog
     over = _grade_inside(tmp_path, _HOG.replace("KIB", str(5 * 2**20)), 8 * 2**30)
     assert over["category"] in ("crashed", "memory"), over
-    from autograder.gradescope import COUNTED, results_json
+    from autograder.exports.gradescope import COUNTED, results_json
 
     report = {"score": 0.0, "max_score": 10.0, "problems": [{**killed, "function": "dense_checkpoint_accounting"}]}
     results = results_json(report, 1.0, grader_failed=["1.1"])
@@ -202,7 +202,7 @@ def test_the_references_whole_submission_at_full_marks_inside_gradescopes_defaul
     bench/bench_container.py measured), for every unit. (Started when collected: see start_whole_course_try.)"""
     _skip_without_containers()
     from autograder import registry
-    from autograder.gradescope import GUIDE, PROFILE
+    from autograder.exports.gradescope import GUIDE, PROFILE
 
     start_whole_course_try()  # (already started, unless this test was not collected first)
     proc, zip_path, tree = _WHOLE["proc"], _WHOLE["zip"], _WHOLE["tree"]

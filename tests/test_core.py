@@ -354,13 +354,13 @@ def test_a_learner_kernel_loads_no_sandbox_code():
     import subprocess
     import sys
 
-    code = ("import sys; import autograder.registry, autograder.notebook, autograder.drills, autograder.progress; "
+    code = ("import sys; import autograder.registry, autograder.learner.notebook, autograder.learner.drills, autograder.learner.progress; "
             "print(sorted(m for m in sys.modules if m.startswith('autograder.sandbox')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
     # ...which the check would see: the grader does load it (the sandbox's names load their modules on first use).
-    code = code.replace("autograder.progress;", "autograder.progress, autograder.engine.grade; "
+    code = code.replace("autograder.learner.progress;", "autograder.learner.progress, autograder.engine.grade; "
                         "autograder.engine.grade.sandbox.Worker;")
     assert "autograder.sandbox.jail" in subprocess.run([sys.executable, "-c", code], capture_output=True,
                                                        text=True, timeout=120).stdout
@@ -393,16 +393,16 @@ def test_argument_tree_walkers():
 
 def test_the_paths_learners_and_existing_course_configs_import_still_exist():
     """Learner notebooks and instructors' nbgrader_config.py files import these by name."""
-    from autograder.drills import drill
-    from autograder.nbgrader_course import (
+    from autograder.exports.nbgrader_course import (
         AUTOGRADE_PREPROCESSORS,
         SANITIZE_PREPROCESSORS,
         GradeInSandbox,
         grade_cell,
         quiet_known_warnings,
     )
+    from autograder.learner.drills import drill
+    from autograder.learner.progress import show_progress
     from autograder.notebook import problem
-    from autograder.progress import show_progress
 
     assert callable(problem) and callable(drill) and callable(show_progress) and callable(grade_cell)
     assert AUTOGRADE_PREPROCESSORS and SANITIZE_PREPROCESSORS and callable(quiet_known_warnings)

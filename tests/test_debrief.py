@@ -8,9 +8,10 @@ import inspect
 
 import pytest
 
-from autograder import practice, progress, registry
-from autograder.notebook import ProblemHandle
-from autograder.report import summary
+from autograder import registry
+from autograder.learner import practice, progress
+from autograder.learner.notebook import ProblemHandle
+from autograder.learner.report import summary
 from solutions import unit1
 
 RIGHT, WRONG = registry.get("1.3"), registry.get("1.1")

@@ -95,7 +95,7 @@ def graded(tmp_path_factory) -> dict:
     import json
 
     from autograder import registry
-    from autograder.batch import grade_batch
+    from autograder.classroom.batch import grade_batch
     from tests.conftest import best_isolation
 
     assert _SAVE_ON_TERM in _REFERENCE and _REFERENCE.count(_HANDLER) == 1

@@ -56,7 +56,7 @@ def wrong_graded(tmp_path_factory) -> dict:
     own, named ``wrong-<answer>``, every learner on the class's shared hidden cases (``--shared-cases``:
     the references run once per problem). A name several problems' answers share goes to another
     class (a class has one learner of a name)."""
-    from autograder.batch import grade_batch
+    from autograder.classroom.batch import grade_batch
     from tests.conftest import best_isolation
 
     classes: list[dict] = []
@@ -139,7 +139,7 @@ def test_a_failing_top_level_import_costs_only_what_uses_it(grade_code):
 def test_syntax_error_in_one_cell_keeps_the_others(tmp_path, root):
     import nbformat
 
-    from autograder.problem_notebooks import problem_notebook, tagged
+    from autograder.exports.problem_notebooks import problem_notebook, tagged
 
     nb = problem_notebook(1, with_solutions=True)
     cell = tagged(nb, "answer", registry.get("1.3"))

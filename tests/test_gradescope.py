@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from autograder import registry
-from autograder.gradescope import VISIBILITY, build_zip
+from autograder.exports.gradescope import VISIBILITY, build_zip
 from tests.hostile import SURFACES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,7 +81,7 @@ def test_zip_runs_against_a_fake_autograder_tree(tmp_path):
 
 
 def test_results_are_written_even_when_the_grader_cannot_run(tmp_path):
-    from autograder.gradescope import run
+    from autograder.exports.gradescope import run
 
     results = run(tmp_path)  # no submission folder at all
     _validate(results)
@@ -89,7 +89,7 @@ def test_results_are_written_even_when_the_grader_cannot_run(tmp_path):
 
 
 def test_no_submission_is_graded_where_strict_isolation_is_missing(tmp_path, monkeypatch):
-    from autograder.gradescope import RUN_AUTOGRADER, run
+    from autograder.exports.gradescope import RUN_AUTOGRADER, run
 
     monkeypatch.setattr("autograder.sandbox.worker.strict_missing", lambda: ("Landlock ABI 0 (a test)",))
     (tmp_path / "submission").mkdir()

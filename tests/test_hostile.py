@@ -520,7 +520,7 @@ _FORKED_AND_CLEAN = '''
 import gc, sys
 
 FORKED = "jax" in sys.modules  # at load time: only a worker forked from the zygote has JAX already
-SECRET = ("solutions", "autograder.hidden", "autograder.registry", "autograder.engine.grade", "autograder.batch")
+SECRET = ("solutions", "autograder.hidden", "autograder.registry", "autograder.engine.grade", "autograder.classroom.batch")
 
 
 def coalesce_runs(runs, max_gap):
@@ -549,7 +549,8 @@ _ASKS_FOR_SECRETS = _FORKED_AND_CLEAN.replace("    return _right(runs, max_gap)"
 def _never_called():  # read by the grader, to choose what the zygote imports; never run
     import solutions.unit4
     import autograder.hidden.unit4
-    from autograder import batch, registry
+    from autograder import registry
+    from autograder.classroom import batch
     from autograder.engine import grade
     from solutions import unit1
 '''

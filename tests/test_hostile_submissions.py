@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from autograder import registry
-from autograder.batch import grade_batch
+from autograder.classroom.batch import grade_batch
 from autograder.engine.cases import hidden_cases
 from tests.conftest import best_isolation
 from tests.hostile import POSING, cpu_hog, reference

@@ -147,7 +147,7 @@ def test_a_lab_terminal_runs_the_course_commands_in_the_course_environment(lab, 
         assert (rc, out.strip()) == (0, str(ROOT)), out  # opened from course/: starts at the top, where make runs
         rc, out = term.run("python -m autograder --help")
         assert rc == 0 and "The course autograder" in out and "practice" in out, out
-        rc, out = term.run('python -c "import nbformat, autograder.practice; print(\'practice ready\')"')
+        rc, out = term.run('python -c "import nbformat, autograder.learner.practice; print(\'practice ready\')"')
         assert (rc, out.strip()) == (0, "practice ready"), out  # what `practice` died of: No module named 'nbformat'
         rc, out = term.run("python -m autograder list | tail -n 1")
         assert rc == 0 and f"In all: {len(registry.PROBLEMS)} problems" in out, out

@@ -54,7 +54,7 @@ def test_message_html_renders_code_and_escapes_the_rest():
 
 def test_a_fresh_check_explains_its_isolation_and_learner_lines():
     from autograder.engine.grade import grade
-    from autograder.report import table
+    from autograder.learner.report import table
     from tests.conftest import ROOT
 
     report = grade([ROOT / "problems" / registry.UNITS[INT_DIVISION.unit].notebook], "ada", problems=["1.1"], isolation="auto")

@@ -17,14 +17,14 @@ import pytest
 
 from autograder import registry
 from autograder.engine.grade import grade
-from autograder.nbgrader_cell import grading_cell_source
-from autograder.nbgrader_course import source_notebook, write_course
-from autograder.problem_notebooks import tagged
+from autograder.exports.nbgrader_cell import grading_cell_source
+from autograder.exports.nbgrader_course import source_notebook, write_course
+from autograder.exports.problem_notebooks import tagged
 from solutions import unit1
 from tests.leaks import hidden_code_windows, solution_windows, tree_windows
 from tests.nbgrader_work import reference_answers, submit, wrong_answer
 
-TAMPER = ("import autograder.nbgrader_course as _course\n"
+TAMPER = ("import autograder.exports.nbgrader_course as _course\n"
           "_course.grade_cell = lambda problem_id, *args, **kwargs: print('full marks')")
 STUDENTS = ("ada", "bob", "cy", "dan", "eve", "fay")
 UNIT = 1
@@ -109,7 +109,7 @@ def test_source_notebooks_are_valid_nbgrader_notebooks():
 def test_each_problems_cells_are_tagged_once():
     """The course writer finds a problem's answer and check cells by their tags: each problem
     notebook tags exactly one cell of each kind per problem, the answer defining its function."""
-    from autograder.problem_notebooks import TAG_KINDS, problem_notebook, tag
+    from autograder.exports.problem_notebooks import TAG_KINDS, problem_notebook, tag
 
     for unit in registry.units():
         nb = problem_notebook(unit)
@@ -236,7 +236,7 @@ def test_a_notebook_without_test_cells_is_graded_by_function_name(course):
 
 def test_autograding_refuses_without_the_strict_level(monkeypatch):
     from autograder import sandbox
-    from autograder.nbgrader_autograde import GradeInSandbox
+    from autograder.exports.nbgrader_autograde import GradeInSandbox
 
     monkeypatch.setattr("autograder.sandbox.worker.strict_missing", lambda: ("Landlock ABI 0 (a test)",))
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("def f():\n    pass")])
@@ -258,10 +258,9 @@ def test_a_feedback_leak_would_be_found(course, tmp_path):
 
 def test_grade_cell_runs_the_public_examples_where_hidden_tests_are_absent(monkeypatch, capsys):
     # A learner running a test cell in a class environment without the hidden tests.
-    from autograder import release
-    from autograder.nbgrader_cell import NotFullMarks, grade_cell
+    from autograder.exports.nbgrader_cell import NotFullMarks, grade_cell
 
-    monkeypatch.setattr(release, "hidden_tests_available", lambda: False)
+    monkeypatch.setattr(registry, "hidden_tests_available", lambda: False)
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     main = sys.modules["__main__"]
     monkeypatch.setattr(main, "param_bytes", unit1.param_bytes, raising=False)
@@ -275,9 +274,9 @@ def test_grade_cell_runs_the_public_examples_where_hidden_tests_are_absent(monke
 
 
 def test_a_learner_kernel_running_a_test_cell_loads_neither_nbgrader_nor_nbconvert():
-    """A test cell imports grade_cell from autograder.nbgrader_course, which also re-exports the
+    """A test cell imports grade_cell from autograder.exports.nbgrader_course, which also re-exports the
     autograding names older nbgrader_config.py files import: those load only when asked for."""
-    code = ("import sys; from autograder.nbgrader_course import grade_cell; "
+    code = ("import sys; from autograder.exports.nbgrader_course import grade_cell; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'nbgrader', 'nbconvert'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", (out.stdout, out.stderr[-2000:])
@@ -295,7 +294,7 @@ def test_public_checks_step_aside_while_nbgrader_autogrades(monkeypatch):
 
 
 def test_an_assignment_of_chosen_problems(tmp_path):
-    from autograder.batch import selection
+    from autograder.registry import selection
 
     write_course(tmp_path, selection(only=["1.3", "2.1"]), "hw1")
     notebooks = sorted((tmp_path / "source" / "hw1").glob("*.ipynb"))
@@ -332,7 +331,7 @@ def test_a_notebook_the_grader_cannot_grade_says_why(tmp_path):
     score (0), not "needs manual grading"."""
     from nbgrader.api import Gradebook
 
-    from autograder.batch import selection
+    from autograder.registry import selection
 
     course = tmp_path / "course"
     write_course(course, selection(only=["1.3"]), "hw")
@@ -358,7 +357,7 @@ def test_validate_reports_what_the_checks_say(tmp_path):
     """`nbgrader validate` on a problems/ notebook, in a learner's terminal inside `make lab`
     (jupyter_config/ on JUPYTER_CONFIG_PATH): it lists the failing checks, and passes a solved one.
     nbgrader's default said "Success!" of any notebook without its test cells."""
-    from autograder.problem_notebooks import problem_notebook
+    from autograder.exports.problem_notebooks import problem_notebook
 
     nb = nbformat.read(str(ROOT / "problems" / NOTEBOOK), as_version=4)
     tagged(nb, "answer", registry.get("1.1")).source = wrong_answer("1.1")
@@ -387,7 +386,7 @@ def test_the_unit_3_5_and_6_attacks_earn_nothing_through_nbgrader(tmp_path):
     contrasts, and an honest classmate beside them, in tests/test_hostile.py.)"""
     from nbgrader.api import Gradebook
 
-    from autograder.batch import selection
+    from autograder.registry import selection
     from tests.hostile import SURFACES
 
     attacks = {a.problem: a.source({"ROOT": str(ROOT)}) for a in SURFACES

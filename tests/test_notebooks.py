@@ -11,7 +11,7 @@ import pytest
 from nbclient import NotebookClient
 
 from autograder import registry
-from autograder.problem_notebooks import notebook_path, problem_notebook, tagged, write_problem_notebooks
+from autograder.exports.problem_notebooks import notebook_path, problem_notebook, tagged, write_problem_notebooks
 from autograder.wall.memory import conversion_budget
 
 pytestmark = pytest.mark.slow
@@ -275,7 +275,7 @@ def _left_in(folder: Path) -> list[str]:
 
 @pytest.mark.parametrize("name", LESSONS)
 def test_lessons_execute(root, name, tmp_path, monkeypatch):
-    from autograder import progress
+    from autograder.learner import progress
 
     drills = len([r for r in progress.load() if r.get("kind") == "drill"])
     # The kernel, and every process a lesson starts, writes its scratch under a temp folder of the

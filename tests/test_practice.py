@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from autograder import drills, practice, progress, registry
-from autograder.problem_notebooks import stub_source
+from autograder import registry
+from autograder.learner import drills, practice, progress
+from autograder.registry import stub_source
 from ckptlab.explore import restore_reads
 from ckptlab.layout import course_mesh, real_index_domains
 from solutions import unit1
@@ -127,7 +128,7 @@ def test_practice_file_is_valid_python_with_every_stub():
     chosen = [registry.get("1.3"), registry.get("2.1"), registry.get("4.2")]
     src = practice.workspace_source(chosen, 30)
     compile(src, "practice.py", "exec")
-    assert all(f"def {p.call}:" in src for p in chosen) and "autograder.notebook" not in src
+    assert all(f"def {p.call}:" in src for p in chosen) and "autograder.learner.notebook" not in src
 
 
 # --- examples in the learner's terms ------------------------------------------------------------------
@@ -150,7 +151,7 @@ def _kinds_in(value):
 
 def test_every_public_example_shows_its_arguments_in_the_learners_terms():
     """What practice prints (and a check shows) for every problem's examples: no grader object's repr."""
-    from autograder.notebook import describe_args
+    from autograder.learner.notebook import describe_args
     from autograder.wall import kinds
 
     seen = set()
@@ -651,9 +652,7 @@ def test_drill_in_a_terminal_and_in_a_notebook(home, capsys):
 
 def test_without_hidden_tests_a_set_is_checked_on_its_public_examples(monkeypatch, tmp_path):
     # The learner bundle: one checking process for the whole set, with the worker's limits.
-    from autograder import release
-
-    monkeypatch.setattr(release, "hidden_tests_available", lambda: False)
+    monkeypatch.setattr(registry, "hidden_tests_available", lambda: False)
     chosen = [registry.get("1.3"), registry.get("2.1")]
     path = practice.new_workspace(chosen, 20, tmp_path)
     path.write_text(path.read_text().replace(stub_source(chosen[0]), inspect.getsource(unit1.param_bytes)))
@@ -671,7 +670,7 @@ def test_public_checks_run_under_the_worker_memory_limit(tmp_path):
 
 
 def test_a_drill_placeholder_is_no_answer_and_records_nothing(capsys):
-    from autograder import drills, progress
+    from autograder.learner import drills, progress
 
     q = drills.drill("reshard_ram", seed=3)
     before = len(progress.load())

@@ -18,7 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder import drills, item_analysis, practice, progress, registry
+from autograder import registry
+from autograder.classroom import item_analysis
+from autograder.learner import drills, practice, progress
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -107,7 +107,7 @@ def test_the_examples_a_process_wrote_once_are_removed_by_the_next_once_it_has_e
     import subprocess
     import sys
 
-    from autograder import notebook
+    from autograder.learner import notebook
 
     dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                               text=True, check=True).stdout)

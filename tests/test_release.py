@@ -12,9 +12,9 @@ import nbformat
 import pytest
 
 from autograder import registry
+from autograder.exports.problem_notebooks import problem_notebook
+from autograder.exports.release import build_release
 from autograder.hidden import load
-from autograder.problem_notebooks import problem_notebook
-from autograder.release import build_release
 from tests.leaks import hidden_code_windows, hidden_messages, solution_windows, tree_windows
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Revision sheets (autograder.revision): one page per unit, built from the cell its lesson tags
+"""Revision sheets (autograder.exports.revision): one page per unit, built from the cell its lesson tags
 ``revision``, committed in course/revision/; each states only what its lesson states. Every check here
 has a control that breaks it in a temporary copy of the lessons. Read, never run: no lesson executes."""
 
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import registry, revision
+from autograder import registry
 from autograder.cli import main
+from autograder.exports import revision
 
 ROOT = Path(__file__).resolve().parents[1]
 UNIT = 3  # the lesson the controls edit

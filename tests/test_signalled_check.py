@@ -53,7 +53,7 @@ _RUN = textwrap.dedent("""
     from ckptlab import setup_devices
     setup_devices()
     from autograder import registry
-    from autograder.notebook import ProblemHandle
+    from autograder.learner.notebook import ProblemHandle
     from ckptlab import training
 
     scenarios = json.loads(sys.stdin.read())

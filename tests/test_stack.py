@@ -33,8 +33,8 @@ def test_the_installed_libraries_are_those_pyproject_pins():
 
 
 def test_environment_yml_the_readme_setup_sh_and_nbgrader_say_the_same(tmp_path):
-    from autograder import nbgrader_course
-    from autograder.gradescope import setup_sh
+    from autograder.exports import nbgrader_course
+    from autograder.exports.gradescope import setup_sh
 
     conda = re.search(r"^\s*- python=(3\.\d+)\s*$", (ROOT / "environment.yml").read_text(), re.M)
     assert conda and conda.group(1) == stack.newest_python(), "environment.yml's python= is not the newest pyproject allows"

@@ -376,7 +376,7 @@ def _course_dirs() -> tuple[list[str], list[str], list[str]]:
 
 
 def _is_public_course_file(path: str) -> bool:
-    """The autograder files the learner bundle ships (see :mod:`autograder.release`)."""
+    """The autograder files the learner bundle ships (see :mod:`autograder.exports.release`)."""
     parts = path.split(os.sep)
     if "__pycache__" in parts:
         return False

@@ -28,7 +28,7 @@ class ReturnSpec(Protocol):
     The judge (:mod:`autograder.engine.judge`) takes a worker's answer, plain data decoded on the
     grader's side (see :mod:`autograder.wall.codec`), and asks in this order: :meth:`type_error`
     (``detail=False``: a hidden case's return is never described), :meth:`has_nan`, then
-    :meth:`equal` against the expected value. The notebook's check (:mod:`autograder.notebook`) asks
+    :meth:`equal` against the expected value. The notebook's check (:mod:`autograder.learner.notebook`) asks
     the same of a public example's return, with ``detail``; or, where :attr:`checks_examples`, only
     :meth:`check_example`, which judges the example from its own arguments (the checkpoint it
     restores, the file it reads: no expected value, no reference).

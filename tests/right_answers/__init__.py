@@ -17,7 +17,8 @@ import pkgutil
 from autograder import registry
 
 _MODULES = [importlib.import_module(f"{__name__}.{m.name}")
-            for m in sorted(pkgutil.iter_modules(__path__), key=lambda m: int(m.name.removeprefix("unit")))]
+            for m in sorted((m for m in pkgutil.iter_modules(__path__) if m.name.startswith("unit")),
+                           key=lambda m: int(m.name.removeprefix("unit")))]
 
 RIGHT = {registry.get(function).id: answers for m in _MODULES for function, answers in m.RIGHT.items()}
 HEADERS = {registry.get(function).id: m.IMPORTS for m in _MODULES for function in m.RIGHT}

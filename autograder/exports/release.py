@@ -55,11 +55,11 @@ def _bundle_pyproject(text: str) -> str:
     text = text.replace('include = ["ckptlab*", "autograder*", "solutions*"]', 'include = ["ckptlab*", "autograder*"]')
     # Learners need no nbgrader: without it their JupyterLab has no instructor tools (formgrader,
     # Create Assignment, a Validate that cannot see the hidden tests).
-    assert '    "nbgrader==' in text, "the pyproject changed: update autograder.release"
+    assert '    "nbgrader==' in text, "the pyproject changed: update autograder.exports.release"
     text = "\n".join(line for line in text.splitlines() if not line.startswith('    "nbgrader==')) + "\n"
     assert "solutions" not in text.split("[tool.setuptools.packages.find]")[1].split("[")[0]
     # The bundle has no test-suite and no linting: drop their configuration (from [tool.ruff] on).
-    assert text.index("[tool.ruff]") < text.index("[tool.pytest.ini_options]"), "update autograder.release"
+    assert text.index("[tool.ruff]") < text.index("[tool.pytest.ini_options]"), "update autograder.exports.release"
     return text.split("[tool.ruff]")[0].rstrip() + "\n"
 
 
@@ -75,7 +75,7 @@ def _bundle_makefile(text: str) -> str:
          ".PHONY: help lab check progress practice drill venv clean"),
     ]
     for old, new in swaps:
-        assert old in text, f"the Makefile changed: update autograder.release ({old!r})"
+        assert old in text, f"the Makefile changed: update autograder.exports.release ({old!r})"
         text = text.replace(old, new)
     text = "\n\n".join(block for block in text.split("\n\n") if not block.startswith(("test:", "bench:", "platforms:")))
     return "\n".join(line for line in text.splitlines()
@@ -95,7 +95,7 @@ def build_release(root: Path, out: Path) -> list[Path]:
     _copy_tree(root / "autograder", out / "autograder", skip_file=_is_hidden)
     _copy_tree(root / "jupyter_config", out / "jupyter_config")  # make lab's settings
     _copy_tree(root / "tools", out / "tools")  # make's environment set-up
-    from autograder.problem_notebooks import write_problem_notebooks  # nbformat: a second to import, only here
+    from autograder.exports.problem_notebooks import write_problem_notebooks  # nbformat: a second to import, only here
 
     write_problem_notebooks(out)
     (out / "pyproject.toml").write_text(_bundle_pyproject((root / "pyproject.toml").read_text()))
@@ -104,13 +104,3 @@ def build_release(root: Path, out: Path) -> list[Path]:
     (out / "README.md").write_text(BUNDLE_README)
     return sorted(p for p in out.rglob("*") if p.is_file())
 
-
-def hidden_tests_available() -> bool:
-    """False in a learner bundle: there the hidden tests and references are not installed."""
-    import importlib.util
-
-    try:
-        return (importlib.util.find_spec("solutions") is not None
-                and importlib.util.find_spec("autograder.hidden.unit1") is not None)
-    except ModuleNotFoundError:
-        return False

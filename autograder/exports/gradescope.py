@@ -357,7 +357,7 @@ def run(root: Path, isolation: str = "strict") -> dict:
     return results
 
 
-# --- the command line's gradescope-try and gradescope-run (autograder/cli.py) ---------------------
+# --- the command line's gradescope-try and gradescope-run (autograder/cli/instructors.py) ---------------------
 
 def try_command(args) -> int:
     """``python -m autograder gradescope-try``: run a zip's grading of submissions here, as Gradescope would."""

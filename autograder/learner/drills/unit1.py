@@ -1,13 +1,13 @@
 """Unit 1's drills (parameter accounting): a Dense layer's parameters and what one device holds of an MLP's.
 
-Each kind makes a :class:`~autograder.drills.Question` with ``unit_of_study=1``;
-``DRILLS`` lists them in the order :data:`autograder.drills.KINDS` takes them, after the earlier
+Each kind makes a :class:`~autograder.learner.drills.Question` with ``unit_of_study=1``;
+``DRILLS`` lists them in the order :data:`autograder.learner.drills.KINDS` takes them, after the earlier
 units' kinds.
 """
 
 from __future__ import annotations
 
-from autograder.drills import Question, drawn_dtype, fmt_number
+from autograder.learner.drills import Question, drawn_dtype, fmt_number
 
 
 def model_bytes(rng) -> Question:

@@ -105,19 +105,6 @@ class _Progress:
             self.stream.write("\n")
 
 
-def selection(units=(), only=()) -> tuple:
-    """The problems an assignment covers: those of ``units`` and the problem ids or functions in
-    ``only``, in the course's order (every problem when both are empty)."""
-    if not units and not only:
-        return registry.PROBLEMS
-    known = set(registry.units())
-    for unit in units:
-        if unit not in known:
-            raise ValueError(f"no unit {unit}: the course has units {', '.join(map(str, sorted(known)))}")
-    wanted = {p.id for p in registry.PROBLEMS if p.unit in set(units)} | {registry.get(x).id for x in only}
-    return tuple(p for p in registry.PROBLEMS if p.id in wanted)
-
-
 def _graded_for(path: Path, selected: tuple, cases: str = "own") -> bool:
     """Whether a saved result covers exactly these problems, on the same kind of hidden cases (the
     learner's own, or the class's shared ones); else the learner is graded again."""
@@ -128,30 +115,11 @@ def _graded_for(path: Path, selected: tuple, cases: str = "own") -> bool:
         return False
 
 
-def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool = False,
-                timeout: float | None = None, progress: bool = True, isolation: str = "strict",
-                problems: tuple | None = None, shared_cases: bool = False, similarity: float | None = None) -> dict:
-    """Grade every learner not yet graded; then write the gradebook, feedback and summary.
-
-    ``problems`` (from :func:`selection`): what was assigned, every problem by default; scores,
-    feedback and the summary cover those only. ``isolation`` ``strict`` (the default) raises
-    :class:`~autograder.sandbox.IsolationUnavailable` before grading anyone where this
-    machine cannot give it. ``shared_cases``: every learner graded on the same hidden cases
-    (:mod:`autograder.engine.shared`: the references run once per problem, not once per learner).
-    ``similarity``: a threshold from 0 to 1: also compare the learners' code problem by problem and
-    write ``similarity.html``/``.json`` (:mod:`autograder.similarity`)."""
-    from autograder.engine.shared import SharedCases
-    from autograder.sandbox import concurrent_workers_fair, resolve, start_zygote
-
-    submissions, results = Path(submissions), Path(results)
-    selected = tuple(problems) if problems else registry.PROBLEMS
-    learners = find_learners(submissions)
-    cases = "shared" if shared_cases else "own"
-    todo = [lr for lr in learners if force or not _graded_for(results / "learners" / f"{lr.key}.json", selected, cases)]
-    if todo and isolation != "basic":
-        start_zygote()  # its imports and the check of the level overlap
-    level = resolve(isolation)
+def _jobs_allowed(jobs: int, level, progress: bool) -> int:
+    """How many learners to grade at a time: ``jobs``, or fewer where the machine's (or container's)
+    CPUs or memory, or workers sharing one user's process count, allow no more (said when ``progress``)."""
     from autograder.engine.grade import fitted_jobs
+    from autograder.sandbox import concurrent_workers_fair
 
     fitted = fitted_jobs(jobs)
     if fitted < jobs:
@@ -166,6 +134,14 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
             print(f"Grading one worker at a time, not {jobs}: without namespaces, workers running as one user "
                   "share its process count (python -m autograder isolation says why).", file=sys.stderr)
         jobs = 1
+    return jobs
+
+
+def _grade_learners(todo, results: Path, timeout, level, jobs: int, selected, shared_cases: bool, progress: bool) -> bool:
+    """Grade ``todo``, ``jobs`` learners at a time, each result saved as it comes; whether the run was
+    interrupted (Ctrl-C: what was graded is kept)."""
+    from autograder.engine.shared import SharedCases
+
     bar = _Progress(len(todo)) if progress else None
     interrupted = False
     futures: dict = {}
@@ -195,8 +171,35 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
             shared.close()  # (interrupted, a learner's thread may still read them: removed at exit)
         if bar:
             bar.close()
+    return interrupted
+
+
+def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool = False,
+                timeout: float | None = None, progress: bool = True, isolation: str = "strict",
+                problems: tuple | None = None, shared_cases: bool = False, similarity: float | None = None) -> dict:
+    """Grade every learner not yet graded; then write the gradebook, feedback and summary.
+
+    ``problems`` (from :func:`autograder.registry.selection`): what was assigned, every problem by default; scores,
+    feedback and the summary cover those only. ``isolation`` ``strict`` (the default) raises
+    :class:`~autograder.sandbox.IsolationUnavailable` before grading anyone where this
+    machine cannot give it. ``shared_cases``: every learner graded on the same hidden cases
+    (:mod:`autograder.engine.shared`: the references run once per problem, not once per learner).
+    ``similarity``: a threshold from 0 to 1: also compare the learners' code problem by problem and
+    write ``similarity.html``/``.json`` (:mod:`autograder.classroom.similarity`)."""
+    from autograder.sandbox import resolve, start_zygote
+
+    submissions, results = Path(submissions), Path(results)
+    selected = tuple(problems) if problems else registry.PROBLEMS
+    learners = find_learners(submissions)
+    cases = "shared" if shared_cases else "own"
+    todo = [lr for lr in learners if force or not _graded_for(results / "learners" / f"{lr.key}.json", selected, cases)]
+    if todo and isolation != "basic":
+        start_zygote()  # its imports and the check of the level overlap
+    level = resolve(isolation)
+    jobs = _jobs_allowed(jobs, level, progress)
+    interrupted = _grade_learners(todo, results, timeout, level, jobs, selected, shared_cases, progress)
     reports = load_results(results, [lr.key for lr in learners])
-    from autograder.item_analysis import progress_of
+    from autograder.classroom.item_analysis import progress_of
 
     read: dict = {}
 
@@ -209,9 +212,9 @@ def grade_batch(submissions: Path, results: Path, *, jobs: int = 2, force: bool 
     # what the learners wrote) stands between the class and its grades. Then the summary again, with it.
     write_outputs(reports, results, selected, progress)
     if similarity is not None:
-        from autograder import similarity as similar_code
+        from autograder.classroom import similarity as similar_code
 
-        similar = similar_code.report(learners, selected, results, Path(__file__).resolve().parents[1], similarity)
+        similar = similar_code.report(learners, selected, results, Path(__file__).resolve().parents[2], similarity)
         write_outputs(reports, results, selected, progress, similar)
     return {"learners": len(learners), "graded": len(todo), "skipped": len(learners) - len(todo),
             "interrupted": interrupted, "results": len(reports), "isolation": level.level,
@@ -284,8 +287,8 @@ def feedback_html(report: dict) -> str:
 
 
 def class_summary(reports: list[dict], selected: tuple = registry.PROBLEMS, progress: dict | None = None) -> list[dict]:
-    """Per problem: pass rate, most common failure, and the item analysis (:mod:`autograder.item_analysis`)."""
-    from autograder.item_analysis import summary_rows
+    """Per problem: pass rate, most common failure, and the item analysis (:mod:`autograder.classroom.item_analysis`)."""
+    from autograder.classroom.item_analysis import summary_rows
 
     return summary_rows(reports, selected, progress)
 
@@ -307,7 +310,7 @@ def summary_markdown(rows: list[dict], reports: list[dict], similar=None) -> str
         lines += ["**Warning:** some learners' code ran below the strict isolation level: it could read the hidden "
                   "tests and references, and write, signal or reach what the grader can. Their scores are not "
                   "protected against a hostile submission (see SECURITY.md).", ""]
-    from autograder.item_analysis import markdown
+    from autograder.classroom.item_analysis import markdown
 
     lines += ["![pass rate and discrimination per problem](summary.png)", "", *markdown(rows)]
     if similar is not None:
@@ -334,7 +337,7 @@ def summary_chart(rows: list[dict], path: Path) -> None:
     _import_chart_library()
     from matplotlib.figure import Figure
 
-    from autograder.item_analysis import chart
+    from autograder.classroom.item_analysis import chart
 
     fig = Figure(figsize=(max(6, 0.5 * len(rows) + 2) + 4.5, 3.6))
     chart(rows, fig)

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from autograder import progress, registry
+from autograder import registry
+from autograder.learner import progress
 from autograder.wall.returns import Raises
 
 MINUTES_PER_POINT = 1.0  # a 10-point problem is budgeted 10 minutes
@@ -54,7 +55,6 @@ def fill(order: list[registry.Problem], minutes: float) -> list[registry.Problem
             left -= cost[i]
     return chosen
 CHECK_TIMEOUT = 120.0
-ROOT = Path(__file__).resolve().parents[1]
 
 HELP = ("Commands: Enter = prompt and time left, h = next hint, c = run the public examples on your file, "
         "n / p = next / previous problem (or its number), g = grade now, q = stop without grading.")
@@ -71,7 +71,7 @@ def choose(records: list[dict], minutes: float, unit: int | None = None, count: 
            rng: np.random.Generator | None = None, difficulty: tuple = (), category: tuple = (),
            now: dt.datetime | None = None) -> tuple[list[registry.Problem], bool]:
     """Problems not yet mastered and mastered ones due for a spaced review
-    (:func:`autograder.progress.reviews`), of ``unit``, of these difficulties and categories (any,
+    (:func:`autograder.learner.progress.reviews`), of ``unit``, of these difficulties and categories (any,
     where empty), the reviews first, then in random order, as many as fit ``minutes`` (``count``
     overrides): those whose estimates (:func:`estimate`) fill the minutes most closely without
     passing them (:func:`fill`). Where not one fits, the shortest alone, which :func:`over_time`
@@ -120,12 +120,12 @@ def over_time(problems: list[registry.Problem], minutes: float) -> str | None:
 
 
 def workspace_source(problems: list[registry.Problem], minutes: float) -> str:
-    from autograder.problem_notebooks import stub_source
+    from autograder.registry import stub_source
 
     imports = []
     for unit in sorted({p.unit for p in problems}):
         for line in registry.UNITS[unit].imports.splitlines():
-            if line.strip() and "autograder.notebook" not in line and line not in imports:
+            if line.strip() and "autograder.learner.notebook" not in line and line not in imports:
                 imports.append(line)
     head = (f'"""Practice set: {len(problems)} problem(s), {minutes:g} minutes.\n\n'
             "Write each function below and save the file; the terminal session checks and grades it.\n"
@@ -199,7 +199,7 @@ class Session:
 
     # --- showing -----------------------------------------------------------------------------
     def prompt(self, left: float) -> str:
-        from autograder.notebook import describe_args, fmt_value
+        from autograder.learner.notebook import describe_args, fmt_value
 
         item = self.items[self.current]
         p = item.problem
@@ -281,7 +281,7 @@ class Session:
 
 def _grade(path: Path, learner: str, ids: list[str]) -> dict:
     """The hidden tests (workers, as in grading); in the learner bundle, the public examples."""
-    from autograder.release import hidden_tests_available
+    from autograder.registry import hidden_tests_available
 
     if hidden_tests_available():
         from autograder.engine.grade import grade
@@ -304,7 +304,7 @@ def _lesson(unit: int) -> str:
 
 
 def _drills_for(unit: int) -> list[str]:
-    from autograder.drills import UNIT_OF
+    from autograder.learner.drills import UNIT_OF
 
     return [k for k, u in UNIT_OF.items() if u == unit]
 

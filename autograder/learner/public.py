@@ -7,7 +7,7 @@ from __future__ import annotations
 from autograder import registry
 from autograder.engine import extract
 from autograder.engine.locate import locate
-from autograder.notebook import CheckResult, ProblemHandle
+from autograder.learner.notebook import CheckResult, ProblemHandle
 
 
 def check_paths(paths, only=None) -> list[CheckResult]:

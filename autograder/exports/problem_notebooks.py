@@ -57,14 +57,6 @@ def tagged(nb, kind: str, p: registry.Problem):
     return next((c for c in nb.cells if tag(kind, p) in c.get("metadata", {}).get("tags", [])), None)
 
 
-def stub_source(p: registry.Problem, solution: str | None = None) -> str:
-    doc = textwrap.fill(p.statement.replace("`", ""), width=88, initial_indent="    ", subsequent_indent="    ")
-    head = f"def {p.call}:\n    \"\"\"\n{doc}\n    \"\"\"\n"
-    if solution is None:
-        return head + "    # YOUR CODE HERE\n    raise NotImplementedError"
-    return head + "    ### BEGIN SOLUTION\n" + solution.rstrip() + "\n    ### END SOLUTION"
-
-
 def solution_body(p: registry.Problem) -> str:
     """The reference function's body, with the imports and helpers it uses inlined (for exports)."""
     from autograder.engine import extract
@@ -127,7 +119,7 @@ def problem_notebook(unit: int, with_solutions: bool = False, problems=None,
             new_markdown_cell(f"## Problem {p.id} ({p.points} points): {p.title}\n\n*{p.difficulty.capitalize()}; "
                               f"{p.category}.*\n\n`{p.call}`\n\n{p.statement}"
                               + (f"\n\n*As seen in* {p.seen_in}." if p.seen_in else "")),
-            _tagged(new_code_cell(stub_source(p, solution_body(p) if with_solutions else None)), "answer", p),
+            _tagged(new_code_cell(registry.stub_source(p, solution_body(p) if with_solutions else None)), "answer", p),
             _tagged(new_code_cell(f'{v} = problem("{p.id}")\n{v}.check()'), "check", p),
             new_markdown_cell(f"Stuck? `{v}.hint()` shows the next hint ({len(p.hints)} in all)."),
             _tagged(new_code_cell(f"# {v}.hint()"), "hint", p),

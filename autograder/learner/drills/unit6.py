@@ -1,14 +1,14 @@
 """Unit 6's drills (from a training checkpoint to a serving model): what a server holds, the training
 state against it, replicated copies on one host.
 
-Each kind makes a :class:`~autograder.drills.Question` with ``unit_of_study=6``;
-``DRILLS`` lists them in the order :data:`autograder.drills.KINDS` takes them, after the earlier
+Each kind makes a :class:`~autograder.learner.drills.Question` with ``unit_of_study=6``;
+``DRILLS`` lists them in the order :data:`autograder.learner.drills.KINDS` takes them, after the earlier
 units' kinds.
 """
 
 from __future__ import annotations
 
-from autograder.drills import Question
+from autograder.learner.drills import Question
 
 
 def serving_bytes(rng) -> Question:

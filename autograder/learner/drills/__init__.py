@@ -4,11 +4,11 @@ the course teaches, with immediate feedback and the worked answer.
 Terminal: ``python -m autograder drill [--count N] [--unit N...] [--kind KIND...]`` (``make drill
 UNIT=N``). Notebook::
 
-    from autograder.drills import drill
+    from autograder.learner.drills import drill
     q = drill()          # a kind of the units you studied; drill(unit=4), or drill("reshard_ram") for one kind
     q.answer("28 GB")    # right or not, and the worked answer
 
-Questions come from the units you have studied (:func:`autograder.progress.studied_units`: on a
+Questions come from the units you have studied (:func:`autograder.learner.progress.studied_units`: on a
 fresh start, Unit 1) unless ``--unit`` or ``--kind`` says otherwise, and a set varies its kinds: no
 kind comes twice while another has not come. A wrong answer that is a known mistake (a part left
 out, a step too many) is told which. Answers may carry units ("1.5 GiB", "12,288", "4x"); byte
@@ -16,7 +16,7 @@ units are converted.
 
 This package is the engine: :class:`Question`, grading an answer with its units, :func:`drill`,
 :func:`run` and recording progress. The kinds of drill are the units', one file per unit as the
-course's other parts are: ``autograder/drills/unitN.py`` holds unit N's question generators
+course's other parts are: ``autograder/learner/drills/unitN.py`` holds unit N's question generators
 (``DRILLS``), and :data:`KINDS` gathers them in unit order.
 """
 
@@ -104,8 +104,8 @@ class Question:
         right, feedback = self.grade(reply)
         print(feedback)
         if right is not None:
-            from autograder import progress
             from autograder.invoke import default_learner
+            from autograder.learner import progress
 
             progress.record_drill(learner or default_learner(), self.kind, right, time.monotonic() - self.asked)
         return right
@@ -141,7 +141,7 @@ def drawn_dtype(rng) -> tuple[str, int]:
 
 
 def _gather() -> tuple[dict, dict]:
-    """Every kind of drill, unit by unit: ``DRILLS`` of ``autograder/drills/unitN.py``, the units in
+    """Every kind of drill, unit by unit: ``DRILLS`` of ``autograder/learner/drills/unitN.py``, the units in
     order (the order :func:`drill` and :func:`run` draw from with a seed); and each kind's unit."""
     kinds, units = {}, {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: int(m.name.removeprefix("unit"))):
@@ -167,8 +167,8 @@ def kinds_of(units) -> list[str]:
 
 def studied(learner: str | None = None) -> list[int]:
     """The units ``learner`` has studied, from their progress (a fresh store: Unit 1)."""
-    from autograder import progress
     from autograder.invoke import default_learner
+    from autograder.learner import progress
 
     return progress.studied_units(progress.load(learner or default_learner()))
 
@@ -213,7 +213,7 @@ def run(count: int, kinds: list[str] | None, learner: str, seed: int | None = No
         units = sorted(set(units))
         kinds, where = kinds_of(units), f" from {_units_said(units)}"
     else:
-        from autograder import progress
+        from autograder.learner import progress
 
         rows = progress.summarize(progress.load(learner))
         units = progress.studied_units_of(rows)
@@ -245,7 +245,7 @@ def run(count: int, kinds: list[str] | None, learner: str, seed: int | None = No
                 break
         answered += 1
         right += bool(ok)
-        from autograder import progress
+        from autograder.learner import progress
 
         progress.record_drill(learner, kind, bool(ok), time.monotonic() - q.asked)
     say(f"\nDone: {right}/{answered} right.")

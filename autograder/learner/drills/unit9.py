@@ -1,14 +1,14 @@
 """Unit 9's drills (to and from Hugging Face): how many tensors a Hugging Face checkpoint of a model
 holds, where a fused projection's value columns start, how many files a shard-size limit makes.
 
-Each kind makes a :class:`~autograder.drills.Question` with ``unit_of_study=9``;
-``DRILLS`` lists them in the order :data:`autograder.drills.KINDS` takes them, after the earlier
+Each kind makes a :class:`~autograder.learner.drills.Question` with ``unit_of_study=9``;
+``DRILLS`` lists them in the order :data:`autograder.learner.drills.KINDS` takes them, after the earlier
 units' kinds.
 """
 
 from __future__ import annotations
 
-from autograder.drills import Question
+from autograder.learner.drills import Question
 
 
 def hf_tensor_count(rng) -> Question:

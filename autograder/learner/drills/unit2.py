@@ -1,13 +1,13 @@
 """Unit 2's drills (sharded save layouts): the bytes of a sharded parameter one device holds.
 
-Each kind makes a :class:`~autograder.drills.Question` with ``unit_of_study=2``;
-``DRILLS`` lists them in the order :data:`autograder.drills.KINDS` takes them, after the earlier
+Each kind makes a :class:`~autograder.learner.drills.Question` with ``unit_of_study=2``;
+``DRILLS`` lists them in the order :data:`autograder.learner.drills.KINDS` takes them, after the earlier
 units' kinds.
 """
 
 from __future__ import annotations
 
-from autograder.drills import Question, drawn_dtype
+from autograder.learner.drills import Question, drawn_dtype
 
 
 def shard_bytes(rng) -> Question:

@@ -9,7 +9,7 @@ error output scores 0), so ``generate_feedback`` and ``export`` work unchanged, 
 cell can change a score (as it could when the test cells ran in the learner's kernel).
 
 Instructors' side only: ``nbgrader_config.py`` loads this module (through the names
-``autograder.nbgrader_course`` re-exports); a learner's kernel never does.
+``autograder.exports.nbgrader_course`` re-exports); a learner's kernel never does.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import nbformat
 from nbformat.v4 import new_code_cell
 
 from autograder import registry
-from autograder.nbgrader_cell import grading_cell_source, nbgrader_meta, wrapped_lines
+from autograder.exports.nbgrader_cell import grading_cell_source, nbgrader_meta, wrapped_lines
 
 try:
     from nbconvert.preprocessors import Preprocessor

@@ -3,9 +3,9 @@
 It writes ``nbgrader_config.py`` and one assignment per unit, ``source/unitN/<notebook>.ipynb``:
 the problem notebook with the reference code between ``### BEGIN SOLUTION`` / ``### END
 SOLUTION`` (``nbgrader generate_assignment`` turns it back into the stub) and, under each
-problem, a locked autograder test cell worth the problem's points (:mod:`autograder.nbgrader_cell`:
+problem, a locked autograder test cell worth the problem's points (:mod:`autograder.exports.nbgrader_cell`:
 the cell and what it runs in a learner's kernel). Autograding runs no learner kernel
-(:mod:`autograder.nbgrader_autograde`: the course's grader writes each test cell's outcome).
+(:mod:`autograder.exports.nbgrader_autograde`: the course's grader writes each test cell's outcome).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from nbformat.v4 import new_code_cell
 from autograder import registry, stack
 
 # Re-exported: the test cells written into instructors' courses run
-# `from autograder.nbgrader_course import grade_cell` (and grade_cell raises NotFullMarks).
-from autograder.nbgrader_cell import (
+# `from autograder.exports.nbgrader_course import grade_cell` (and grade_cell raises NotFullMarks).
+from autograder.exports.nbgrader_cell import (
     NotFullMarks as NotFullMarks,
     grade_cell as grade_cell,
     grading_cell_source,
@@ -35,7 +35,7 @@ CONFIG = f'''\
 # never overwrites this file once it exists.
 import os
 
-from autograder.nbgrader_course import AUTOGRADE_PREPROCESSORS, SANITIZE_PREPROCESSORS, quiet_known_warnings
+from autograder.exports.nbgrader_course import AUTOGRADE_PREPROCESSORS, SANITIZE_PREPROCESSORS, quiet_known_warnings
 
 c = get_config()  # noqa: F821 - provided by nbgrader
 
@@ -90,13 +90,13 @@ machine has it) and refuses to grade without it; `c.GradeInSandbox.isolation = "
 # Re-exported, and loaded only when asked for: nbgrader_config.py files, those written before the
 # nbgrader modules were split and those CONFIG writes now, import these from here. A learner's
 # kernel imports grade_cell from here too, and must never load nbconvert or nbgrader, which
-# autograder.nbgrader_autograde does.
+# autograder.exports.nbgrader_autograde does.
 _FROM_AUTOGRADE = ("AUTOGRADE_PREPROCESSORS", "SANITIZE_PREPROCESSORS", "GradeInSandbox", "quiet_known_warnings")
 
 
 def __getattr__(name: str):
     if name in _FROM_AUTOGRADE:
-        from autograder import nbgrader_autograde
+        from autograder.exports import nbgrader_autograde
 
         return getattr(nbgrader_autograde, name)
     raise AttributeError(name)
@@ -112,7 +112,7 @@ def source_notebook(unit: int, problems=None) -> nbformat.NotebookNode:
     """The unit's problem notebook (``problems`` of it, default all) with solutions inside
     nbgrader's markers, nbgrader cell metadata, and a test cell after each problem's check cell
     (each found by its tag)."""
-    from autograder.problem_notebooks import problem_notebook, tag
+    from autograder.exports.problem_notebooks import problem_notebook, tag
 
     chosen = [p for p in (problems or registry.PROBLEMS) if p.unit == unit]
     nb = problem_notebook(unit, with_solutions=True, problems=chosen, audience="nbgrader")

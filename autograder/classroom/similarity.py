@@ -324,46 +324,49 @@ def course_code(folder: Path, selected) -> dict[str, str]:
     return {p.id: sub.module_source(p.function) for p in selected if sub.function(p.function) is not None}
 
 
-def independent_rates(root: Path, threshold: float) -> dict | None:
-    """How often each measure lists a pair of answers written independently: every pair of the
-    course's curated right answers (``tests/right_answers``, written apart from one another and from
-    the references) of each problem, compared as a class's code is. None where the course's tests
-    are not there (an installed copy)."""
-    import importlib
+# Every pair of the course's curated right answers of a problem (``tests/right_answers``: written apart
+# from one another and from the references), measured as a class's code is: [problem, Jaccard,
+# containment]. Written by ``python -m tests.right_answers --calibrate``; a test holds it to the answers.
+CALIBRATION = Path(__file__).with_name("similarity_calibration.json")
+
+
+def calibration_pairs(right: dict, headers: dict, stubs: dict[str, str]) -> list[list]:
+    """[problem, Jaccard, containment] of each pair of ``right``'s answers of a problem (each the
+    problem's ``headers`` then its source), the released ``stubs``' code taken out as for a class."""
     import itertools
-    import sys
     import tempfile
 
     from autograder import registry
     from autograder.engine.extract import load_submissions
 
-    if not (root / "tests" / "right_answers" / "__init__.py").is_file():
-        return None
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    try:
-        curated = importlib.import_module("tests.right_answers")
-    except Exception:  # noqa: BLE001 - another package named tests: not measured
-        return None
-    stubs = course_code(root / "problems", registry.PROBLEMS)
-    counts = {"pairs": 0, "jaccard": 0, "containment": 0, "either": 0}
+    out = []
     with tempfile.TemporaryDirectory(prefix="ckpt-similarity-") as folder:
-        for pid, answers in curated.RIGHT.items():
+        for pid, answers in sorted(right.items()):
             given = fingerprints(normalise(stubs.get(pid, "")))
             prints = []
             for n, (_, source, *_) in enumerate(answers):
                 path = Path(folder) / f"{pid}-{n}.py"
-                path.write_text(curated.HEADERS[pid] + source)
+                path.write_text(headers[pid] + source)
                 tokens = normalise(load_submissions([path]).module_source(registry.get(pid).function))
                 if len(tokens) >= MIN_TOKENS:
                     prints.append(fingerprints(tokens) - given)
-            for a, b in itertools.combinations(prints, 2):
-                listed, j, c = alike(a, b, threshold)
-                counts["pairs"] += 1
-                counts["jaccard"] += j >= threshold
-                counts["containment"] += c >= containment_threshold(threshold)
-                counts["either"] += listed
-    return counts
+            out += [[pid, round(jaccard(a, b), 6), round(containment(a, b), 6)]
+                    for a, b in itertools.combinations(prints, 2)]
+    return out
+
+
+def independent_rates(threshold: float, pairs: list | None = None) -> dict | None:
+    """How often each measure lists a pair of answers written independently, at ``threshold``: over
+    ``pairs`` (the course's calibration by default). None where there is no calibration."""
+    if pairs is None:
+        try:
+            pairs = json.loads(CALIBRATION.read_text())["pairs"]
+        except (OSError, ValueError, KeyError):
+            return None
+    jaccards = [j >= threshold for _, j, _ in pairs]
+    containments = [c >= containment_threshold(threshold) for _, _, c in pairs]
+    return {"pairs": len(pairs), "jaccard": sum(jaccards), "containment": sum(containments),
+            "either": sum(a or b for a, b in zip(jaccards, containments))}
 
 
 def write(found: Found, codes: dict, results: Path, threshold: float) -> None:
@@ -414,6 +417,6 @@ def report(learners, selected, results: Path, root: Path, threshold: float = THR
     codes, cut = capped(collect(learners, selected))
     found = compare(codes, course_code(root / "problems", selected), course_code(root / "solutions", selected), threshold)
     found.capped = cut
-    found.independent = independent_rates(root, threshold)
+    found.independent = independent_rates(threshold)
     write(found, codes, results, threshold)
     return found

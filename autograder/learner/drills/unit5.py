@@ -1,14 +1,14 @@
 """Unit 5's drills (checkpointing a training run): a training state's size, a save's time, the steps a
 CheckpointManager keeps.
 
-Each kind makes a :class:`~autograder.drills.Question` with ``unit_of_study=5``;
-``DRILLS`` lists them in the order :data:`autograder.drills.KINDS` takes them, after the earlier
+Each kind makes a :class:`~autograder.learner.drills.Question` with ``unit_of_study=5``;
+``DRILLS`` lists them in the order :data:`autograder.learner.drills.KINDS` takes them, after the earlier
 units' kinds.
 """
 
 from __future__ import annotations
 
-from autograder.drills import Question, drawn_dtype, fmt_number
+from autograder.learner.drills import Question, drawn_dtype, fmt_number
 
 
 def adam_checkpoint(rng) -> Question:

@@ -95,8 +95,8 @@ def grading_scope(paths, units=(), only=()) -> tuple[tuple, str]:
     (by its name) that unit's, and any other file the problems whose functions it defines (every
     problem where it defines none, so that what is missing is named). Raises ValueError or
     KeyError for an unknown unit or problem."""
-    from autograder.batch import selection
     from autograder.engine.extract import load_submission
+    from autograder.registry import selection
 
     units, only = _listed(units), _listed(only)
     if not all(u.isdigit() for u in units):

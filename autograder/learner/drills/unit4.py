@@ -1,14 +1,14 @@
 """Unit 4's drills (reading only a shard's bytes): chunks an expert-parallel save makes a device read,
 re-sharding's host RAM, a column shard's byte runs, a safetensors tensor's offset.
 
-Each kind makes a :class:`~autograder.drills.Question` with ``unit_of_study=4``;
-``DRILLS`` lists them in the order :data:`autograder.drills.KINDS` takes them, after the earlier
+Each kind makes a :class:`~autograder.learner.drills.Question` with ``unit_of_study=4``;
+``DRILLS`` lists them in the order :data:`autograder.learner.drills.KINDS` takes them, after the earlier
 units' kinds.
 """
 
 from __future__ import annotations
 
-from autograder.drills import Question, drawn_dtype
+from autograder.learner.drills import Question, drawn_dtype
 
 
 def reshard_ram(rng) -> Question:

@@ -1,8 +1,8 @@
 """Unit 7's drills (when the machine or the code changed): a restore onto another mesh, a counter cast
 to float32, the peak of unstacking a scanned model.
 
-Each kind makes a :class:`~autograder.drills.Question` with ``unit_of_study=7``;
-``DRILLS`` lists them in the order :data:`autograder.drills.KINDS` takes them, after the earlier
+Each kind makes a :class:`~autograder.learner.drills.Question` with ``unit_of_study=7``;
+``DRILLS`` lists them in the order :data:`autograder.learner.drills.KINDS` takes them, after the earlier
 units' kinds.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.drills import Question, drawn_dtype
+from autograder.learner.drills import Question, drawn_dtype
 
 
 def moved_restore_bytes(rng) -> Question:

@@ -2,10 +2,10 @@
 :func:`grade_cell`, what it runs in a learner's kernel. Under each problem of an assignment, a
 locked test cell worth the problem's points::
 
-    from autograder.nbgrader_course import grade_cell
+    from autograder.exports.nbgrader_course import grade_cell
     grade_cell("1.1")
 
-(``autograder.nbgrader_course`` re-exports :func:`grade_cell`: the cells written into instructors'
+(``autograder.exports.nbgrader_course`` re-exports :func:`grade_cell`: the cells written into instructors'
 courses import it from there.) The cell holds no test, so nbgrader's feedback, which shows test
 cells in full (nbgrader issue 917 for ``### BEGIN HIDDEN TESTS``), has no hidden test to show.
 
@@ -78,7 +78,7 @@ def grade_cell(problem_id: str, timeout: float = CELL_TIMEOUT - 20) -> None:
 
     Full marks: prints the result. Anything else raises :class:`NotFullMarks` with the grader's
     message (the cell errors, and nbgrader gives it 0)."""
-    from autograder.release import hidden_tests_available
+    from autograder.registry import hidden_tests_available
 
     p = registry.get(problem_id)
     if _autograding():
@@ -113,7 +113,7 @@ def grade_cell(problem_id: str, timeout: float = CELL_TIMEOUT - 20) -> None:
 
 
 def _public_check(p: registry.Problem) -> None:
-    from autograder.notebook import CheckFailed, problem
+    from autograder.learner.notebook import CheckFailed, problem
 
     try:
         result = problem(p.id).check()
@@ -146,6 +146,6 @@ def nbgrader_meta(grade_id: str, *, solution=False, grade=False, locked=False, p
 def grading_cell_source(p: registry.Problem) -> str:
     return (f"# Autograder test for problem {p.id} ({p.points} points). The hidden tests run in a separate\n"
             "# process on the code above; outside autograding, the public examples run. Do not edit.\n"
-            "from autograder.nbgrader_course import grade_cell\n"
+            "from autograder.exports.nbgrader_course import grade_cell\n"
             "\n"
             f'grade_cell("{p.id}")')

@@ -1,14 +1,14 @@
 """Unit 8's drills (preemption): steps lost to a preemption, whether a save fits the grace window,
 where a host reads after a restart on another number of hosts.
 
-Each kind makes a :class:`~autograder.drills.Question` with ``unit_of_study=8``;
-``DRILLS`` lists them in the order :data:`autograder.drills.KINDS` takes them, after the earlier
+Each kind makes a :class:`~autograder.learner.drills.Question` with ``unit_of_study=8``;
+``DRILLS`` lists them in the order :data:`autograder.learner.drills.KINDS` takes them, after the earlier
 units' kinds.
 """
 
 from __future__ import annotations
 
-from autograder.drills import Question, fmt_number
+from autograder.learner.drills import Question, fmt_number
 
 
 def steps_lost(rng) -> Question:

@@ -1,13 +1,13 @@
 """Unit 3's drills (restore re-sharding): how many times the bytes it needs a row-sharded restore reads.
 
-Each kind makes a :class:`~autograder.drills.Question` with ``unit_of_study=3``;
-``DRILLS`` lists them in the order :data:`autograder.drills.KINDS` takes them, after the earlier
+Each kind makes a :class:`~autograder.learner.drills.Question` with ``unit_of_study=3``;
+``DRILLS`` lists them in the order :data:`autograder.learner.drills.KINDS` takes them, after the earlier
 units' kinds.
 """
 
 from __future__ import annotations
 
-from autograder.drills import Question
+from autograder.learner.drills import Question
 
 
 def row_restore(rng) -> Question:
