@@ -169,36 +169,14 @@ def conversion_peak(how: str, src: str, out: str, *, config: LlamaConfig | None 
     ``"whole_model_to_hf"`` (with ``config``, ``max_shard_bytes``, ``dtype``), ``"leaf_by_leaf_to_orbax"``
     or ``"whole_model_to_orbax"`` (with ``mesh``, ``specs`` as tuples of spec entries, ``tree``)."""
     import dataclasses
-    import subprocess
-    import sys
-    import tempfile
 
-    from ckptlab.memory import AnonymousPeak
-    from ckptlab.serving import wait_for_line
+    from ckptlab.memory import run_measured
 
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
-    env["JAX_PLATFORMS"] = "cpu"
-    with tempfile.TemporaryDirectory(prefix="hf-peak-") as scratch, tempfile.TemporaryFile("w+") as errors:
-        job = {"how": how, "src": os.path.abspath(src), "out": os.path.abspath(out), "scratch": scratch,
-               "config": dataclasses.asdict(config) if config else None, "max_shard_bytes": max_shard_bytes,
-               "dtype": dtype, "mesh": list((mesh or {}).items()), "tree": tree,
-               "specs": {k: [list(e) if isinstance(e, tuple) else e for e in v] for k, v in (specs or {}).items()}}
-        proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(job)], env=env, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=errors, text=True)
-        sampler, output = None, ""
-        try:
-            if wait_for_line(proc, "ready", timeout):
-                sampler = AnonymousPeak(proc.pid)
-                output, _ = proc.communicate("go\n", timeout=timeout)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        peak = sampler.stop() if sampler is not None else None
-        if proc.returncode != 0 or '"done"' not in output or peak is None:
-            errors.seek(0)
-            tail = "\n".join(errors.read().strip().splitlines()[-15:])
-            raise RuntimeError(f"the measuring process failed (exit code {proc.returncode}). Its last messages:\n{tail}")
+    job = {"how": how, "src": os.path.abspath(src), "out": os.path.abspath(out),
+           "config": dataclasses.asdict(config) if config else None, "max_shard_bytes": max_shard_bytes,
+           "dtype": dtype, "mesh": list((mesh or {}).items()), "tree": tree,
+           "specs": {k: [list(e) if isinstance(e, tuple) else e for e in v] for k, v in (specs or {}).items()}}
+    _, peak = run_measured(_CHILD, job, prefix="hf-peak-", timeout=timeout, finished=lambda said: '"done"' in said)
     return peak
 
 

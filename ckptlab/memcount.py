@@ -30,16 +30,10 @@ from absl import logging
 from jax.sharding import NamedSharding, PartitionSpec
 
 from ckptlab.layout import course_mesh
+from ckptlab.memory import status_bytes as status
 
 logging.set_verbosity(logging.ERROR)
 src, dst, specs, warm = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
-
-
-def status(key):
-    for line in open("/proc/self/status"):
-        if line.startswith(key):
-            return int(line.split()[1]) * 1024
-
 
 mesh = course_mesh({"x": 16})
 checkpointer = ocp.StandardCheckpointer()
@@ -50,13 +44,13 @@ checkpointer.restore(warm, {"w": jax.ShapeDtypeStruct((16, 16), np.float32, shar
 saved = checkpointer.metadata(src).item_metadata.tree
 target = {name: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=NamedSharding(mesh, PartitionSpec(*specs[name])))
           for name, m in saved.items()}
-before = status("VmRSS:")
+before = status("VmRSS")
 restored = checkpointer.restore(src, target)
-after_restore = status("VmHWM:")
+after_restore = status("VmHWM")
 checkpointer.save(dst, restored)
 checkpointer.wait_until_finished()
 weights = sum(a.nbytes for a in jax.tree.leaves(restored))
-print(json.dumps({"peak_bytes": status("VmHWM:") - before, "restore_peak_bytes": after_restore - before,
+print(json.dumps({"peak_bytes": status("VmHWM") - before, "restore_peak_bytes": after_restore - before,
                   "weights_bytes": weights}), flush=True)
 """
 

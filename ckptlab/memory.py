@@ -1,12 +1,15 @@
 """How the course measures the host memory a piece of work takes: the tools, with nothing of a
-lesson's in them (Lesson 6's :mod:`ckptlab.serving`, the planner's and topology's measured runs,
-and the grader's workers for problems 6.1 and 6.2 all use these same ones).
+lesson's in them (Lesson 6's :mod:`ckptlab.serving`, Lesson 9's :mod:`ckptlab.hfconvert`, the
+re-shard's, the planner's and topology's measured runs, and the grader's workers for problems 6.1
+and 6.2 all use these same ones).
 
     from ckptlab.memory import prepare_measurement, reset_peak, status_bytes, AnonymousPeak
     prepare_measurement(scratch); reset_peak(); before = status_bytes("VmRSS")
     ...                                          # the work
     status_bytes("VmHWM") - before               # its peak resident set, above where it began
     AnonymousPeak(pid).stop()                    # another process's anonymous memory's peak, sampled
+    run_measured(code, job, prefix=..., timeout=...)  # a fresh process's output and that peak: it says
+                                                 # "ready", is sampled from then on, and is sent "go"
 
 :func:`prepare_measurement` makes a peak about the work alone: freed blocks given back to the
 kernel (:func:`give_back_freed_memory`), and what a first Orbax save and restore allocate once
@@ -255,3 +258,58 @@ def reset_peak() -> None:
     """Reset this process's peak resident set to its present one (``/proc/self/clear_refs``)."""
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
+
+
+# ---------------------------------------------------------------------------------------------
+# A fresh process measured from outside: a ready/go handshake, its anonymous memory sampled between
+
+def wait_for_line(proc, line: str, timeout: float) -> bool:
+    """Read ``proc``'s output until ``line``, for ``timeout`` seconds at most; whether it came."""
+    import selectors
+    import time
+
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if not selector.select(max(0.0, deadline - time.monotonic())):
+                return False
+            got = proc.stdout.readline()
+            if not got:
+                return False
+            if got.strip() == line:
+                return True
+    return False
+
+
+def run_measured(code: str, job: dict, *, prefix: str, timeout: float, finished=lambda output: True) -> tuple[str, int]:
+    """Run ``code`` (``python -c``, JAX on the CPU) in a fresh process given ``job`` as JSON in ``sys.argv[1]``,
+    with ``"scratch"``, a temporary folder of its own (named ``prefix...``). It prints ``ready`` once its baseline
+    is taken and waits for a line: from then on its anonymous memory is sampled from here (:class:`AnonymousPeak`),
+    and it is sent ``go``. Returns what it printed after ``ready`` and that peak above where it stood when
+    ready. Raises RuntimeError with its last messages where it failed: an exit code not 0, no ``ready``
+    within ``timeout`` seconds, or an output that ``finished`` refuses. Linux only."""
+    import json
+    import subprocess
+    import tempfile
+
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    env["JAX_PLATFORMS"] = "cpu"
+    with tempfile.TemporaryDirectory(prefix=prefix) as scratch, tempfile.TemporaryFile("w+") as errors:
+        proc = subprocess.Popen([sys.executable, "-c", code, json.dumps({**job, "scratch": scratch})], env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True)
+        sampler, output = None, ""
+        try:
+            if wait_for_line(proc, "ready", timeout):
+                sampler = AnonymousPeak(proc.pid)
+                output, _ = proc.communicate("go\n", timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        peak = sampler.stop() if sampler is not None else None
+        if proc.returncode != 0 or not finished(output) or peak is None:
+            errors.seek(0)
+            tail = "\n".join(errors.read().strip().splitlines()[-15:])
+            raise RuntimeError(f"the measuring process failed (exit code {proc.returncode}). Its last messages:\n{tail}")
+    return output, peak

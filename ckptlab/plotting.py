@@ -180,13 +180,33 @@ def plot_sharded_array(global_shape: Sequence[int], mesh_shape: Mapping[str, int
     written = {d: as_2d(dom) for d, dom in (writers or {}).items()}
     rows, cols = shape
     ax = _axes(ax, (min(11, 2 + cols * 0.22), min(8, 1.8 + rows * 0.22)))
+    _draw_holders(ax, owners, written, rows, cols, corner_labels=chunk_shape is not None)
+    chunk = None if chunk_shape is None else (tuple(chunk_shape) if not one_d else (1, int(chunk_shape[0])))
+    chunk_writer = {} if chunk is None else _draw_chunks(ax, chunk, rows, cols, one_d, zarr_format, written)
+    ax.set_xlim(0, cols)
+    ax.set_ylim(rows, 0)
+    ax.set_xlabel("column")
+    ax.set_ylabel("row" if not one_d else "")
+    if one_d:
+        ax.set_yticks([])
+    spec_text = ", ".join(repr(e) for e in spec) or ""
+    _title(ax, title or f"{tuple(global_shape)} with P({spec_text}) on "
+           + " x ".join(f"{k}={v}" for k, v in mesh_shape.items())
+           + (f", chunks {tuple(chunk_shape)}" if chunk_shape is not None else ""),
+           _sharded_array_claim(owners, domains, chunk, chunk_writer))
+    return ax
+
+
+def _draw_holders(ax, owners: dict, written: dict, rows: int, cols: int, corner_labels: bool) -> None:
+    """Each shard in its first holder's colour and labelled with its holders (in its top corner when
+    chunks are drawn over it), then each writer's slice in its colour, each shard outlined above them."""
     for ((r0, r1), (c0, c1)), devs in owners.items():
         ax.add_patch(Rectangle((c0, r0), c1 - c0, r1 - r0, facecolor=device_colour(devs[0]),
                                alpha=0.35 if written else 1.0, edgecolor="black", lw=1.6, zorder=1))
         label = "d" + ",".join(map(str, devs)) if len(devs) <= 4 else f"d{devs[0]}..d{devs[-1]} ({len(devs)} replicas)"
         if written:
             label = "held by " + label
-        if chunk_shape is None:
+        if not corner_labels:
             ax.text((c0 + c1) / 2, (r0 + r1) / 2, label, ha="center", va="center", fontsize=9, fontweight="bold")
         else:  # corner label, leaving the middle of each chunk for its file name
             ax.text(c0 + 0.01 * cols, r0 + 0.01 * rows, label, ha="left", va="top", fontsize=9, fontweight="bold",
@@ -197,54 +217,47 @@ def plot_sharded_array(global_shape: Sequence[int], mesh_shape: Mapping[str, int
     if written:  # each shard's outline again, above its writers' slices
         for ((r0, r1), (c0, c1)) in owners:
             ax.add_patch(Rectangle((c0, r0), c1 - c0, r1 - r0, fill=False, edgecolor="black", lw=2.2, zorder=3))
+
+
+def _draw_chunks(ax, chunk: tuple, rows: int, cols: int, one_d: bool, zarr_format: int, written: dict) -> dict:
+    """The saved-chunk grid, dashed, each chunk labelled with its file name (and its writer, given
+    ``written``); returns chunk file name -> the device that writes it."""
     chunk_writer: dict = {}
-    if chunk_shape is not None:
-        chunk = tuple(chunk_shape) if not one_d else (1, int(chunk_shape[0]))
-        n_r, n_c = -(-rows // chunk[0]), -(-cols // chunk[1])
-        for i in range(n_r):
-            for j in range(n_c):
-                name = layout.chunk_name((i, j) if not one_d else (j,), zarr_format)
-                r0, c0 = i * chunk[0], j * chunk[1]
-                ax.add_patch(Rectangle((c0, r0), chunk[1], chunk[0], fill=False, edgecolor=_CHUNK_EDGE,
-                                       lw=1.8, ls=(0, (4, 3)), zorder=4))
-                who = [d for d, ((a, b), (c, e)) in sorted(written.items()) if a <= r0 < b and c <= c0 < e]
-                if who:
-                    chunk_writer[name] = who[0]
-                text = f"{name} \u2190 d{who[0]}" if who else name
-                # below the middle: the device labels sit in the top corners of their slices
-                ax.text(c0 + chunk[1] / 2, r0 + chunk[0] * 0.62, text, ha="center", va="center", fontsize=9,
-                        family="monospace", zorder=7,
-                        bbox={"facecolor": "white", "edgecolor": _CHUNK_EDGE, "lw": 0.6, "pad": 1.5})
-    ax.set_xlim(0, cols)
-    ax.set_ylim(rows, 0)
-    ax.set_xlabel("column")
-    ax.set_ylabel("row" if not one_d else "")
-    if one_d:
-        ax.set_yticks([])
-    # The one claim this figure shows, from the same numbers it draws.
+    n_r, n_c = -(-rows // chunk[0]), -(-cols // chunk[1])
+    for i in range(n_r):
+        for j in range(n_c):
+            name = layout.chunk_name((i, j) if not one_d else (j,), zarr_format)
+            r0, c0 = i * chunk[0], j * chunk[1]
+            ax.add_patch(Rectangle((c0, r0), chunk[1], chunk[0], fill=False, edgecolor=_CHUNK_EDGE,
+                                   lw=1.8, ls=(0, (4, 3)), zorder=4))
+            who = [d for d, ((a, b), (c, e)) in sorted(written.items()) if a <= r0 < b and c <= c0 < e]
+            if who:
+                chunk_writer[name] = who[0]
+            text = f"{name} \u2190 d{who[0]}" if who else name
+            # below the middle: the device labels sit in the top corners of their slices
+            ax.text(c0 + chunk[1] / 2, r0 + chunk[0] * 0.62, text, ha="center", va="center", fontsize=9,
+                    family="monospace", zorder=7,
+                    bbox={"facecolor": "white", "edgecolor": _CHUNK_EDGE, "lw": 0.6, "pad": 1.5})
+    return chunk_writer
+
+
+def _sharded_array_claim(owners: dict, domains: dict, chunk: tuple | None, chunk_writer: dict) -> str:
+    """The one claim :func:`plot_sharded_array` shows, from the same numbers it draws."""
     replicas = {len(devs) for devs in owners.values()}
     if chunk_writer:
         shared = next((devs for devs in owners.values() if len(set(chunk_writer.values()) & set(devs)) > 1), None)
         if shared:
             mine = [(n, d) for n, d in chunk_writer.items() if d in shared][:2]
-            claim = ("replicas share the write: " + ", ".join(f"d{d} writes {n}" for n, d in mine)
-                     + f" ({len(chunk_writer)} chunk files, each written once)")
-        else:
-            claim = f"one replica writes each shard: {len(chunk_writer)} chunk files, each written once"
-    elif chunk_shape is not None:
-        chunk = tuple(chunk_shape) if not one_d else (1, int(chunk_shape[0]))
+            return ("replicas share the write: " + ", ".join(f"d{d} writes {n}" for n, d in mine)
+                    + f" ({len(chunk_writer)} chunk files, each written once)")
+        return f"one replica writes each shard: {len(chunk_writer)} chunk files, each written once"
+    if chunk is not None:
         counts = sorted({len(layout.chunks_overlapped(dom, chunk)) for dom in domains.values()})
-        claim = (f"each device's slice overlaps {counts[0]} saved chunk(s)" if len(counts) == 1
-                 else f"devices' slices overlap {counts[0]} to {counts[-1]} saved chunks")
-    elif replicas == {1}:
-        claim = f"{len(owners)} devices, {len(owners)} different shards, no replicas"
-    else:
-        claim = f"{len(owners)} shards, each held by {max(replicas)} devices (replicas)"
-    spec_text = ", ".join(repr(e) for e in spec) or ""
-    _title(ax, title or f"{tuple(global_shape)} with P({spec_text}) on "
-           + " x ".join(f"{k}={v}" for k, v in mesh_shape.items())
-           + (f", chunks {tuple(chunk_shape)}" if chunk_shape is not None else ""), claim)
-    return ax
+        return (f"each device's slice overlaps {counts[0]} saved chunk(s)" if len(counts) == 1
+                else f"devices' slices overlap {counts[0]} to {counts[-1]} saved chunks")
+    if replicas == {1}:
+        return f"{len(owners)} devices, {len(owners)} different shards, no replicas"
+    return f"{len(owners)} shards, each held by {max(replicas)} devices (replicas)"
 
 
 _PART_CMAP = plt.get_cmap("Set2")  # tensors within a device's bar: not device colours, so the two never mix

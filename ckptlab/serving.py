@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 # The measuring tools live in ckptlab.memory (the grader's too); named here as well for the lesson's
 # ``serving.measured_tempdir`` and the other calls that have always said ``serving.``.
@@ -32,7 +31,9 @@ from ckptlab.memory import (  # noqa: F401
     on_tmpfs,
     prepare_measurement,
     reset_peak,
+    run_measured,
     status_bytes,
+    wait_for_line,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -270,25 +271,6 @@ print(json.dumps({"peak_bytes": memory.status_bytes("VmHWM") - before, "held_byt
 """
 
 
-def wait_for_line(proc, line: str, timeout: float) -> bool:
-    """Read ``proc``'s output until ``line``, for ``timeout`` seconds at most; whether it came."""
-    import selectors
-    import time
-
-    deadline = time.monotonic() + timeout
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if not selector.select(max(0.0, deadline - time.monotonic())):
-                return False
-            got = proc.stdout.readline()
-            if not got:
-                return False
-            if got.strip() == line:
-                return True
-    return False
-
-
 def restore_peak(path: str, plan: dict, mesh_shape: dict, specs: dict, timeout: float = 600) -> dict:
     """Run ``plan`` on the checkpoint (or safetensors file) ``path`` in a fresh process on the 16
     devices. Returns ``peak_bytes``, the kernel's peak resident set above the set before the work;
@@ -303,31 +285,9 @@ def restore_peak(path: str, plan: dict, mesh_shape: dict, specs: dict, timeout: 
     :func:`convert_safetensors` takes it; replicate: ``"shape"`` and ``"dtype"`` of a random array put
     on every device of the mesh, its ``grown_bytes`` reported; unstack: ``"out_dir"``, ``"groups"``,
     ``"scan_axis"``, ``"how"``, as :func:`ckptlab.unstacking.unstack` takes them)."""
-    import subprocess
-    import tempfile
-
     plain = {k: [list(e) if isinstance(e, tuple) else e for e in spec] for k, spec in specs.items()}
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
-    env["JAX_PLATFORMS"] = "cpu"
-    with tempfile.TemporaryDirectory(prefix="serving-peak-") as scratch, \
-            tempfile.TemporaryFile("w+") as errors:
-        job = {"path": os.path.abspath(path), "plan": plan, "mesh": list(mesh_shape.items()), "specs": plain,
-               "scratch": scratch}
-        proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(job)], env=env, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=errors, text=True)
-        sampler, out = None, ""
-        try:
-            if wait_for_line(proc, "ready", timeout):
-                sampler = AnonymousPeak(proc.pid)
-                out, _ = proc.communicate("go\n", timeout=timeout)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        anonymous = sampler.stop() if sampler is not None else None
-        lines = [line for line in out.splitlines() if line.startswith("{")]
-        if proc.returncode != 0 or not lines or anonymous is None:
-            errors.seek(0)
-            tail = "\n".join(errors.read().strip().splitlines()[-15:])
-            raise RuntimeError(f"the measuring process failed (exit code {proc.returncode}). Its last messages:\n{tail}")
+    job = {"path": os.path.abspath(path), "plan": plan, "mesh": list(mesh_shape.items()), "specs": plain}
+    out, anonymous = run_measured(_CHILD, job, prefix="serving-peak-", timeout=timeout,
+                                  finished=lambda said: any(line.startswith("{") for line in said.splitlines()))
+    lines = [line for line in out.splitlines() if line.startswith("{")]
     return {**json.loads(lines[-1]), "anonymous_peak_bytes": anonymous}

@@ -184,10 +184,8 @@ class _Entries:
         self.entries.append(entry)
 
 
-def _host(job: dict, process: int, report: int) -> None:
-    """One process of the job; what it says of each task goes to ``report``, a file descriptor of its
-    own (never its stdout, where a library's threads write too and may split a line)."""
-    spec = TierSpec(**job["spec"])
+def _join(job: dict, spec: TierSpec, process: int) -> float:
+    """Join the job as ``process`` (gloo collectives, absl's flags parsed, the device ids mapped); its start."""
     from ckptlab.devices import prepare_environment
 
     prepare_environment(spec.devices_per_process)
@@ -207,51 +205,114 @@ def _host(job: dict, process: int, report: int) -> None:
         from ckptlab.adapters.orbax_internals import initialize_distributed_to_device_ids
 
         initialize_distributed_to_device_ids()
-    import numpy as np
-    import orbax.checkpoint as ocp
+    return start
+
+
+class _HostTiers:
+    """This process's side of the job: its mesh ``(replica, data)`` and Orbax's emergency managers on it."""
+
+    def __init__(self, spec: TierSpec, process: int):
+        import jax
+        import numpy as np
+        from orbax.checkpoint.experimental.emergency import checkpoint_manager as emergency
+
+        self.spec, self.process = spec, process
+        devices = np.array(jax.devices()).reshape(spec.slices, spec.per_slice * spec.devices_per_process)
+        self.mesh = jax.sharding.Mesh(devices, ("replica", "data"))
+        self.shardings = {"w": jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec("data", None)),
+                          "b": jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())}
+        self.abstract = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=self.shardings[k])
+                         for k, v in state_at(0, spec).items()}
+        self.options = emergency.CheckpointManagerOptions(
+            local=emergency.LocalCheckpointOptions(save_interval_steps=spec.local_every, max_to_keep=spec.local_keep),
+            persistent=emergency.PersistentCheckpointOptions(save_interval_steps=spec.persistent_every,
+                                                             max_to_keep=spec.persistent_keep),
+            enable_async_checkpointing=False)
+
+    def manager(self, root, logger=None):
+        """A manager over ``root``'s tiers (this process's ``local/<process>``, and ``persistent``), made with the others."""
+        from jax.experimental import multihost_utils
+        from orbax.checkpoint.experimental.emergency import checkpoint_manager as emergency
+
+        local = os.path.join(root, "local", str(self.process))
+        os.makedirs(local, exist_ok=True)  # each process's own RAM disk, made by the caller as Orbax asks
+        os.makedirs(os.path.join(root, "persistent"), exist_ok=True)
+        multihost_utils.sync_global_devices(f"tiers-dirs-{root}")
+        return emergency.CheckpointManager(local, os.path.join(root, "persistent"), self.mesh, self.abstract,
+                                           options=self.options, logger=logger)
+
+    def exact(self, restored, step):
+        """Whether this process's shards of ``restored`` are ``step``'s state, bit for bit."""
+        import numpy as np
+
+        want = state_at(step, self.spec)
+        return all(np.array_equal(np.asarray(s.data), want[k][s.index])
+                   for k, arr in restored.items() for s in arr.addressable_shards)
+
+    def save_steps(self, root) -> list:
+        """Offer every step of the job to a manager over ``root``, each state put on the mesh; the steps it saved."""
+        import jax
+        import orbax.checkpoint as ocp
+
+        def on_mesh(values):
+            return {k: jax.make_array_from_callback(v.shape, self.shardings[k], lambda index, v=v: v[index])
+                    for k, v in values.items()}
+
+        with self.manager(root) as mngr:
+            saved = [s for s in range(1, self.spec.steps + 1)
+                     if mngr.save(s, args=ocp.args.Composite(state=ocp.args.PyTreeSave(on_mesh(state_at(s, self.spec)))))]
+            mngr.wait_until_finished()
+        return saved
+
+
+def _restore_task(tiers: _HostTiers, root: str) -> dict:
+    """Restore the tiers under ``root`` with Orbax's manager (then process 0 removes them); what this process
+    says of it. A damaged step: ``error``, returned at once, manager left open (the caller ends the job)."""
     from jax.experimental import multihost_utils
-    from orbax.checkpoint.experimental.emergency import checkpoint_manager as emergency
+
+    logger = _Entries()
+    mngr = tiers.manager(root, logger)
+    latest = mngr.latest_step()
+    out = {"latest": None if latest is None else int(latest)}
+    try:
+        restored = mngr.restore(None)["state"]
+    except FileNotFoundError as exc:  # no step anywhere: every process raises it alike, before any collective
+        out["none"] = str(exc)
+    except Exception as exc:  # noqa: BLE001 - a damaged step: reported, then this process ends the job
+        out["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        return out
+    else:
+        stats = [e for e in logger.entries if isinstance(e, dict) and e.get("event_type") == "emergency_restore"]
+        out["reading"] = bool(stats and stats[-1].get("is_restoring_slice"))
+        out["directory"] = stats[-1].get("directory") if stats else None
+        out["step"] = int(stats[-1]["step"]) if stats else None
+        out["exact"] = out["step"] is not None and tiers.exact(restored, out["step"])
+    mngr.close()
+    multihost_utils.sync_global_devices(f"tiers-restored-{root}")
+    if tiers.process == 0:
+        shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+def _host(job: dict, process: int, report: int) -> None:
+    """One process of the job; what it says of each task goes to ``report``, a file descriptor of its
+    own (never its stdout, where a library's threads write too and may split a line)."""
+    spec = TierSpec(**job["spec"])
+    start = _join(job, spec, process)
+    import jax
+    import orbax.checkpoint  # noqa: F401 - the tasks' libraries, loaded before the start is said (it counts them)
+    from jax.experimental import multihost_utils
+    from orbax.checkpoint.experimental.emergency import checkpoint_manager  # noqa: F401
 
     def say(line: dict) -> None:  # a line per task, as it ends: a job ended early keeps what was done
         _report(report, {"process": process, **line})
 
     say({"start_s": time.perf_counter() - start})
-    devices = np.array(jax.devices()).reshape(spec.slices, spec.per_slice * spec.devices_per_process)
-    mesh = jax.sharding.Mesh(devices, ("replica", "data"))
-    shardings = {"w": jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data", None)),
-                 "b": jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())}
-
-    def on_mesh(values):
-        return {k: jax.make_array_from_callback(v.shape, shardings[k], lambda index, v=v: v[index])
-                for k, v in values.items()}
-
-    abstract = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=shardings[k]) for k, v in state_at(0, spec).items()}
-    options = emergency.CheckpointManagerOptions(
-        local=emergency.LocalCheckpointOptions(save_interval_steps=spec.local_every, max_to_keep=spec.local_keep),
-        persistent=emergency.PersistentCheckpointOptions(save_interval_steps=spec.persistent_every,
-                                                         max_to_keep=spec.persistent_keep),
-        enable_async_checkpointing=False)
-
-    def manager(root, logger=None):
-        local = os.path.join(root, "local", str(process))
-        os.makedirs(local, exist_ok=True)  # each process's own RAM disk, made by the caller as Orbax asks
-        os.makedirs(os.path.join(root, "persistent"), exist_ok=True)
-        multihost_utils.sync_global_devices(f"tiers-dirs-{root}")
-        return emergency.CheckpointManager(local, os.path.join(root, "persistent"), mesh, abstract, options=options,
-                                           logger=logger)
-
-    def exact(restored, step):
-        want = state_at(step, spec)
-        return all(np.array_equal(np.asarray(s.data), want[k][s.index])
-                   for k, arr in restored.items() for s in arr.addressable_shards)
-
+    tiers = _HostTiers(spec, process)
     for number, task in enumerate(job["tasks"]):
         if "save" in task:
             t = time.perf_counter()
-            with manager(task["save"]) as mngr:
-                saved = [s for s in range(1, spec.steps + 1)
-                         if mngr.save(s, args=ocp.args.Composite(state=ocp.args.PyTreeSave(on_mesh(state_at(s, spec)))))]
-                mngr.wait_until_finished()
+            saved = tiers.save_steps(task["save"])
             say({"task": number, "saved": saved, "seconds": time.perf_counter() - t})
         elif "copy" in task:
             if process == 0:
@@ -259,29 +320,10 @@ def _host(job: dict, process: int, report: int) -> None:
                 damage(task["to"], task.get("damage", ()))
             multihost_utils.sync_global_devices(f"tiers-copy-{task['to']}")
         elif "restore" in task:
-            logger = _Entries()
-            mngr = manager(task["restore"], logger)
-            latest = mngr.latest_step()
-            out = {"latest": None if latest is None else int(latest)}
-            try:
-                restored = mngr.restore(None)["state"]
-            except FileNotFoundError as exc:  # no step anywhere: every process raises it alike, before any collective
-                out["none"] = str(exc)
-            except Exception as exc:  # noqa: BLE001 - a damaged step: reported, then this process ends the job
-                out["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-                say({"task": number, **out})
-                os._exit(1)
-            else:
-                stats = [e for e in logger.entries if isinstance(e, dict) and e.get("event_type") == "emergency_restore"]
-                out["reading"] = bool(stats and stats[-1].get("is_restoring_slice"))
-                out["directory"] = stats[-1].get("directory") if stats else None
-                out["step"] = int(stats[-1]["step"]) if stats else None
-                out["exact"] = out["step"] is not None and exact(restored, out["step"])
-            mngr.close()
-            multihost_utils.sync_global_devices(f"tiers-restored-{task['restore']}")
-            if process == 0:
-                shutil.rmtree(task["restore"], ignore_errors=True)
+            out = _restore_task(tiers, task["restore"])
             say({"task": number, **out})
+            if "error" in out:  # a damaged step: this process ends the job
+                os._exit(1)
     jax.distributed.shutdown()
     say({"done": True})
 
