@@ -251,87 +251,21 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
     sub = extract.load_submissions(list(paths))
     plans = [_plan(p, sub, shared.learner if shared else learner, salt, timeout) for p in chosen]
     runs = any(plan.result is None for plan in plans)
-    references = None
-    if runs:
-        if getattr(isolation, "level", isolation) in (sandbox.STRICT, sandbox.AUTO):
-            # Strict workers fork from it: it imports while the references start, and then what
-            # these problems' code imports.
-            sandbox.start_zygote([(plan.source, plan.problem.count_reads) for plan in plans if plan.result is None])
-        # The references save and restore checkpoints of tens of MiB one problem after another: freed,
-        # their memory goes back to the kernel, so the grader's peak is the largest one, not their sum.
-        give_back_freed_memory()
-        references = _References(plans, shared, salt)
+    references = _start_references(plans, isolation, shared, salt) if runs else None
     SHORT_GIL_SLICES.hold()
     try:
-        if isinstance(isolation, sandbox.Isolation):
-            level = isolation
-        elif runs or isolation == sandbox.STRICT:
-            level = sandbox.resolve(isolation)
-        else:
-            level = sandbox.Isolation(sandbox.NO_CODE_RAN)  # no learner code to run: no level to choose
-
-        def run(plan: Plan) -> ProblemResult:
-            try:
-                return grade_plan(plan)
-            except Exception as exc:  # noqa: BLE001 - a grader-side failure costs this problem only
-                return problem_result(plan.problem, "error", f"The grader itself failed on this problem ({type(exc).__name__}); "
-                                                      "your other problems are graded. Please report this.", category="grader")
-
-        killed: set[str] = set()  # problems whose worker the machine's memory killed (retried alone)
-        timed: set[str] = set()  # problems failed on the machine's timing alone (8.3's grace window: retried alone)
-
-        def grade_plan(plan: Plan, alone: bool = False) -> ProblemResult:
-            if plan.result is not None:
-                return plan.result
-            plan.files.result()  # (written, or the trusted side's failure: before a slot is taken)
-            with slots or contextlib.nullcontext(), (_ROOM.alone() if alone else _ROOM.together()):
-                out = runners.run(plan, level.level)
-            if out.status == "machine_killed" and not alone:
-                killed.add(plan.problem.id)
-            expected = plan.expected_outcomes()
-            try:
-                status, category, message = judge(plan.problem, plan.hidden, plan.cases, expected, out,
-                                                  plan.source, plan.timeout)
-            except Exception as exc:  # noqa: BLE001 - a judging bug must not sink the other problems
-                status, category, message = "error", "grader", f"The grader failed on this problem ({type(exc).__name__}); please report it."
-            if not alone and status != "correct" and category in getattr(plan.hidden, "retry_alone", ()):
-                timed.add(plan.problem.id)
-            result = problem_result(plan.problem, status, message, out.seconds, category)
-            result.code_seconds = out.code_seconds
-            result.worker_peak_bytes = out.peak_bytes
-            result.worker_waited = out.waited
-            result.killed_seconds = out.killed_seconds
-            return result
-
-        jobs = fitted_jobs(jobs)
-        results: list[ProblemResult | None] = [plan.result for plan in plans]
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            running = {pool.submit(run, plan): i for i, plan in enumerate(plans) if plan.result is None}
-            for decided in (r for r in results if r is not None and on_result is not None):
-                on_result(decided)  # decided without running: known at once
-            for done in as_completed(running):
-                i = running[done]
-                results[i] = done.result()
-                if on_result is not None and plans[i].problem.id not in killed | timed:
-                    on_result(results[i])
+        level = _level(isolation, runs)
+        to_retry: set[str] = set()  # problems the machine failed (its memory, or its timing alone): graded again alone
+        results = _grade_together(plans, level, slots, fitted_jobs(jobs), to_retry, on_result)
         # A worker the machine's memory killed (not its own limit) is tried once more, with no other
         # worker of this grader beside it; killed again, it is the grader's failure (the judge says so).
         # So is a problem failed on the machine's timing (the hidden tests' ``retry_alone``: 8.3's run still
         # going when its grace window closed, a window a loaded machine can close on a right answer): the
         # second grading, alone, is the one that counts, whatever it says.
         for i, plan in enumerate(plans):
-            if plan.problem.id in killed | timed:
+            if plan.problem.id in to_retry:
                 again = _plan(plan.problem, sub, shared.learner if shared else learner, salt, timeout)
-                try:
-                    if shared is not None:
-                        _References._prepare_shared(again, shared, salt)
-                    else:
-                        _References._prepare(again)
-                    results[i] = grade_plan(again, alone=True)
-                except Exception as exc:  # noqa: BLE001 - as in run(): this problem only
-                    results[i] = problem_result(plan.problem, "error", f"The grader itself failed on this problem "
-                                                f"({type(exc).__name__}); your other problems are graded. Please report this.",
-                                                category="grader")
+                results[i] = _grade_alone(again, level, slots, shared, salt)
                 if on_result is not None:
                     on_result(results[i])
     finally:
@@ -339,3 +273,98 @@ def grade(paths, learner: str = "local", *, problems=None, salt: str | None = No
         if references is not None:
             references.close()
     return Report(learner, results, level.level, level.missing if level.level == sandbox.BASIC else ())
+
+
+def _start_references(plans: list[Plan], isolation: str | sandbox.Isolation, shared: SharedCases | None,
+                      salt: str | None) -> _References:
+    """The trusted side's work begun, for plans with learner code to run (and the zygote strict workers
+    fork from started, where they may be strict)."""
+    if getattr(isolation, "level", isolation) in (sandbox.STRICT, sandbox.AUTO):
+        # Strict workers fork from it: it imports while the references start, and then what
+        # these problems' code imports.
+        sandbox.start_zygote([(plan.source, plan.problem.count_reads) for plan in plans if plan.result is None])
+    # The references save and restore checkpoints of tens of MiB one problem after another: freed,
+    # their memory goes back to the kernel, so the grader's peak is the largest one, not their sum.
+    give_back_freed_memory()
+    return _References(plans, shared, salt)
+
+
+def _level(isolation: str | sandbox.Isolation, runs: bool) -> sandbox.Isolation:
+    """The level of isolation this grading's workers run at."""
+    if isinstance(isolation, sandbox.Isolation):
+        return isolation
+    if runs or isolation == sandbox.STRICT:
+        return sandbox.resolve(isolation)
+    return sandbox.Isolation(sandbox.NO_CODE_RAN)  # no learner code to run: no level to choose
+
+
+def _grade_together(plans: list[Plan], level: sandbox.Isolation, slots: threading.Semaphore | None, jobs: int,
+                    to_retry: set[str], on_result: Callable[[ProblemResult], None] | None) -> list[ProblemResult | None]:
+    """Every plan's result, ``jobs`` workers at once; each told to ``on_result`` as it is known, but those
+    of the problems to grade again alone (added to ``to_retry`` as their grading finds them)."""
+    results: list[ProblemResult | None] = [plan.result for plan in plans]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        running = {pool.submit(_graded, plan, level, slots, to_retry): i for i, plan in enumerate(plans) if plan.result is None}
+        for decided in (r for r in results if r is not None and on_result is not None):
+            on_result(decided)  # decided without running: known at once
+        for done in as_completed(running):
+            i = running[done]
+            results[i] = done.result()
+            if on_result is not None and plans[i].problem.id not in to_retry:
+                on_result(results[i])
+    return results
+
+
+def _graded(plan: Plan, level: sandbox.Isolation, slots: threading.Semaphore | None, to_retry: set[str]) -> ProblemResult:
+    """:func:`_grade_plan`, or the grader's own failure: it costs this problem only."""
+    try:
+        return _grade_plan(plan, level, slots, to_retry)
+    except Exception as exc:  # noqa: BLE001 - a grader-side failure costs this problem only
+        return _grader_failed(plan, exc)
+
+
+def _grade_alone(plan: Plan, level: sandbox.Isolation, slots: threading.Semaphore | None, shared: SharedCases | None,
+                 salt: str | None) -> ProblemResult:
+    """A problem graded again, with no other worker beside it: its files and expected outcomes made
+    again first."""
+    try:
+        if shared is not None:
+            _References._prepare_shared(plan, shared, salt)
+        else:
+            _References._prepare(plan)
+        return _grade_plan(plan, level, slots, set(), alone=True)
+    except Exception as exc:  # noqa: BLE001 - as in _graded(): this problem only
+        return _grader_failed(plan, exc)
+
+
+def _grader_failed(plan: Plan, exc: Exception) -> ProblemResult:
+    """The result of a problem the grader itself failed on (``exc``, its own exception)."""
+    return problem_result(plan.problem, "error", f"The grader itself failed on this problem ({type(exc).__name__}); "
+                                                 "your other problems are graded. Please report this.", category="grader")
+
+
+def _grade_plan(plan: Plan, level: sandbox.Isolation, slots: threading.Semaphore | None, to_retry: set[str],
+                alone: bool = False) -> ProblemResult:
+    """One problem's worker run (in the room, with the others or ``alone``) and its outcome judged; a first
+    grading the machine failed (its memory, or its timing alone) adds the problem to ``to_retry``."""
+    if plan.result is not None:
+        return plan.result
+    plan.files.result()  # (written, or the trusted side's failure: before a slot is taken)
+    with slots or contextlib.nullcontext(), (_ROOM.alone() if alone else _ROOM.together()):
+        out = runners.run(plan, level.level)
+    if out.status == "machine_killed" and not alone:
+        to_retry.add(plan.problem.id)
+    expected = plan.expected_outcomes()
+    try:
+        status, category, message = judge(plan.problem, plan.hidden, plan.cases, expected, out,
+                                          plan.source, plan.timeout)
+    except Exception as exc:  # noqa: BLE001 - a judging bug must not sink the other problems
+        status, category, message = "error", "grader", f"The grader failed on this problem ({type(exc).__name__}); please report it."
+    if not alone and status != "correct" and category in getattr(plan.hidden, "retry_alone", ()):
+        to_retry.add(plan.problem.id)
+    result = problem_result(plan.problem, status, message, out.seconds, category)
+    result.code_seconds = out.code_seconds
+    result.worker_peak_bytes = out.peak_bytes
+    result.worker_waited = out.waited
+    result.killed_seconds = out.killed_seconds
+    return result

@@ -108,6 +108,30 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
 
     ``category`` names why, for instructors' class summaries: a key of the hidden messages (the
     diagnosed mistake or the failing case family) or the kind of error; empty when correct."""
+    ending = _grader_ending(run) or _stopped_ending(run, timeout)
+    if ending is not None:
+        return ending
+    if run.setup:
+        return _setup_ending(problem, run, module_source)
+    if len(run.cases) != len(cases):
+        return "error", "incomplete", "The worker returned an incomplete result; please grade again."
+
+    outcomes = list(zip(cases, expected, run.cases))
+    if all(o.get("error", {}).get("kind") == "not_implemented" for _, _, o in outcomes):
+        return "not_attempted", "not_attempted", f"{problem.function} still raises NotImplementedError: replace it with your code."
+    failing: list[tuple[Case, str | None]] = []
+    for case, exp, out in outcomes:
+        ending = _case_ending(problem, hidden, case, exp, out, module_source, failing)
+        if ending is not None:
+            return ending
+    if not failing:
+        return "correct", "", f"All {len(cases)} cases passed."
+    return _incorrect(hidden, cases, failing)
+
+
+def _grader_ending(run: sandbox.RunResult) -> tuple[str, str, str] | None:
+    """The ending of a run the grader's worker or the machine ended (a worker that did not start, the
+    machine's memory), or that held half the container's memory; None for any other run."""
     if run.status == "failed_start":
         return "error", "grader", (f"The grader's worker failed to start, before any of your code ran ({sandbox.start_failure(run)}). "
                                    "This is the grader's failure (or this machine's), not your code's: grade again, and "
@@ -123,6 +147,12 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
                                    f"it can give in all ({sandbox.container_limits()[0] / 2**20:,.0f} MiB), and was "
                                    "stopped. No problem here needs that much: look for an allocation that grows with a "
                                    "value instead of a shape.")
+    return None
+
+
+def _stopped_ending(run: sandbox.RunResult, timeout: float) -> tuple[str, str, str] | None:
+    """The ending of a run stopped before it answered (out of time, a frame that is not a result, a
+    scratch or run folder too full, a crash); None for any other run."""
     from autograder.engine.preempted import CLOCK_DETAIL, PROBLEM_CLOCK
 
     if run.status == "timeout" and run.detail == CLOCK_DETAIL:
@@ -154,78 +184,88 @@ def judge(problem, hidden: Hidden, cases: list[Case], expected: list, run: sandb
         return "error", "crashed", (f"The worker running your code stopped without a result ({how}). This usually means it "
                          f"ran out of memory (the limit is {sandbox.DEFAULT_MEMORY // 2**30} GiB) or your code "
                          "exits the interpreter (sys.exit / os._exit).")
-    if run.setup:
-        kind, name = run.setup.get("kind"), run.setup.get("type")
-        where = _origin_of(module_source, run.setup.get("line"))
-        if kind == "memory":
-            return "error", "memory", f"Ran out of memory while loading your code{where}. Avoid huge allocations at top level."
-        if kind == "devices":
-            return "error", "grader", (f"The grader could not set up its simulated devices, before any of your code ran "
-                                       f"({run.setup.get('type') or 'error'}: {run.setup.get('detail', '')}). This is the "
-                                       "grader's failure, not your code's: grade again, and report it if it happens again.")
-        return "error", "load_error", (f"{exception_name(name)} while loading the code {problem.function} needs{where}. Make sure your notebook "
-                         "runs top to bottom in a fresh kernel.")
-    if len(run.cases) != len(cases):
-        return "error", "incomplete", "The worker returned an incomplete result; please grade again."
+    return None
 
-    outcomes = list(zip(cases, expected, run.cases))
-    if all(o.get("error", {}).get("kind") == "not_implemented" for _, _, o in outcomes):
-        return "not_attempted", "not_attempted", f"{problem.function} still raises NotImplementedError: replace it with your code."
-    failing: list[tuple[Case, str | None]] = []
-    for case, exp, out in outcomes:
-        if hidden.expected_after is not None and "value" in out:
-            exp = hidden.expected_after(exp, out)
-        if isinstance(exp, Raises):
-            err = out.get("error")
-            if err is None:
-                # A family of its own where the hidden tests name what that case's silence is.
-                specific = f"should_raise/{case.category}"
-                failing.append((case, specific if specific in hidden.messages else "should_raise"))
-                continue
-            if err.get("kind") == "exception":
-                if exp.type not in err.get("mro", []):
-                    failing.append((case, "wrong_exception"))
-                elif hidden.check_raise is not None and not hidden.check_raise(case.args, err.get("message", "")):
-                    failing.append((case, "unclear_error"))
-                continue
-        if "error" in out:
-            err = out["error"]
-            # Where a hidden case failed is not shown: the line learner code fails at can encode
-            # that case's inputs. A public example's is.
-            where = _origin_of(module_source, err.get("line")) if case.category == "public" else ""
-            label = "a public example" if case.category == "public" else "a hidden case"
-            if err.get("kind") == "memory":
-                return "error", "memory", (f"Ran out of memory{where} on {label} (the limit is "
-                                 f"{sandbox.DEFAULT_MEMORY // 2**30} GiB). Nothing here needs more than a few MB: "
-                                 "look for an allocation that grows with a value instead of a shape.")
-            if err.get("kind") == "bad_return":
-                return "incorrect", "wrong_type", f"{problem.function} must return {problem.returns.describe}: {return_detail(err.get('detail'))}."
-            if err.get("kind") == "not_implemented":
-                return "error", "not_implemented", f"Raised NotImplementedError{where} on {label}: finish every branch of your function."
-            see = "Run the check cell in the notebook to see the full traceback." if case.category == "public" else ""
-            return "error", "exception", " ".join(x for x in (f"Raised {exception_name(err.get('type'))}{where} on {label}.",
-                                                 hidden.on_exception, see) if x)
-        actual = out["value"]
-        # Terse even for public examples: the notebook's check shows those in full.
-        bad_type = problem.returns.type_error(actual, detail=False)
-        if bad_type:
-            # A recognised mistake can also break the type (an extra entry, say): name the mistake.
-            diagnosis = _diagnose(hidden, case, actual, exp)
-            if diagnosis in hidden.type_diagnoses:
-                failing.append((case, diagnosis))
-                continue
-            return "incorrect", "wrong_type", f"{problem.function} {bad_type}."
-        if problem.returns.has_nan(actual):
-            return "incorrect", "nan", f"{problem.function} returned NaN on {'a public example' if case.category == 'public' else 'a hidden case'}: look for 0/0 or an uninitialised value."
-        if not problem.returns.equal(actual, exp):
-            failing.append((case, _diagnose(hidden, case, actual, exp)))
-        elif hidden.check_outcome is not None:
-            problem_key = hidden.check_outcome(case.args, out)
-            if problem_key:
-                failing.append((case, problem_key))
-    if not failing:
-        return "correct", "", f"All {len(cases)} cases passed."
-    # The mistake that explains the most failing cases; else the first failing family, in message order.
+
+def _setup_ending(problem, run: sandbox.RunResult, module_source: str) -> tuple[str, str, str]:
+    """The ending of a run whose worker could not load the learner's code (``run.setup``: what it said)."""
+    kind, name = run.setup.get("kind"), run.setup.get("type")
+    where = _origin_of(module_source, run.setup.get("line"))
+    if kind == "memory":
+        return "error", "memory", f"Ran out of memory while loading your code{where}. Avoid huge allocations at top level."
+    if kind == "devices":
+        return "error", "grader", (f"The grader could not set up its simulated devices, before any of your code ran "
+                                   f"({run.setup.get('type') or 'error'}: {run.setup.get('detail', '')}). This is the "
+                                   "grader's failure, not your code's: grade again, and report it if it happens again.")
+    return "error", "load_error", (f"{exception_name(name)} while loading the code {problem.function} needs{where}. Make sure your notebook "
+                     "runs top to bottom in a fresh kernel.")
+
+
+def _case_ending(problem, hidden: Hidden, case: Case, exp, out: dict, module_source: str,
+                 failing: list[tuple[Case, str | None]]) -> tuple[str, str, str] | None:
+    """Judge one case's outcome against its expected one: a failure is added to ``failing`` (with its
+    diagnosis, if any); an outcome no case may have (an error, a wrong type, a NaN) is the ending
+    returned. None: judging goes on."""
+    if hidden.expected_after is not None and "value" in out:
+        exp = hidden.expected_after(exp, out)
+    if isinstance(exp, Raises):
+        err = out.get("error")
+        if err is None:
+            # A family of its own where the hidden tests name what that case's silence is.
+            specific = f"should_raise/{case.category}"
+            failing.append((case, specific if specific in hidden.messages else "should_raise"))
+            return None
+        if err.get("kind") == "exception":
+            if exp.type not in err.get("mro", []):
+                failing.append((case, "wrong_exception"))
+            elif hidden.check_raise is not None and not hidden.check_raise(case.args, err.get("message", "")):
+                failing.append((case, "unclear_error"))
+            return None
+    if "error" in out:
+        return _error_ending(problem, hidden, case, out["error"], module_source)
+    actual = out["value"]
+    # Terse even for public examples: the notebook's check shows those in full.
+    bad_type = problem.returns.type_error(actual, detail=False)
+    if bad_type:
+        # A recognised mistake can also break the type (an extra entry, say): name the mistake.
+        diagnosis = _diagnose(hidden, case, actual, exp)
+        if diagnosis in hidden.type_diagnoses:
+            failing.append((case, diagnosis))
+            return None
+        return "incorrect", "wrong_type", f"{problem.function} {bad_type}."
+    if problem.returns.has_nan(actual):
+        return "incorrect", "nan", f"{problem.function} returned NaN on {'a public example' if case.category == 'public' else 'a hidden case'}: look for 0/0 or an uninitialised value."
+    if not problem.returns.equal(actual, exp):
+        failing.append((case, _diagnose(hidden, case, actual, exp)))
+    elif hidden.check_outcome is not None:
+        problem_key = hidden.check_outcome(case.args, out)
+        if problem_key:
+            failing.append((case, problem_key))
+    return None
+
+
+def _error_ending(problem, hidden: Hidden, case: Case, err: dict, module_source: str) -> tuple[str, str, str]:
+    """The ending of a case the learner's function did not answer (``err``: what the worker said)."""
+    # Where a hidden case failed is not shown: the line learner code fails at can encode
+    # that case's inputs. A public example's is.
+    where = _origin_of(module_source, err.get("line")) if case.category == "public" else ""
+    label = "a public example" if case.category == "public" else "a hidden case"
+    if err.get("kind") == "memory":
+        return "error", "memory", (f"Ran out of memory{where} on {label} (the limit is "
+                         f"{sandbox.DEFAULT_MEMORY // 2**30} GiB). Nothing here needs more than a few MB: "
+                         "look for an allocation that grows with a value instead of a shape.")
+    if err.get("kind") == "bad_return":
+        return "incorrect", "wrong_type", f"{problem.function} must return {problem.returns.describe}: {return_detail(err.get('detail'))}."
+    if err.get("kind") == "not_implemented":
+        return "error", "not_implemented", f"Raised NotImplementedError{where} on {label}: finish every branch of your function."
+    see = "Run the check cell in the notebook to see the full traceback." if case.category == "public" else ""
+    return "error", "exception", " ".join(x for x in (f"Raised {exception_name(err.get('type'))}{where} on {label}.",
+                                         hidden.on_exception, see) if x)
+
+
+def _incorrect(hidden: Hidden, cases: list[Case], failing: list[tuple[Case, str | None]]) -> tuple[str, str, str]:
+    """The ending of a run that answered every case, some wrongly: named by the mistake that explains
+    the most failing cases, else by the first failing family, in message order."""
     diagnosed = Counter(d for _, d in failing if d)
     if any(c.category != "public" and d and d.startswith("should_raise/") for c, d in failing):
         # A public example's silence (a bare "should raise": an example has no family) is one a hidden case

@@ -254,27 +254,11 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
     gives no answer, or raises, is the case's outcome (its error is the one to report)."""
     folder = next(leaf for leaf in codec.leaves(args) if isinstance(leaf, str) and os.path.basename(leaf).startswith("run-"))
     step_of("0")  # (Orbax, which reads step names, imported here: not on the watcher's thread, mid-run)
-    made = 0
-    total = 0.0
-    code = 0.0
-    killed_seconds = 0.0
-    restarted = False
-    last: sandbox.RunResult | None = None
-    crowded = threading.Event()
-    table, planted = {}, {}
-    computing = None
-    if plant_table is not None and (kills or left_at):
-        def compute():
-            try:
-                table.update(plant_table())
-            except Exception as exc:  # noqa: BLE001 - the grader's own failure: raised below, in this thread
-                table["failure"] = exc
-
-        computing = threading.Thread(target=compute, daemon=True, name="ckpt-planted-runs")
-        computing.start()
+    series = _Series(folder, grace)
+    computing, table = _start_plant_table(plant_table) if plant_table is not None and (kills or left_at) else (None, {})
     leading = bool(left_at)  # the first run, with total_steps=left_at, still to come
-    terms: list = []
-    seen: set = set()
+    last: sandbox.RunResult | None = None
+    start = 0  # (the latest committed step when the last worker started: only read once one has run)
     out_of_time = False
     for _ in range(MAX_RUNS):
         left = None if deadline is None else deadline - time.monotonic()
@@ -283,78 +267,21 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
             break
         run_timeout = timeout if left is None else min(timeout, left / sandbox.WALL_FACTOR)
         start = max(committed_steps(folder), default=0)
-        kill = None if leading else kills[made] if made < len(kills) else None
+        kill = None if leading else kills[series.made] if series.made < len(kills) else None
         # (after the kills, or after the first run of a folder a run has left: the public example's plant)
-        if computing is not None and kill is None and (made or left_at) and not leading and start and not planted:
-            computing.join()
-            if "failure" in table:
-                raise table["failure"]
-            problem, expected = plant_state(folder, start, table, workdir=workdir, level=level,
-                                            timeout=min(PLANT_TIMEOUT, run_timeout))
-            planted.update({"plant_problem": problem} if problem else {
-                "planted_at": start, "plant_expected": expected,
-                "plant_fresh_data": table.get("fresh_data", {}).get(start)})
-        since = time.time()
+        if computing is not None and kill is None and (series.made or left_at) and not leading and start \
+                and not series.planted:
+            series.plant(computing, table, start, workdir=workdir, level=level, timeout=run_timeout)
         run_args = (args[0], int(left_at), *args[2:]) if leading else args
-        # A run that gets no signal evaluates at once (8.3's loop; 5.3's evaluates nothing): its evaluations
-        # change nothing but its time, and only a run a SIGTERM is planned for needs them longer than the window.
-        env = {EVAL_WAIT_VARIABLE: "0"} if kill is None else None
-        feed = None
-        if kill is not None and kill[0] == "term_eval":  # its evaluations paced from here: the signal at a batch
-            feed = _Feed(workdir, eval_batch, lambda start=start, k=kill[1]: _newest_folder(folder) >= start + k)
-            env = {EVAL_FEED_VARIABLE: feed.path}
-        worker = sandbox.Worker(source, function, [run_args], timeout=run_timeout, workdir=workdir, level=level,
-                                memory_bytes=memory_bytes, keep_scratch=True, exit_when_done=True,
-                                compile_cache=True, env=env)
-        killed, again = threading.Event(), threading.Event()
-        termed: dict = {}
-
-        def watch(worker=worker, kill=kill, start=start, since=since, killed=killed, again=again, termed=termed,
-                  feed=feed):
-            while worker.thread.is_alive():
-                if len(entries(folder)) > MAX_ENTRIES:
-                    crowded.set()
-                    worker.preempt()
-                    return
-                if start and not again.is_set() and _saved_again(folder, start, since):
-                    again.set()
-                if grace:
-                    seen.update(committed_steps(folder))
-                if kill is not None and (feed.reached.is_set() if feed is not None else _point_reached(kill, folder, start)):
-                    if kill[0] in TERMS:
-                        termed.update(_terminate(worker, kill, folder, grace, seen))
-                    killed.set()
-                    if not termed:
-                        worker.preempt()
-                    return
-                time.sleep(POLL)
-
-        watcher = threading.Thread(target=watch, daemon=True, name="ckpt-preempt")
-        watcher.start()
-        try:
-            last = worker.wait()
-            watcher.join()
-        finally:
-            if feed is not None:
-                feed.close()
+        last, killed, termed = series.run_once(source, function, run_args, kill, start, timeout=run_timeout,
+                                               workdir=workdir, level=level, memory_bytes=memory_bytes, eval_batch=eval_batch)
         if last.status == "timeout" and run_timeout < timeout:  # its limit was what the problem's clock had left
             last.detail = CLOCK_DETAIL
-        restarted = restarted or again.is_set()
-        total += last.seconds
-        code += last.code_seconds
-        if crowded.is_set():
+        if series.crowded.is_set():
             last.status, last.cases = "crowded", []
             break
-        if killed.is_set():
-            made += 1
-            killed_seconds += last.seconds
-            if termed:
-                seen.update(committed_steps(folder))
-                # Ended by the SIGTERM's default action: as its launcher reports it (128 + 15 from a pid
-                # namespace's init, -15 elsewhere), the learner's process killed by the signal itself.
-                terms.append({**termed, "committed": max(committed_steps(folder), default=0),
-                              "returned": last.status == "ok" and bool(last.cases) and "value" in last.cases[0],
-                              "by_term": last.returncode in (-15, 128 + 15)})
+        if killed:
+            series.count_kill(last, termed)
             continue
         if leading and last.status == "ok" and not last.setup and last.cases and "value" in last.cases[0]:
             leading = False  # it ended by itself, as asked: the case's own runs start in what it left
@@ -363,15 +290,132 @@ def run_case(source: str, function: str, args: tuple, kills: tuple, *, timeout: 
     if out_of_time:  # the problem's whole clock spent: a timeout, said as such (judge.py)
         last = last or sandbox.RunResult("timeout")
         last.status, last.cases, last.detail = "timeout", [], CLOCK_DETAIL
-    last.seconds, last.code_seconds, last.killed_seconds = total, code, killed_seconds
-    outcome = last.cases[0] if last.status == "ok" and not last.setup and last.cases else None
-    if outcome is not None:
-        seen.update(committed_steps(folder))
-        outcome = {**outcome, "preempted": made, "planned": len(kills), "restarted": restarted, "resumed_at": start,
-                   "committed_after": max(committed_steps(folder), default=0), **planted}
-        if grace:
-            outcome.update(terms=terms, seen=sorted(seen))
-    return outcome, last, made
+    return series.outcome(last, kills, start), last, series.made
+
+
+def _start_plant_table(plant_table) -> tuple[threading.Thread, dict]:
+    """The plant table computed on a thread of its own, beside the learner's first runs: (that thread,
+    the table it fills in, or its ``failure``: the grader's own, raised in the case's thread)."""
+    table: dict = {}
+
+    def compute():
+        try:
+            table.update(plant_table())
+        except Exception as exc:  # noqa: BLE001 - the grader's own failure: raised in run_case's thread (_Series.plant)
+            table["failure"] = exc
+
+    computing = threading.Thread(target=compute, daemon=True, name="ckpt-planted-runs")
+    computing.start()
+    return computing, table
+
+
+class _Series:
+    """One case's runs (:func:`run_case`), one worker after another in its run folder, and what they
+    came to so far."""
+
+    def __init__(self, folder: str, grace: float):
+        self.folder, self.grace = folder, grace
+        self.made = 0  # kills made
+        self.total = self.code = self.killed_seconds = 0.0  # seconds: of every run, in the learner's function, of runs killed
+        self.restarted = False  # a run saved again a step at or below where it should have resumed
+        self.crowded = threading.Event()  # a run's folder held more than MAX_ENTRIES entries: it was stopped
+        self.terms: list = []  # what each SIGTERM met
+        self.seen: set = set()  # every step seen committed, in any run
+        self.planted: dict = {}  # what came of the plant (:meth:`plant`)
+
+    def plant(self, computing: threading.Thread, table: dict, start: int, *, workdir: str, level: str,
+              timeout: float) -> None:
+        """Once the plant table is computed, another state planted in the latest committed step
+        ``start`` (:func:`plant_state`), before the last run starts."""
+        computing.join()
+        if "failure" in table:
+            raise table["failure"]
+        problem, expected = plant_state(self.folder, start, table, workdir=workdir, level=level,
+                                        timeout=min(PLANT_TIMEOUT, timeout))
+        self.planted.update({"plant_problem": problem} if problem else {
+            "planted_at": start, "plant_expected": expected,
+            "plant_fresh_data": table.get("fresh_data", {}).get(start)})
+
+    def run_once(self, source: str, function: str, run_args: tuple, kill: tuple | None, start: int, *,
+                 timeout: float, workdir: str, level: str, memory_bytes: int,
+                 eval_batch: int) -> tuple[sandbox.RunResult, bool, dict]:
+        """One run in a fresh worker, watched from here to its end (killed at ``kill``'s point): (its
+        RunResult, whether it was killed, what its SIGTERM met); its times added to the series'."""
+        folder = self.folder
+        since = time.time()
+        # A run that gets no signal evaluates at once (8.3's loop; 5.3's evaluates nothing): its evaluations
+        # change nothing but its time, and only a run a SIGTERM is planned for needs them longer than the window.
+        env = {EVAL_WAIT_VARIABLE: "0"} if kill is None else None
+        feed = None
+        if kill is not None and kill[0] == "term_eval":  # its evaluations paced from here: the signal at a batch
+            feed = _Feed(workdir, eval_batch, lambda start=start, k=kill[1]: _newest_folder(folder) >= start + k)
+            env = {EVAL_FEED_VARIABLE: feed.path}
+        worker = sandbox.Worker(source, function, [run_args], timeout=timeout, workdir=workdir, level=level,
+                                memory_bytes=memory_bytes, keep_scratch=True, exit_when_done=True,
+                                compile_cache=True, env=env)
+        killed, again = threading.Event(), threading.Event()
+        termed: dict = {}
+        watcher = threading.Thread(target=self._watch, args=(worker, kill, start, since, feed, killed, again, termed),
+                                   daemon=True, name="ckpt-preempt")
+        watcher.start()
+        try:
+            last = worker.wait()
+            watcher.join()
+        finally:
+            if feed is not None:
+                feed.close()
+        self.restarted = self.restarted or again.is_set()
+        self.total += last.seconds
+        self.code += last.code_seconds
+        return last, killed.is_set(), termed
+
+    def _watch(self, worker, kill: tuple | None, start: int, since: float, feed: _Feed | None,
+               killed: threading.Event, again: threading.Event, termed: dict) -> None:
+        """While a run's worker lives: stop it where its folder is crowded, note a step it saved again,
+        and kill it (or SIGTERM it: :func:`_terminate`) once its kill's point is reached."""
+        folder = self.folder
+        while worker.thread.is_alive():
+            if len(entries(folder)) > MAX_ENTRIES:
+                self.crowded.set()
+                worker.preempt()
+                return
+            if start and not again.is_set() and _saved_again(folder, start, since):
+                again.set()
+            if self.grace:
+                self.seen.update(committed_steps(folder))
+            if kill is not None and (feed.reached.is_set() if feed is not None else _point_reached(kill, folder, start)):
+                if kill[0] in TERMS:
+                    termed.update(_terminate(worker, kill, folder, self.grace, self.seen))
+                killed.set()
+                if not termed:
+                    worker.preempt()
+                return
+            time.sleep(POLL)
+
+    def count_kill(self, last: sandbox.RunResult, termed: dict) -> None:
+        """Count a run killed at its point, and what its SIGTERM met, if it got one."""
+        self.made += 1
+        self.killed_seconds += last.seconds
+        if termed:
+            self.seen.update(committed_steps(self.folder))
+            # Ended by the SIGTERM's default action: as its launcher reports it (128 + 15 from a pid
+            # namespace's init, -15 elsewhere), the learner's process killed by the signal itself.
+            self.terms.append({**termed, "committed": max(committed_steps(self.folder), default=0),
+                               "returned": last.status == "ok" and bool(last.cases) and "value" in last.cases[0],
+                               "by_term": last.returncode in (-15, 128 + 15)})
+
+    def outcome(self, last: sandbox.RunResult, kills: tuple, start: int) -> dict | None:
+        """The case's outcome as the last worker gave it, with what the series came to (:func:`run_case`);
+        None where it gave none. The last RunResult's times made the whole series'."""
+        last.seconds, last.code_seconds, last.killed_seconds = self.total, self.code, self.killed_seconds
+        outcome = last.cases[0] if last.status == "ok" and not last.setup and last.cases else None
+        if outcome is not None:
+            self.seen.update(committed_steps(self.folder))
+            outcome = {**outcome, "preempted": self.made, "planned": len(kills), "restarted": self.restarted,
+                       "resumed_at": start, "committed_after": max(committed_steps(self.folder), default=0), **self.planted}
+            if self.grace:
+                outcome.update(terms=self.terms, seen=sorted(self.seen))
+        return outcome
 
 
 def _table_for(plan, run_folder, args):

@@ -137,63 +137,12 @@ def remove_folder(top: str) -> bool:
         except OSError:
             return False
     token = f".ckpt-removing-{secrets.token_hex(8)}-"
-    moved = iter(range(1 << 62))
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-
-    def opened(name: str | None, parent: int | None) -> int:
-        try:
-            return os.open(top if name is None else name, flags, dir_fd=parent)
-        except PermissionError:  # made unreadable: its owner (or root) gives its rights back
-            os.chmod(top if name is None else name, 0o700, dir_fd=parent)
-            return os.open(top if name is None else name, flags, dir_fd=parent)
-
     try:
-        root = opened(None, None)
+        root = _opened(top, None)
     except OSError:
         return False
-    pending: list[str | None] = [None]  # None: top itself; else a folder moved up into it
     try:
-        while pending:
-            name = pending.pop()
-            try:
-                fd = root if name is None else opened(name, root)
-            except FileNotFoundError:
-                continue
-            except OSError:
-                continue
-            try:
-                try:
-                    os.chmod(fd, 0o700)  # listable, and its entries removable
-                except OSError:
-                    pass
-                try:
-                    names = os.listdir(fd)
-                except OSError:
-                    names = []
-                for entry in names:
-                    try:
-                        is_dir = stat_.S_ISDIR(os.lstat(entry, dir_fd=fd).st_mode)
-                    except OSError:
-                        continue
-                    try:
-                        if not is_dir:
-                            os.unlink(entry, dir_fd=fd)
-                        elif name is None:
-                            pending.append(entry)
-                        else:
-                            up = f"{token}{next(moved)}"
-                            os.rename(entry, up, src_dir_fd=fd, dst_dir_fd=root)
-                            pending.append(up)
-                    except OSError:
-                        continue
-            finally:
-                if fd != root:
-                    os.close(fd)
-            if name is not None:
-                try:
-                    os.rmdir(name, dir_fd=root)
-                except OSError:
-                    pass
+        _empty_tree(root, token)
     finally:
         os.close(root)
     try:
@@ -203,3 +152,69 @@ def remove_folder(top: str) -> bool:
         return True
     except OSError:
         return False
+
+
+def _opened(name: str, parent: int | None) -> int:
+    """A descriptor on the folder ``name`` (in the folder ``parent`` is open on), never through a link."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    try:
+        return os.open(name, flags, dir_fd=parent)
+    except PermissionError:  # made unreadable: its owner (or root) gives its rights back
+        os.chmod(name, 0o700, dir_fd=parent)
+        return os.open(name, flags, dir_fd=parent)
+
+
+def _empty_tree(root: int, token: str) -> None:
+    """Remove everything in the folder open on ``root``, one folder at a time: each folder met deeper
+    down moved up into it first (named ``token`` and a count), then emptied and removed."""
+    moved = iter(range(1 << 62))
+    pending: list[str | None] = [None]  # None: top itself; else a folder moved up into it
+    while pending:
+        name = pending.pop()
+        try:
+            fd = root if name is None else _opened(name, root)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            continue
+        try:
+            _empty_folder(fd, name, root, token, moved, pending)
+        finally:
+            if fd != root:
+                os.close(fd)
+        if name is not None:
+            try:
+                os.rmdir(name, dir_fd=root)
+            except OSError:
+                pass
+
+
+def _empty_folder(fd: int, name: str | None, root: int, token: str, moved, pending: list) -> None:
+    """Empty the folder open on ``fd`` (``name`` in ``root``; None: ``root`` itself) of its files; each
+    folder in it is added to ``pending``, moved up into ``root`` first where it is not there already."""
+    import stat as stat_
+
+    try:
+        os.chmod(fd, 0o700)  # listable, and its entries removable
+    except OSError:
+        pass
+    try:
+        names = os.listdir(fd)
+    except OSError:
+        names = []
+    for entry in names:
+        try:
+            is_dir = stat_.S_ISDIR(os.lstat(entry, dir_fd=fd).st_mode)
+        except OSError:
+            continue
+        try:
+            if not is_dir:
+                os.unlink(entry, dir_fd=fd)
+            elif name is None:
+                pending.append(entry)
+            else:
+                up = f"{token}{next(moved)}"
+                os.rename(entry, up, src_dir_fd=fd, dst_dir_fd=root)
+                pending.append(up)
+        except OSError:
+            continue

@@ -85,6 +85,8 @@ def _keep_compiled(folder: str) -> None:
 
 
 def main(in_fd: int, out_fd: int, grader: int) -> int:
+    """The worker's life: its jail entered, its libraries and the learner's code loaded, then one
+    answer per case (:func:`_answer_cases`)."""
     from autograder.sandbox import jail, wire
 
     # This process dies with the grader's thread that started it (killed, or Ctrl-C), and so does
@@ -97,38 +99,14 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
     confinement = jail.Confinement.from_json(wire.recv(in_fd, limit=_TRUSTED)["confinement"])
     jail.enter(confinement, close_in_launcher=(in_fd, out_fd))
     job = wire.recv(in_fd, limit=_TRUSTED)["job"]
-
-    worker = os.getpid()  # (after the jail's fork: the process that runs learner code)
-
-    def send(message) -> None:
-        if os.getpid() != worker:  # a process learner code forked, come back here: it says nothing
-            _EXIT(0)
-        wire.send(out_fd, message)
+    send = _sender(wire, out_fd)  # (after the jail's fork: the process that runs learner code)
 
     from autograder.wall import codec  # numpy only (after the jail: loading numpy starts threads)
 
-    try:
-        # JAX, if the learner's code imports it, starts with the course's devices; if not, no cost.
-        # (A worker forked from the zygote has JAX imported, its devices prepared by the zygote.)
-        if "jax" not in sys.modules:
-            prepare_environment(job.get("num_devices", 16))
-        if job.get("jax") and "jax" not in sys.modules:
-            import jax  # noqa: F401
-        if "jax" in sys.modules:
-            # XLA reads its flags as its backend starts, and jaxlib ends a process whose flags it does
-            # not know: so the backend starts here (15 ms), before any learner code.
-            sys.modules["jax"].devices()
-    except BaseException as exc:  # noqa: BLE001 - report, never crash silently
-        send({"setup": {"kind": "devices", "type": type(exc).__name__, "line": None, "detail": str(exc)[:300]}})
+    if not _start_jax(job, send, prepare_environment):
         return 0
     if confinement.count_reads:
-        import importlib
-
-        for name in PRELOAD_FOR_READS:
-            importlib.import_module(name)
-        from autograder.wall.reads import switch_off_memory_maps
-
-        switch_off_memory_maps()
+        _preload_for_reads()
 
     # Whatever ends this process before this frame is the grader's failure, never the learner's.
     send({"started": True})
@@ -136,20 +114,8 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
     # What a JAX array is, taken now, before any learner code: a placement is read only through it.
     codec.pin_jax_types(load=bool(job.get("jax")))
     jail.seal_tasks(confinement)  # a read-counted problem's code runs in this one thread
-    if confinement.measure_memory:
-        # The grader takes this process's resident set now, before any learner code, as the
-        # point its peak is measured from; then says go (see worker.Worker._measure_from).
-        from autograder.wall import memory
-
-        try:
-            memory.prepare(job.get("preload", ()), confinement.scratch)
-        except BaseException as exc:  # noqa: BLE001 - the grader's own code: say so, as for devices
-            send({"setup": {"kind": "devices", "type": type(exc).__name__, "line": None, "detail": str(exc)[:300]}})
-            return 0
-        jail.seal_memory(confinement)
-        send({"ready": True})
-        if wire.recv(in_fd, limit=_TRUSTED) is None:
-            return 0
+    if confinement.measure_memory and not _measured_from_here(job, confinement, send, jail, wire, in_fd):
+        return 0
     if job.get("compile_cache"):
         _keep_compiled(job["compile_cache"])
     namespace = {"__name__": "submission", "__builtins__": __builtins__}
@@ -164,7 +130,76 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
     # before any case: the case's file does not exist yet, so nothing could have mapped it.
     jail.seal_reads(confinement)
     send({"loaded": True})
+    return _answer_cases(fn, job, confinement, send, wire, codec, in_fd)
 
+
+def _sender(wire, out_fd: int):
+    """``send``: a frame to the grader on ``out_fd``, from this process only (taken in the process
+    that runs learner code)."""
+    worker = os.getpid()
+
+    def send(message) -> None:
+        if os.getpid() != worker:  # a process learner code forked, come back here: it says nothing
+            _EXIT(0)
+        wire.send(out_fd, message)
+
+    return send
+
+
+def _grader_failure(exc: BaseException) -> dict:
+    """A setup frame for the grader's own code failing before any learner code ran (said as the devices')."""
+    return {"setup": {"kind": "devices", "type": type(exc).__name__, "line": None, "detail": str(exc)[:300]}}
+
+
+def _start_jax(job: dict, send, prepare_environment) -> bool:
+    """JAX's devices prepared and, where it is imported, its backend started; False (the grader told)
+    where that failed."""
+    try:
+        # JAX, if the learner's code imports it, starts with the course's devices; if not, no cost.
+        # (A worker forked from the zygote has JAX imported, its devices prepared by the zygote.)
+        if "jax" not in sys.modules:
+            prepare_environment(job.get("num_devices", 16))
+        if job.get("jax") and "jax" not in sys.modules:
+            import jax  # noqa: F401
+        if "jax" in sys.modules:
+            # XLA reads its flags as its backend starts, and jaxlib ends a process whose flags it does
+            # not know: so the backend starts here (15 ms), before any learner code.
+            sys.modules["jax"].devices()
+    except BaseException as exc:  # noqa: BLE001 - report, never crash silently
+        send(_grader_failure(exc))
+        return False
+    return True
+
+
+def _preload_for_reads() -> None:
+    """The modules of :data:`PRELOAD_FOR_READS` loaded, then file memory maps refused from here on."""
+    import importlib
+
+    for name in PRELOAD_FOR_READS:
+        importlib.import_module(name)
+    from autograder.wall.reads import switch_off_memory_maps
+
+    switch_off_memory_maps()
+
+
+def _measured_from_here(job: dict, confinement, send, jail, wire, in_fd: int) -> bool:
+    """The grader takes this process's resident set now, before any learner code, as the point its
+    peak is measured from; then says go (see worker.Worker._measure_from). False: stop here."""
+    from autograder.wall import memory
+
+    try:
+        memory.prepare(job.get("preload", ()), confinement.scratch)
+    except BaseException as exc:  # noqa: BLE001 - the grader's own code: say so, as for devices
+        send(_grader_failure(exc))
+        return False
+    jail.seal_memory(confinement)
+    send({"ready": True})
+    return wire.recv(in_fd, limit=_TRUSTED) is not None
+
+
+def _answer_cases(fn, job: dict, confinement, send, wire, codec, in_fd: int) -> int:
+    """Run ``fn`` on each case the grader sends, until it sends none, and answer each: the value
+    encoded, or what went wrong (``wire`` and ``codec`` are those taken before learner code ran)."""
     import time
 
     def answer(message) -> None:

@@ -136,8 +136,7 @@ class Worker:
                  count_reads: bool = False, level: str = BASIC, bare: bool = False, namespaces: bool | None = None,
                  keep_scratch: bool = False, exit_when_done: bool = False, measure_memory: bool = False,
                  digest_arrays: bool | None = None, compile_cache: bool = False, env: dict | None = None):
-        self.timeout, self.level, self.count_reads = timeout, level, count_reads
-        self.measure_memory = measure_memory
+        self.timeout, self.level, self.count_reads, self.measure_memory = timeout, level, count_reads, measure_memory
         self.memory_base: tuple[int, int] | None = None  # (pid, resident bytes) before the learner's code
         self.anonymous = None  # its anonymous memory's peak, sampled from then on (ckptlab.memory.AnonymousPeak)
         self.held = None  # what any other worker's process holds, sampled less often from its start (_watch_memory)
@@ -145,30 +144,9 @@ class Worker:
         self.workdir = workdir or folders.new_workdir()
         self.cases = list(cases)
         self.result = RunResult("crashed")
-        # Held to reap the launcher and to signal its group: see _kill_group.
-        self._reaping = threading.Lock()
-        # The worker reads its cases' files in workdir and writes only workdir/scratch (at the strict
-        # level, a tmpfs of its own mounted there).
-        self.scratch = os.path.join(self.workdir, "scratch")
-        os.makedirs(self.scratch, exist_ok=True)
-        self.cgroups = cgroups.worker_cgroups(memory_bytes) if level == STRICT else []
-        self.confinement = jail.confinement_for(level, os.path.realpath(self.scratch), memory_bytes=memory_bytes,
-                                  file_bytes=file_bytes, count_reads=count_reads,
-                                  inputs=os.path.realpath(self.workdir), cgroups=self.cgroups,
-                                  measure_memory=measure_memory)
-        if level == STRICT:
-            self.confinement.namespaces = strict_namespaces() if namespaces is None else namespaces
-            # Without namespaces, a root grader's worker counts its threads under a uid of its own; not a
-            # read-counted one, which starts none (its count must stay readable by this grader, which
-            # may lack CAP_SYS_PTRACE: see jail.seal_tasks).
-            if not self.confinement.namespaces and os.geteuid() == 0 and not count_reads:
-                self.confinement.uid = jail.worker_uid()
-        self.confinement.tmpfs_scratch = not keep_scratch
-        # A scratch folder with no tmpfs of its own (no mount namespace, or kept): its size watched from here.
-        self.watch_scratch = level == STRICT and not (self.confinement.namespaces and self.confinement.tmpfs_scratch)
-        self.scratch_full = False
-        to_r, self.to_w = os.pipe()
-        self.from_r, from_w = os.pipe()
+        self._reaping = threading.Lock()  # held to reap the launcher and to signal its group: see _kill_group
+        self._confine(memory_bytes, file_bytes, namespaces)
+        (to_r, self.to_w), (self.from_r, from_w) = os.pipe(), os.pipe()
         self.log = tempfile.TemporaryFile(prefix="ckpt-worker-log-")  # unlinked: the worker cannot find it
         # exit_when_done: the worker's process ends as soon as it has answered (one case), taking any
         # thread it left with it (problem 5.3: a save still committing is lost, as in a job that ends).
@@ -188,15 +166,42 @@ class Worker:
         self._namespace_fd: int | None = None  # open on it until this worker's end is done (proctree.pid_namespace)
         self.started = False  # whether the worker said its own start was over (learner code runs after)
         self.oom_kills = cgroups.oom_kills()  # the machine's OOM kills so far: one more, and a SIGKILL is the machine's
+        self._spawn(to_r, from_w, source, bare, env)
+        os.set_blocking(self.to_w, False)
+        self.thread = threading.Thread(target=self._drive, daemon=True)
+        self.thread.start()
+        if self.watch_scratch:
+            threading.Thread(target=self._watch, daemon=True).start()
+
+    def _confine(self, memory_bytes: int, file_bytes: int, namespaces: bool | None) -> None:
+        """Its scratch folder (all it writes: at the strict level, a tmpfs of its own), cgroups and jail."""
+        self.scratch = os.path.join(self.workdir, "scratch")
+        os.makedirs(self.scratch, exist_ok=True)
+        self.cgroups = cgroups.worker_cgroups(memory_bytes) if self.level == STRICT else []
+        # It reads its cases' files in workdir, and writes only in its scratch folder.
+        self.confinement = jail.confinement_for(
+            self.level, os.path.realpath(self.scratch), memory_bytes=memory_bytes, file_bytes=file_bytes, count_reads=self.count_reads,
+            inputs=os.path.realpath(self.workdir), cgroups=self.cgroups, measure_memory=self.measure_memory)
+        if self.level == STRICT:
+            self.confinement.namespaces = strict_namespaces() if namespaces is None else namespaces
+            # Without namespaces, a root grader's worker counts its threads under a uid of its own; not a
+            # read-counted one, which starts none (its count must stay readable by this grader, which
+            # may lack CAP_SYS_PTRACE: see jail.seal_tasks).
+            if not self.confinement.namespaces and os.geteuid() == 0 and not self.count_reads:
+                self.confinement.uid = jail.worker_uid()
+        self.confinement.tmpfs_scratch = not self.keep_scratch
+        # A scratch folder with no tmpfs of its own (no mount namespace, or kept): its size watched from here.
+        self.watch_scratch = self.level == STRICT and not (self.confinement.namespaces and self.confinement.tmpfs_scratch)
+        self.scratch_full = False
+
+    def _spawn(self, to_r: int, from_w: int, source: str, bare: bool, env: dict | None) -> None:
+        """Start it on ``to_r``, ``from_w`` (closed here): at the strict level, forked from the zygote once that has imported its
+        code's libraries; else (and at the basic level, whose workers can reach whatever the grader can) started afresh."""
         asked = time.monotonic()
         try:
-            # At the strict level, forked from the zygote once it has imported the libraries this
-            # code imports; else (and at the basic level, whose workers can reach whatever the
-            # grader can) started afresh.
             self.proc = zygote.spawn((to_r, from_w, self.log.fileno()), self.scratch,
-                                     {**environment.worker_env(self.scratch, level), **(env or {})}, environment.zygote_env(),
-                                     None if bare else zygote.needs(source, count_reads)) \
-                if level == STRICT else None
+                                     {**environment.worker_env(self.scratch, self.level), **(env or {})}, environment.zygote_env(),
+                                     None if bare else zygote.needs(source, self.count_reads)) if self.level == STRICT else None
             # The worker's time (and its time limit) starts now: the zygote's imports before the fork
             # are the grader's start-up, done once (a fresh worker's own imports count as its time).
             self.start = time.monotonic()
@@ -205,16 +210,11 @@ class Worker:
                 self.proc = subprocess.Popen(
                     [sys.executable, "-I", "-B", inside.__file__, str(to_r), str(from_w), str(os.getpid())],
                     pass_fds=(to_r, from_w), cwd=self.scratch,
-                    env={**environment.worker_env(self.scratch, level), **(env or {})},
+                    env={**environment.worker_env(self.scratch, self.level), **(env or {})},
                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, start_new_session=True)
         finally:
             os.close(to_r)
             os.close(from_w)
-        os.set_blocking(self.to_w, False)
-        self.thread = threading.Thread(target=self._drive, daemon=True)
-        self.thread.start()
-        if self.watch_scratch:
-            threading.Thread(target=self._watch, daemon=True).start()
 
     def _watch(self) -> None:
         """Kill the worker once its scratch folder holds more than a tmpfs of its own would: checked

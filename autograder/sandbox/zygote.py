@@ -91,6 +91,8 @@ def _single_threaded() -> bool:
 
 
 def serve(sock_fd: int, grader: int) -> int:
+    """The zygote's life: ready at once, then each request's worker forked once its libraries are
+    imported here, and the libraries the grader wants imported while idle."""
     from autograder.sandbox import jail
 
     jail.die_with_parent()
@@ -130,50 +132,17 @@ def serve(sock_fd: int, grader: int) -> int:
         work = bool(pending) or (len(children) < cores and any(name not in loaded for name in wanted))
         readable, _, _ = select.select([sock, *(fd for fd in children.values() if fd is not None)], [], [],
                                        0 if work else 0.05)
-        while children:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            pidfd = children.pop(pid, None)
-            if pidfd is not None:
-                os.close(pidfd)
-            sock.send(json.dumps({"exited": pid, "status": os.waitstatus_to_exitcode(status)}).encode())
+        _reap(sock, children)
         if sock in readable:
-            fds = array.array("i")
-            data, ancdata, _, _ = sock.recvmsg(_MAX_RECORD, socket.CMSG_SPACE(3 * fds.itemsize))
-            if not data:
+            if not _receive(sock, wanted, pending):
                 return 0  # the grader is gone
-            for level, kind, payload in ancdata:
-                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                    fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
-            request = json.loads(data)
-            if "want" in request:
-                wanted += [name for name in request["want"] if name in ON_DEMAND and name not in wanted]
-                for fd in fds:
-                    os.close(fd)
-            else:
-                pending.append((request, fds))
             continue  # every message first: a request that needs nothing more is served at once
         # The oldest request whose worker's libraries are here is forked; else the oldest request's
         # next library is imported; else, idle, the next library the grader said it will want.
         ready = next((i for i, (request, _) in enumerate(pending) if not _missing(request, loaded)), None)
         if ready is not None:
             request, fds = pending.pop(ready)
-            try:
-                pid = _fork(request, fds, sock, me) if len(fds) == 3 and forkable else None
-            except OSError:  # no process to be had: this worker starts afresh, or fails to
-                pid = None
-            for fd in fds:
-                os.close(fd)
-            if pid:
-                try:
-                    children[pid] = os.pidfd_open(pid)
-                except (AttributeError, OSError):  # Linux before 5.3: reaped at the next tick
-                    children[pid] = None
-            sock.send(json.dumps({"id": request.get("id"), "pid": pid}).encode())
+            _serve_request(request, fds, sock, me, forkable, children)
             continue
         # (Idle: only with a core no worker uses; an import beside busy workers slows them down.)
         missing = _missing(pending[0][0], loaded) if pending else \
@@ -183,6 +152,59 @@ def serve(sock_fd: int, grader: int) -> int:
             forkable = _single_threaded()  # else workers start afresh from now on
         elif missing:
             loaded.update(missing)  # no fork will come of it: the request is answered "start afresh"
+
+
+def _reap(sock: socket.socket, children: dict[int, int | None]) -> None:
+    """Reap every worker that has ended, and tell the grader of each (its pidfd closed)."""
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        pidfd = children.pop(pid, None)
+        if pidfd is not None:
+            os.close(pidfd)
+        sock.send(json.dumps({"exited": pid, "status": os.waitstatus_to_exitcode(status)}).encode())
+
+
+def _receive(sock: socket.socket, wanted: list[str], pending: list[tuple[dict, array.array]]) -> bool:
+    """Take the grader's next message: libraries it will want (added to ``wanted``), or a fork request
+    with its descriptors (added to ``pending``). False where the grader is gone."""
+    fds = array.array("i")
+    data, ancdata, _, _ = sock.recvmsg(_MAX_RECORD, socket.CMSG_SPACE(3 * fds.itemsize))
+    if not data:
+        return False
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+    request = json.loads(data)
+    if "want" in request:
+        wanted.extend([name for name in request["want"] if name in ON_DEMAND and name not in wanted])
+        for fd in fds:
+            os.close(fd)
+    else:
+        pending.append((request, fds))
+    return True
+
+
+def _serve_request(request: dict, fds: array.array, sock: socket.socket, me: int, forkable: bool,
+                   children: dict[int, int | None]) -> None:
+    """Fork ``request``'s worker (where the zygote can: else it starts afresh) and tell the grader its
+    pid; the zygote's copies of its descriptors closed either way."""
+    try:
+        pid = _fork(request, fds, sock, me) if len(fds) == 3 and forkable else None
+    except OSError:  # no process to be had: this worker starts afresh, or fails to
+        pid = None
+    for fd in fds:
+        os.close(fd)
+    if pid:
+        try:
+            children[pid] = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # Linux before 5.3: reaped at the next tick
+            children[pid] = None
+    sock.send(json.dumps({"id": request.get("id"), "pid": pid}).encode())
 
 
 def _missing(request: dict, loaded: set[str]) -> list[str]:
