@@ -1,14 +1,15 @@
 """What crosses the wall between the grader and a worker running learner code, in one place.
 
-- :mod:`~autograder.wall.kinds`: every kind of argument beyond plain data: meshes,
-  specs and abstract arrays built in the worker (``MeshArg``, ``SpecArg``, ``AbstractArg``), and
-  the files and folders the grader makes for it (``CheckpointArg``, ``SafetensorsArg``,
-  ``RunFolder``, ...); :mod:`~autograder.wall.words`: each of them in the learner's terms, as a
-  public example shows its arguments (a mesh, a spec, a checkpoint folder and what it holds);
+- :mod:`~autograder.wall.kinds` (a package, its modules by family): every kind of argument beyond
+  plain data: meshes, specs and abstract arrays built in the worker (``MeshArg``, ``SpecArg``,
+  ``AbstractArg``), and the files and folders the grader makes for it (``CheckpointArg``,
+  ``SafetensorsArg``, ``RunFolder``, ...), each declared once, in its class: what it holds, its words
+  and how its files are made; :mod:`~autograder.wall.words`: an argument in the learner's terms, as
+  a public example shows it (a mesh, a spec, a checkpoint folder and what it holds), by its kind's words;
 - :mod:`~autograder.wall.codec`: the plain data that crosses (JSON with tagged arrays, meshes and
   specs as arguments), and walking an argument tree;
 - :mod:`~autograder.wall.files`: file arguments written on the grader's side before a worker reads
-  them (``realize``), and removed after;
+  them (``realize``, each as its kind makes it), and removed after;
 - :mod:`~autograder.wall.returns`: what each problem must return, and how a return is compared: the
   contract every return spec keeps (``ReturnSpec``) and the generic specs;
   :mod:`~autograder.wall.problem_returns`: the specs written for one problem each (Unit 9's in

@@ -64,13 +64,23 @@ def signalled_run(fn, real_args, point: tuple, grace: float) -> dict:
                            "only: run the check from the main thread")
     root = real_args[0]
     start = max(committed_steps(root), default=0)
-    beyond = start + int(point[1])
     state = {"sent": False, "unhandled": False, "ended": None, "after": None, "before": None, "start": start,
              "value": None}
+    evaluating = _sender(root, start + int(point[1]), state)
+    originals = {"eval_batches": training.eval_batches, "eval_loss": training.eval_loss}
+    returned = _call_watched(fn, real_args, originals, _watched(originals, evaluating), state)
+    if state["sent"]:
+        state["after"] = returned - state.pop("sent_at")
+    return state
+
+
+def _sender(root: str, beyond: int, state: dict):
+    """What the learner's evaluation calls, in the main thread, after its first batch: it sends the
+    SIGTERM :data:`INTO_EVALUATION` seconds into the first evaluation that meets a step folder at least
+    ``beyond`` in ``root``, once, and notes it in ``state``."""
     due: list[float] = []  # when the signal goes, once the evaluation it meets has begun
 
     def evaluating():
-        """Called in the learner's evaluation, in the main thread, after its first batch."""
         if state["sent"]:
             return
         if not due:
@@ -86,7 +96,12 @@ def signalled_run(fn, real_args, point: tuple, grace: float) -> dict:
         else:  # none of the learner's (the default action, or ignored): sent, it would end this process
             state["unhandled"] = True
 
-    originals = {"eval_batches": training.eval_batches, "eval_loss": training.eval_loss}
+    return evaluating
+
+
+def _watched(originals: dict, evaluating) -> dict:
+    """``training.eval_batches`` and ``training.eval_loss`` (``originals``), each calling ``evaluating``
+    as the evaluation goes."""
 
     # Looked at from its second batch on: its first eval_loss compiles the model's forward pass, which a
     # real run pays before the SIGTERM too.
@@ -101,7 +116,17 @@ def signalled_run(fn, real_args, point: tuple, grace: float) -> dict:
         evaluating()
         return loss
 
-    patched = {"eval_batches": eval_batches, "eval_loss": eval_loss}
+    return {"eval_batches": eval_batches, "eval_loss": eval_loss}
+
+
+def _call_watched(fn, real_args, originals: dict, patched: dict, state: dict) -> float:
+    """Call ``fn(*real_args)`` with the evaluation ``patched`` (in ``training``, and where the learner
+    imported it by name), SIGTERM's default action and ``os._exit`` ending the call alone; put every
+    one of them back whatever happens. Notes ``value``, ``ended`` and ``folders`` in ``state``;
+    returns the moment the call returned."""
+    from ckptlab import training
+
+    root = real_args[0]
     names = getattr(fn, "__globals__", {})
     by_name = [(name, key) for name, value in list(names.items()) for key in originals if value is originals[key]]
     previous = signal.getsignal(signal.SIGTERM)
@@ -135,6 +160,4 @@ def signalled_run(fn, real_args, point: tuple, grace: float) -> dict:
         for name, key in by_name:
             if names.get(name) is patched[key]:
                 names[name] = originals[key]
-    if state["sent"]:
-        state["after"] = returned - state.pop("sent_at")
-    return state
+    return returned
