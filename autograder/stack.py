@@ -1,7 +1,7 @@
 """The stack the course is pinned to, read from its one source: ``pyproject.toml``, as installed (the
 distribution's metadata, so the same in a clone and in Gradescope's installed copy). What the
 Gradescope ``setup.sh``, the nbgrader course's README and the checks of ``README.md`` and
-``environment.yml`` (tests/test_stack.py) say comes from here."""
+``environment.yml`` (tests/house/test_stack.py) say comes from here."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Importing this package does not import JAX: call :func:`setup_devices` first, before anything
 else touches JAX, so that the 16 simulated CPU devices can still be created.
 
-Its modules, in wings (``WINGS`` below is the map; ``tests/test_architecture.py`` holds every
+Its modules, in wings (``WINGS`` below is the map; ``tests/house/test_architecture.py`` holds every
 module to exactly one wing, and the wings to their rules):
 
 - shared: the 16 devices (`ckptlab.devices`), layout math (`ckptlab.layout`), small Flax models

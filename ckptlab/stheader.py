@@ -10,7 +10,7 @@ The library's reader is Rust (serde_json into its own types), stricter than Pyth
 What it lets through, this does too: a tensor named twice (the last one counts, as in Python's
 ``json``; each must be a tensor's entry), a key named twice inside ``__metadata__`` (each value a
 string), a tensor's fields it does not know. (Checked both
-ways against ``safe_open`` on generated headers: tests/test_hf_strict.py.)
+ways against ``safe_open`` on generated headers: tests/solutions/test_hf_strict.py.)
 """
 
 from __future__ import annotations

@@ -50,13 +50,13 @@ def grade_code(tmp_path):
 
 @pytest.hookimpl(trylast=True)  # (after -k and -m have deselected what they deselect)
 def pytest_collection_modifyitems(session, config, items):
-    """The whole course's try inside Gradescope's container (tests/test_container.py) held to half a
+    """The whole course's try inside Gradescope's container (tests/sandbox/test_container.py) held to half a
     CPU for minutes: started now, in the background, when its test is collected, so the suite runs
     beside it; its test, moved to the end, waits for it."""
     whole = [item for item in items
              if item.name == "test_the_references_whole_submission_at_full_marks_inside_gradescopes_default_container"]
     if whole and not config.option.collectonly:
-        from tests.test_container import start_whole_course_try
+        from tests.sandbox.test_container import start_whole_course_try
 
         start_whole_course_try()
         # Its test goes last: it waits for the try, and everything before it runs meanwhile.
@@ -66,6 +66,6 @@ def pytest_collection_modifyitems(session, config, items):
 def pytest_sessionfinish(session, exitstatus):
     import sys
 
-    container_tests = sys.modules.get("tests.test_container")
+    container_tests = sys.modules.get("tests.sandbox.test_container")
     if container_tests is not None:
         container_tests.stop_whole_course_try()

@@ -1,5 +1,5 @@
 """The course's own code that calls the libraries' saves, loads and training APIs, run once on tiny
-data (tests/test_stack.py runs it with deprecation warnings from the course's modules as errors):
+data (tests/house/test_stack.py runs it with deprecation warnings from the course's modules as errors):
 a deprecated call put back in any of these paths fails that test."""
 
 from __future__ import annotations

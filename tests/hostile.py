@@ -558,7 +558,7 @@ def parse_safetensors_header(path, _done=_rewrite_everything()):
 # ---------------------------------------------------------------------------------------------
 # The surfaces Units 3, 5 and 6 added (issue 35): a run the grader kills and restarts (5.3), memory
 # measured from outside (6.1, 6.2), arrays a worker sends back (3.3, 6.1). Each graded as a class by
-# tests/test_hostile.py and one by one by the unit tests beside the protection.
+# tests/sandbox/test_hostile.py and one by one by the unit tests beside the protection.
 
 LEAVES_A_MESS = """
 import os

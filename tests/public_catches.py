@@ -10,7 +10,7 @@ go through it too, and must pass.
 :data:`FLOORS` is the one table: per problem, how many of its wrong answers the check must reject
 (anything but "correct"), and, by name, the few it may let through, each with why no public example
 can show that trap. Every wrong answer not named there is a trap the statement names, and must be
-caught. ``tests/test_public_checks_catch.py`` runs it all and prints the report; the README's table
+caught. ``tests/content/test_public_checks_catch.py`` runs it all and prints the report; the README's table
 of it (between :data:`BEGIN` and :data:`END`) is written by ``python -m tests.public_catches --readme``
 and held to the run by that test.
 

@@ -31,7 +31,7 @@ POLL = 0.002  # seconds between two looks at the run folder
 MAX_RUNS = 8  # workers per case at most: the kills, then runs that end by themselves (a crash ends it sooner)
 # Entries a run folder may hold: a run's steps (at most ten here) and a save under way; the grader
 # lists the folder every POLL, so more would make one learner's run cost the whole class's grading
-# process (tests/test_preempted.py crowds a folder).
+# process (tests/engine/test_preempted.py crowds a folder).
 MAX_ENTRIES = 64
 
 

@@ -4,7 +4,7 @@ Lessons 1-7 each end with a markdown cell tagged ``revision`` in its metadata ("
 then "### Terms", "### Formulas" and "### Rules of thumb"), written from what the lesson teaches and
 shows. ``python -m autograder revision`` copies each into ``course/revision/unitN.md``, under a
 header naming the lesson it came from, with an index (``course/revision/README.md``); the files are
-committed, and ``tests/test_revision.py`` holds them equal to what this module builds.
+committed, and ``tests/exports/test_revision.py`` holds them equal to what this module builds.
 
 A sheet may state only what its lesson states (:func:`check_sheet`, run before anything is written):
 every term it defines (in bold) and every name it quotes (in backticks) occurs in the lesson's other

@@ -40,7 +40,7 @@ class Hidden:
     # reference solution, where the reference is costly to run: Unit 1's references trace Flax's
     # init for every case (most of the grading process's time in a class's Unit 1), and import JAX
     # and Flax into the grading process (CPU taken from the zygote's start).
-    # tests/test_references.py holds it equal to the reference on every public example and on
+    # tests/solutions/test_references.py holds it equal to the reference on every public example and on
     # many learners' hidden cases, and the reference to eager Flax.
     expected: Callable[..., Any] | None = None
     # The expected value once the case has run, from what the grader itself did during it (5.3: a

@@ -258,7 +258,7 @@ def newest_across_tiers_truth(tiers, slices):
 
 
 def _held_model(arg, *, tmp_ok=False):
-    """Arithmetic, from the folder's spec, for the diagnoses (tests/test_tiers.py holds it to the folders
+    """Arithmetic, from the folder's spec, for the diagnoses (tests/solutions/test_tiers.py holds it to the folders
     Orbax writes): each process's committed local steps and the persistent tier's. Orbax's manager
     saves the first step it is offered as well as every interval's (its initial save policy), and keeps
     the newest ``keep``; ``tmp_ok`` also counts a save cut short."""

@@ -14,7 +14,7 @@ from autograder.sandbox import landlock, zygote
 
 # XLA's flags for a worker, each with the jaxlib releases that know it: [first, gone). jaxlib aborts a
 # process whose XLA_FLAGS names a flag it lacks ("Unknown flag in XLA_FLAGS: ..."; 0.12.0 dropped the
-# second), so each is passed only to a jaxlib inside its range (tests/test_environment.py starts
+# second), so each is passed only to a jaxlib inside its range (tests/sandbox/test_environment.py starts
 # the installed jaxlib with the flags chosen for it). Both make XLA's CPU compiler faster, not
 # other: its code generator without LLVM's optimisations, and its older emitter for element-wise
 # fusions. A learner's eager JAX (Flax's init, say) compiles for every new shape, and compiles

@@ -9,8 +9,8 @@ names. That is how a public example shows its arguments (the notebook's check, p
 
 Each kind says what it is in its own class (its ``words``); this module holds the generic part:
 containers, arrays, plain values. A kind without words of its own raises: each new kind says what
-it is (tests/test_practice.py holds every public example and every variant to it, and
-tests/test_wall_kinds.py every kind to its own words).
+it is (tests/learner/test_practice.py holds every public example and every variant to it, and
+tests/wall/test_wall_kinds.py every kind to its own words).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from autograder.wall.kinds import DAMAGE, KINDS, ArgumentKind
 
 __all__ = ["DAMAGE", "in_words"]  # (DAMAGE: each safetensors damage in words, as its kind says it)
 
-# The kinds that declare words in their own class (each of them: tests/test_practice.py holds them to it).
+# The kinds that declare words in their own class (each of them: tests/learner/test_practice.py holds them to it).
 _WORDS = {kind: vars(kind)["words"] for kind in KINDS if "words" in vars(kind)}
 
 

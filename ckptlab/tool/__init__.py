@@ -10,7 +10,7 @@ checkpoints compared, leaf by leaf), `ckptlab.tool.figures` (one array's placeme
 `ckptlab.tool.files` (what a path that is no checkpoint is), `ckptlab.tool.objectstore`
 (``s3://``), `ckptlab.tool.untrusted` (what it promises for a checkpoint someone else wrote, and
 the bounds that keep it). It imports no
-lesson's module, and the grader imports none of it (``tests/test_architecture.py``). Importing this
+lesson's module, and the grader imports none of it (``tests/house/test_architecture.py``). Importing this
 package does not import JAX: each function loads its module when first asked for.
 """
 

@@ -1,6 +1,6 @@
 """Checkpoints in object storage: ``python -m ckptlab inspect|plan|measure|diff s3://bucket/prefix``.
 
-What it takes, with Orbax 0.12.8 and TensorStore 0.1.86 (``tests/test_objectstore.py`` runs both
+What it takes, with Orbax 0.12.8 and TensorStore 0.1.86 (``tests/tool/test_objectstore.py`` runs both
 against an S3-compatible server on localhost):
 
 - **TensorStore speaks S3** (its ``s3`` kvstore driver): a read asks for the byte ranges it needs,
@@ -29,7 +29,7 @@ listing that never ends, a record sent under a giant length, a body trickled) co
 memory: the listing and the records, then an item's array headers read through the store's OCDBT tree
 (``prepare``: an honest listing and records lead to a lying tree as well), are read by a child process,
 stopped past ``FETCH_SECONDS`` on the clock (``CKPTLAB_S3_SECONDS``) or ``FETCH_MEMORY``
-(``tests/test_objectstore.py``, against ``ckptlab.s3server.Lying``). A checkpoint saved without OCDBT (its chunk sizes are its files' sizes, which TensorStore's
+(``tests/tool/test_objectstore.py``, against ``ckptlab.s3server.Lying``). A checkpoint saved without OCDBT (its chunk sizes are its files' sizes, which TensorStore's
 listing does not give) is refused with what to do instead.
 """
 

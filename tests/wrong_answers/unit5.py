@@ -181,7 +181,7 @@ def train_with_preemption(ckpt_dir, total_steps, seed):
     ("never_restores", _train(latest="None"), "incorrect", "did not go on from what its latest committed step holds"),
     # Issue 35's forgery of real saves whose restore is never used (the state recomputed: training
     # is deterministic); the one with no checkpoint at all, folders shaped like saves, is
-    # tests/test_preempted.py's.
+    # tests/engine/test_preempted.py's.
     ("recomputes_instead_of_restoring", _train(load="pass", position="pass", first="0", save=(
         "if s + 1 > (latest or 0): mngr.save(s + 1, args=ocp.args.Composite(state=ocp.args.StandardSave("
         "training.train_state(model, optimizer)), data=ocp.args.JsonSave(batches.get_state())))")),
