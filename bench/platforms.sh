@@ -63,11 +63,11 @@ cd "'"$ROOT"'"
 /tmp/v/bin/python -m autograder isolation > /tmp/isolation.txt 2>&1 || true
 level=$(sed -n "s/^Level available: //p" /tmp/isolation.txt)
 ns=$(grep -q "no namespaces (refused here)" /tmp/isolation.txt && echo "without namespaces" || echo "with namespaces")
-/tmp/v/bin/python -m pytest -q -p no:cacheprovider tests/test_hostile.py -k "abi-kernel or abi-2" > /tmp/pytest.txt 2>&1 || true
+/tmp/v/bin/python -m pytest -q -p no:cacheprovider tests/sandbox/test_hostile.py -k "abi-kernel or abi-2" > /tmp/pytest.txt 2>&1 || true
 cat /tmp/isolation.txt; grep -E "^(FAILED|ERROR)" /tmp/pytest.txt || true
 echo "$level|$ns|$(tail -1 /tmp/pytest.txt)"'
 
-printf '%-34s %-6s %-8s %-20s %s\n' platform user level namespaces "hostile suite (tests/test_hostile.py)"
+printf '%-34s %-6s %-8s %-20s %s\n' platform user level namespaces "hostile suite (tests/sandbox/test_hostile.py)"
 status=0
 for user in root 1000; do
   line=$(docker run --rm --network none --user "$user" -e HOME=/tmp -e PYTHONDONTWRITEBYTECODE=1 \
