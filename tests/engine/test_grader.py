@@ -80,6 +80,9 @@ def wrong_graded(tmp_path_factory) -> dict:
     return results
 
 
+# The first of these tests carries the class's grading (its fixture: about 430 s on 2 idle cores); a
+# loaded machine may double it, past the suite's 900 s a test. Its own budget, not a failure of load.
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize(
     ("pid", "name", "status", "fragment"),
     [pytest.param(pid, n, st, f, id=f"{pid}-{n}") for pid, items in WRONG.items() for n, _, st, f in items],
@@ -302,6 +305,7 @@ def _scrub(text: str) -> str:
     return re.sub(r"(Wrong on \d+ of \d+ cases\.|All \d+ cases passed\.|line \d+)", "", text)
 
 
+@pytest.mark.timeout(1800)  # (the class's grading may fall to it, -k choosing it alone)
 def test_messages_never_show_hidden_inputs_or_expected_values(wrong_graded, tmp_path):
     """Each problem's first curated wrong answer's message (graded above, on the class's shared
     hidden cases) against those hidden inputs and expected values; every wrong answer's message
