@@ -500,6 +500,26 @@ def grab(path, start, size):
         raise OSError(ctypes.get_errno(), "mmap refused")
     return ctypes.string_at(addr + start, size)
 ''', doc="map the whole file with libc's mmap (the kernel does not count mapped bytes as read)"),
+    Attack("unseal_then_mmap", "measure", "4.4", '''
+def _unseal():
+    """Run at load time (a default argument): the worker's read seal, looked up when it is
+    installed, made a no-op."""
+    jail = sys.modules.get("autograder.sandbox.jail")
+    if jail is not None:
+        jail.seal_reads = lambda confinement: None
+
+
+def grab(path, start, size, _unsealed=_unseal()):
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    fd = os.open(path, os.O_RDONLY)
+    addr = libc.mmap(None, os.fstat(fd).st_size, 1, 2, fd, 0)  # PROT_READ, MAP_PRIVATE
+    if addr in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), "mmap refused")
+    return ctypes.string_at(addr + start, size)
+''', doc="rebind the worker's read seal at load time, then map the whole file (uncounted)"),
     Attack("grandchild_read", "measure", "4.4", _HAND_OVER + '''
 def grab(path, start, size):
     shared = _shared(size)

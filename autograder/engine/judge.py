@@ -197,6 +197,11 @@ def _setup_ending(problem, run: sandbox.RunResult, module_source: str) -> tuple[
         return "error", "grader", (f"The grader could not set up its simulated devices, before any of your code ran "
                                    f"({run.setup.get('type') or 'error'}: {run.setup.get('detail', '')}). This is the "
                                    "grader's failure, not your code's: grade again, and report it if it happens again.")
+    if run.setup.get("extension"):  # (a module name only: the words are the grader's own)
+        return "error", "load_error", (f"Your code imports {run.setup['extension']}{where}, a compiled extension "
+                                       f"module, which cannot load while {problem.function}'s reads are counted "
+                                       "(memory maps are off from the start of your code). Use the standard "
+                                       "library's pure-Python modules or those the statement names.")
     return "error", "load_error", (f"{exception_name(name)} while loading the code {problem.function} needs{where}. Make sure your notebook "
                      "runs top to bottom in a fresh kernel.")
 

@@ -19,8 +19,8 @@ SUBMISSION = "<submission>"
 _TRUSTED = 2**31 - 1  # what the grader sends is not bounded here
 # Loaded before a read-counted problem's code: once its cases run, file memory maps are refused, so
 # C extensions a reader may import inside its function must be loaded already.
-PRELOAD_FOR_READS = ("array", "binascii", "bisect", "heapq", "io", "json", "math", "mmap", "random", "struct",
-                      "zlib", "safetensors", "safetensors.numpy")
+PRELOAD_FOR_READS = ("array", "binascii", "bisect", "csv", "datetime", "hashlib", "heapq", "io", "json", "math",
+                     "mmap", "pickle", "random", "struct", "zlib", "safetensors", "safetensors.numpy")
 
 
 class _SayHidden:
@@ -32,6 +32,27 @@ class _SayHidden:
     def find_spec(self, name, path=None, target=None):
         if any(name == b or name.startswith(b + ".") for b in self._BLOCKED):
             raise ImportError(f"{name} is not available to submissions")
+        return None
+
+
+class _LateExtension(ImportError):
+    def __init__(self, module: str, message: str):
+        super().__init__(message)
+        self.module = module
+
+
+class _NoLateExtensions:
+    """A clear ImportError for a compiled extension module imported by a read-counted problem's
+    code: once reads are counted, file memory maps are refused, and loading one needs them."""
+
+    def find_spec(self, name, path=None, target=None):
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+        if spec is not None and isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
+            raise _LateExtension(name, f"{name} is a compiled extension module, which cannot be loaded while the bytes "
+                              "your code reads are counted (memory maps are off); the modules already loaded "
+                              f"for you include {', '.join(PRELOAD_FOR_READS)}")
         return None
 
 
@@ -70,8 +91,11 @@ def _error(exc: BaseException, kind: str = "exception") -> dict:
     # The message and class names go to the grader only (to check an expected ValueError); they are
     # never shown in reports, since a message may quote hidden inputs.
     line = exc.lineno if isinstance(exc, SyntaxError) and exc.filename == SUBMISSION else _where(exc.__traceback__)
-    return {"kind": kind, "type": _public_name(type(exc)), "line": line,
-            "mro": [c.__name__ for c in type(exc).__mro__], "message": str(exc)[:500]}
+    frame = {"kind": kind, "type": _public_name(type(exc)), "line": line,
+             "mro": [c.__name__ for c in type(exc).__mro__], "message": str(exc)[:500]}
+    if isinstance(exc, _LateExtension):
+        frame["extension"] = exc.module
+    return frame
 
 
 def _keep_compiled(folder: str) -> None:
@@ -118,6 +142,13 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
         return 0
     if job.get("compile_cache"):
         _keep_compiled(job["compile_cache"])
+    # The kernel's read seal comes before any learner code, its module's top level included: code
+    # that runs first could rebind the seal (it is looked up at call time) and never be sealed. So a
+    # read-counted module's imports find their compiled extensions loaded already (PRELOAD_FOR_READS),
+    # or are told clearly why one cannot load (_NoLateExtensions).
+    jail.seal_reads(confinement)
+    if confinement.count_reads and confinement.level == jail.STRICT:  # (where the seal refuses maps)
+        sys.meta_path.insert(0, _NoLateExtensions())
     namespace = {"__name__": "submission", "__builtins__": __builtins__}
     try:
         code = compile(job["source"], SUBMISSION, "exec")
@@ -126,9 +157,6 @@ def main(in_fd: int, out_fd: int, grader: int) -> int:
     except BaseException as exc:  # noqa: BLE001
         send({"setup": _error(exc, "setup")})
         return 0
-    # The kernel's seal comes after the module is loaded (its imports may load C extensions) and
-    # before any case: the case's file does not exist yet, so nothing could have mapped it.
-    jail.seal_reads(confinement)
     send({"loaded": True})
     return _answer_cases(fn, job, confinement, send, wire, codec, in_fd)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import struct
 import time
@@ -79,6 +80,7 @@ def recv(fd: int, deadline: float | None = None, limit: int = MAX_FRAME):
         raise FrameError(f"not JSON ({type(exc).__name__})") from None
 
 
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,60}(\.[A-Za-z_][A-Za-z0-9_]{0,60}){0,4}")
 ERROR_KINDS = ("exception", "memory", "not_implemented", "setup", "bad_return", "devices")
 
 
@@ -89,5 +91,7 @@ def clean_error(raw) -> dict:
     line = raw.get("line") if type(raw.get("line")) is int else None
     mro = [m[:100] for m in raw.get("mro", [])[:64] if isinstance(m, str)] if isinstance(raw.get("mro"), list) else []
     text = lambda k: raw.get(k)[:500] if isinstance(raw.get(k), str) else ""  # noqa: E731
+    extension = raw.get("extension") if isinstance(raw.get("extension"), str) \
+        and _MODULE_NAME.fullmatch(raw["extension"]) else ""
     return {"kind": kind, "type": text("type")[:100], "line": line, "mro": mro, "message": text("message"),
-            "detail": text("detail")}
+            "detail": text("detail"), "extension": extension}

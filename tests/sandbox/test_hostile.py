@@ -441,6 +441,31 @@ def coalesce_runs(runs, max_gap):
     assert result.score == 0
 
 
+def test_the_read_seal_is_installed_before_any_learner_code(grade_code):
+    """4.4's read seal (no file maps, no sendfile, no process) is a seccomp filter the worker installs
+    itself. Installed after the module's top level had run, a top level that rebinds it (looked up
+    at call time) left its cases unsealed: the whole file mapped, uncounted, scored full marks. The
+    attack is the class's own (tests.hostile), graded alone; its control is the honest reader."""
+    (attack,) = [a for a in ATTACKS if a.name == "unseal_then_mmap"]
+    (result,) = grade_code(attack.source({}), problems=["4.4"], isolation="strict").problems
+    assert result.score == 0 and result.status in ("incorrect", "error"), (result.status, result.message)
+    (honest,) = grade_code(inspect.getsource(unit4), problems=["4.4"], isolation="strict").problems
+    assert honest.status == "correct", honest.message
+
+
+def test_a_compiled_extension_imported_late_by_a_read_counted_module_is_named(grade_code):
+    """Once reads are counted, file maps are refused, so a compiled extension cannot load: the module
+    that asks for one is told which, and why; the extensions loaded beforehand import as usual."""
+    base = inspect.getsource(unit4)
+    late_import = ("import sqlite3\n" + base + "\n\n_reference = read_shard\n\n\ndef read_shard(path, name, bounds):\n"
+                   "    assert sqlite3.sqlite_version\n    return _reference(path, name, bounds)\n")
+    (late,) = grade_code(late_import, problems=["4.4"], isolation="strict").problems
+    assert late.status == "error" and "imports _sqlite3" in late.message and "compiled extension" in late.message, late.message
+    (early,) = grade_code("import hashlib, datetime, pickle, csv\n" + base, problems=["4.4"],
+                          isolation="strict").problems
+    assert early.status == "correct", early.message
+
+
 # ---------------------------------------------------------------------------------------------
 # Inputs: the references never read a file learner code can write
 
