@@ -433,3 +433,21 @@ def test_the_sweep_of_a_dead_graders_folders_follows_no_link_and_keeps_a_live_gr
     assert folders.sweep_orphaned_workdirs(str(tmp_path)) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"ckpt-worker-{os.getppid()}-live", "precious"]
     assert (precious / "keep").read_text() == "x"
+
+
+def test_the_tiers_folders_a_killed_process_kept_are_swept_by_the_next_grader(tmp_path):
+    """8.2's written tiers are kept for the life of the process that wrote them (removed at exit);
+    one killed outright leaves its folder, named after it, to the next grader's sweep. The control:
+    the folder is there before the sweep (the kill did leave it)."""
+    import subprocess
+    import sys
+
+    from autograder.sandbox import folders
+
+    code = ("import os, tempfile; tempfile.tempdir = os.environ['HOLD']\n"
+            "from autograder.wall.kinds import roots\nprint(roots._tiers_kept(), flush=True)\nos._exit(0)\n")
+    left = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120,
+                          env={**os.environ, "HOLD": str(tmp_path)}).stdout.strip()
+    assert os.path.isdir(left) and os.path.dirname(left) == str(tmp_path)
+    assert folders.sweep_orphaned_workdirs.__wrapped__(str(tmp_path)) == 1
+    assert list(tmp_path.iterdir()) == []

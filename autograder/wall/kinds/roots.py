@@ -134,7 +134,9 @@ def _tiers_kept() -> str:
     import tempfile
 
     if "folder" not in _TIERS_WRITTEN:
-        folder = tempfile.mkdtemp(prefix="ckpt-tiers-written-")
+        # Named as a worker's folder of this process (autograder.sandbox.folders): a process killed
+        # outright (no atexit) leaves it to the next grader's sweep, not to /tmp for ever.
+        folder = tempfile.mkdtemp(prefix=f"ckpt-worker-{os.getpid()}-tiers-written-")
         atexit.register(shutil.rmtree, folder, True)
         _TIERS_WRITTEN["folder"] = folder
     return _TIERS_WRITTEN["folder"]
