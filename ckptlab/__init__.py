@@ -21,7 +21,10 @@ module to exactly one wing, and the wings to their rules):
   its killed savers (`ckptlab.preempt`: the grader takes its saver alone, problem 5.2's), Lesson 7's
   scanned model (`ckptlab.unstacking`, problem 7.4's), Lesson 8's checkpoints in tiers, Orbax's
   emergency manager run on real processes (`ckptlab.tiers`, problem 8.2's), Lesson 9's Llama-shaped
-  model (`ckptlab.llama`) and Hugging Face's layout and files (`ckptlab.hf`, Unit 9's);
+  model (`ckptlab.llama`) and Hugging Face's layout and files (`ckptlab.hf`, Unit 9's), Lesson 10's
+  frontier run simulated with SimPy from published figures (`ckptlab.frontier`: its closed forms
+  `ckptlab.frontier.formulas`, its simulation `ckptlab.frontier.simulation` and Llama 3's figures
+  `ckptlab.frontier.published`, Unit 10's);
 - the lessons' own: the shard-placement explorer (`ckptlab.explore`), Lesson 6's serving
   (`ckptlab.serving`), another machine's devices (`ckptlab.topology`), a lesson's claims checked
   (`ckptlab.claims`), Lesson 8's preempted jobs (`ckptlab.graceful`), a container's entrypoint as
@@ -38,7 +41,8 @@ WINGS = {
     "shared": ("devices", "layout", "models", "plotting", "steps", "stheader", "adapters", "adapters.errors",
                "adapters.jax_internals", "adapters.orbax_internals"),
     "measuring": ("memory", "readcount", "memcount", "restorecount", "loadcount", "twohost", "s3server"),
-    "problem models": ("training", "preempt", "unstacking", "tiers", "llama", "hf"),
+    "problem models": ("training", "preempt", "unstacking", "tiers", "llama", "hf", "frontier", "frontier.formulas",
+                       "frontier.simulation", "frontier.published"),
     "lessons": ("explore", "serving", "topology", "claims", "graceful", "entrypoint", "pipeline", "hfcheck",
                 "hfconvert", "workdir"),
     "tool": ("tool", "tool.cli", "tool.inspection", "tool.planning", "tool.measuring", "tool.diffing",
