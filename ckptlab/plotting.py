@@ -565,3 +565,92 @@ def plot_peaks(peaks: Mapping[str, tuple[float, float]], budget: float | None = 
     ax.set_ylim(0, max([peaks[k][0] for k in labels] + [budget or 0]) / mib * 1.3)  # room for the legend
     ax.legend(fontsize=8, loc="upper right")
     return _title(ax, title, claim)
+
+
+# Lesson 10: a frontier run, simulated (ckptlab.frontier). Times in hours or seconds, as labelled.
+
+def plot_mtbf_scale(gpus: Sequence[int], mtbf_hours: Sequence[float], marked: Mapping[str, tuple[int, float]],
+                    ax=None):
+    """The job's MTBF (hours) against its GPU count, log-log: ``mtbf_hours[i]`` for ``gpus[i]``, and
+    the points in ``marked`` (label -> (GPUs, hours)) on top. Rates add, so the line falls as 1 / N."""
+    ax = _axes(ax, (6.5, 3.8))
+    ax.loglog(gpus, mtbf_hours, "-", color=device_colour(0), label="job MTBF = GPU MTBF / N")
+    for i, (label, (n, hours)) in enumerate(marked.items()):
+        ax.plot([n], [hours], "o", color=device_colour(2 + 2 * i), ms=7, zorder=3)
+        ax.annotate(f"{label}: {hours:.3g} h", (n, hours), textcoords="offset points", xytext=(8, 6), fontsize=9)
+    ax.set_xlabel("GPUs in the job")
+    ax.set_ylabel("job MTBF (hours)")
+    ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    ax.legend(fontsize=9, loc="upper right")
+    return _title(ax, "A job's mean time between failures against its size",
+                  f"{gpus[-1] / gpus[0]:.0f}x the GPUs, 1/{mtbf_hours[0] / mtbf_hours[-1]:.0f} the MTBF: rates add")
+
+
+def plot_goodput_interval(intervals: Sequence[float], exact: Sequence[float],
+                          simulated: Mapping[float, tuple[float, float]], optimum: float, marks: Mapping[str, float],
+                          ax=None):
+    """Goodput against the interval between saves (seconds, log axis): the exact closed form as a
+    line, simulated means with their 95% Monte Carlo intervals (interval -> (mean, half-width)) as
+    points with bars, and named intervals (Young's, half the optimum ...) as vertical lines."""
+    ax = _axes(ax, (7, 3.9))
+    ax.semilogx(intervals, exact, "-", color="black", lw=1.2, label="exact closed form")
+    taus = sorted(simulated)
+    ax.errorbar(taus, [simulated[t][0] for t in taus], yerr=[simulated[t][1] for t in taus], fmt="o",
+                color=device_colour(2), ms=5, capsize=3, label="simulated (95% Monte Carlo interval)")
+    for i, (label, tau) in enumerate(marks.items()):
+        ax.axvline(tau, ls=("--", ":", "-.")[i % 3], color=device_colour(4 + 2 * i), lw=1, label=f"{label}: {tau:.0f} s")
+    ax.set_xlabel("training time between saves (s)")
+    ax.set_ylabel("goodput")
+    ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    ax.legend(fontsize=9, loc="lower center")
+    ax.set_ylim(min(exact) - 0.02, max(exact) + 0.015)
+    return _title(ax, "Goodput against the interval between saves",
+                  f"flat around the optimum ({optimum:.0f} s); the simulated points lie on the curve")
+
+
+def plot_time_budget(rows: Mapping[str, Mapping[str, float]], ax=None):
+    """Where a run's wall time went, one stacked bar per plan (label -> {part: fraction of the wall
+    time}), parts in their order: training kept first."""
+    ax = _axes(ax, (8, 0.55 * len(rows) + 1.6))
+    labels = list(rows)
+    parts = list(next(iter(rows.values())))
+    colours = [device_colour(0), "#e15759", "#f28e2b", "#b0b0b0", device_colour(8)]
+    left = np.zeros(len(labels))
+    for i, part in enumerate(parts):
+        widths = np.array([rows[label][part] for label in labels])
+        ax.barh(range(len(labels)), widths, left=left, color=colours[i % len(colours)], edgecolor="black", lw=0.4,
+                label=part)
+        left += widths
+    ax.set_yticks(range(len(labels)), labels, fontsize=9)
+    ax.invert_yaxis()
+    kept = {label: rows[label][parts[0]] for label in labels}
+    start = max(0.0, np.floor((min(kept.values()) - 0.02) * 20) / 20)  # the costs are the point: start near them
+    ax.set_xlim(start, 1)
+    ax.set_xlabel(f"share of the run's wall time (the axis starts at {start:.0%})")
+    ax.legend(fontsize=9, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    best, worst = max(kept, key=kept.get), min(kept, key=kept.get)
+    return _title(ax, "Where the run's wall time went",
+                  f"{parts[0]}: {kept[worst]:.1%} ({worst}) to {kept[best]:.1%} ({best})")
+
+
+def plot_goodput_scale(gpus: Sequence[int], goodputs: Mapping[str, Sequence[float]], target: float,
+                       marked: int | None = None, ax=None):
+    """The best goodput against the GPU count (log axis), one line per storage bandwidth (label ->
+    goodputs), a target as a horizontal line, a GPU count of note as a vertical one."""
+    ax = _axes(ax, (7, 3.9))
+    for i, (label, values) in enumerate(goodputs.items()):
+        ax.semilogx(gpus, values, "o-", ms=3, color=device_colour(2 * i), label=label)
+    ax.axhline(target, ls="--", color="black", lw=1)
+    ax.text(gpus[0], target, f" target {target:.0%}", va="bottom", fontsize=9)
+    if marked is not None:
+        ax.axvline(marked, ls=":", color="grey", lw=1)
+    ax.set_xlabel("GPUs in the job")
+    ax.set_ylabel("best goodput")
+    ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    ax.legend(fontsize=9, loc="lower left")
+    reach = max((n for values in goodputs.values() for n, g in zip(gpus, values) if g >= target), default=gpus[0])
+    claim = f"past {reach:,} GPUs no bandwidth drawn reaches {target:.0%}"
+    if marked in gpus:
+        at = [values[list(gpus).index(marked)] for values in goodputs.values()]
+        claim = f"at {marked:,} GPUs the bandwidths span {min(at):.1%} to {max(at):.1%}; " + claim
+    return _title(ax, "Goodput against scale, for a few storage bandwidths", claim)

@@ -18,7 +18,8 @@ COURSE = Path(__file__).resolve().parents[2] / "course"
 # the lessons whose outcomes are stated as claims, with no bare assert left (lessons 1 and 2 still pair
 # print with assert; lesson 0 has neither)
 CHECKED = ("03_restore_resharding.ipynb", "04_shard_reads_and_presharding.ipynb", "05_training_checkpoints.ipynb",
-           "06_restore_for_serving.ipynb", "07_changed_machine_or_code.ipynb", "08_preemption.ipynb")
+           "06_restore_for_serving.ipynb", "07_changed_machine_or_code.ipynb", "08_preemption.ipynb",
+           "10_frontier_run.ipynb")
 
 
 def test_a_claim_that_holds_prints_its_figures(capsys):

@@ -153,7 +153,39 @@ def _every_figure():
         plotting.plot_bytes_by_dtype(100, {"float32": 4, "bfloat16": 2, "int8": 1}),
         plotting.plot_progress([("1.1", 1, 10, 10, "mastered"), ("1.2", 1, 5, 10, "attempted"),
                                 ("2.1", 2, 0, 10, "not started")]),
+        *_frontier_figures(),
     ]
+
+
+def _frontier_figures():
+    """Lesson 10's four, on small inputs shaped as the lesson's."""
+    gpus = [1024, 4096, 16384, 65536]
+    return [
+        plotting.plot_mtbf_scale(gpus, [50000 / n for n in gpus], {"Llama 3": (16384, 3.09)}),
+        plotting.plot_goodput_interval([30, 100, 300, 1000, 3000], [0.85, 0.9, 0.92, 0.9, 0.8],
+                                       {100: (0.901, 0.002), 300: (0.919, 0.002)}, 304.5, {"Young": 307.3}),
+        plotting.plot_time_budget({"persistent only": {"kept": 0.87, "lost": 0.06, "saving": 0.01, "restarting": 0.06},
+                                   "two local copies": {"kept": 0.93, "lost": 0.01, "saving": 0.0, "restarting": 0.06}}),
+        plotting.plot_goodput_scale(gpus, {"2 TB/s": [0.98, 0.96, 0.92, 0.8], "200 GB/s": [0.97, 0.94, 0.88, 0.7]},
+                                    0.9, marked=16384),
+    ]
+
+
+def test_lesson_10s_figures_state_what_their_inputs_show():
+    """Each title's claim is computed from what is drawn: the MTBF's fall with scale, the optimum, the
+    time shares (each bar adds up to the wall time), the GPU count past which no bandwidth drawn
+    reaches the target."""
+    mtbf, interval, budget, scale = _frontier_figures()
+    assert "64x the GPUs, 1/64 the MTBF" in mtbf.get_title()
+    assert "(304 s)" in interval.get_title() and len(interval.lines) >= 2
+    bars = _rects(budget)
+    widths = {}
+    for bar in bars:
+        widths.setdefault(round(bar.get_y(), 3), []).append(bar.get_width())
+    assert len(widths) == 2 and all(sum(w) == pytest.approx(1.0) for w in widths.values())
+    assert "87.0% (persistent only) to 93.0% (two local copies)" in budget.get_title()
+    assert "at 16,384 GPUs the bandwidths span 88.0% to 92.0%" in scale.get_title()
+    assert "past 16,384 GPUs no bandwidth drawn reaches 90%" in scale.get_title()
 
 
 def test_every_label_is_at_least_9_pt_on_screen_at_100_percent_zoom():
