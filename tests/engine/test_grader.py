@@ -49,38 +49,57 @@ def test_untouched_problems_are_not_attempted(root):
     assert report.score == 0
 
 
+class _Graded(dict):
+    """Each wrong answer's result, by (problem, answer); ``expected``: each problem's expected outcomes
+    as the class's grading computed them, for every one of its cases (public ones first, as drawn)."""
+
+    expected: dict
+
+
 @pytest.fixture(scope="module")
-def wrong_graded(tmp_path_factory) -> dict:
+def wrong_graded(tmp_path_factory) -> _Graded:
     """Every curated wrong answer graded once, as an instructor grades a class (grade-batch, two
-    learners at a time, at the strict level where the machine has it): each answer a learner of its
-    own, named ``wrong-<answer>``, every learner on the class's shared hidden cases (``--shared-cases``:
-    the references run once per problem). A name several problems' answers share goes to another
-    class (a class has one learner of a name)."""
+    learners at a time, at the strict level where the machine has it): all of them one class, each
+    answer a learner of its own (no answer's names, imports or failure reach another's), named
+    ``wrong-<function>-<answer>`` (two problems' answers may share a name; the function keeps them
+    apart, and adds no digit to a message naming the file), every learner on the class's shared
+    hidden cases (``--shared-cases``: the references run once per problem for the whole class). The
+    expected outcomes the class was judged against are kept as they were computed (read, never
+    changed), for the messages' test below."""
+    from autograder import text
     from autograder.classroom.batch import grade_batch
+    from autograder.engine.shared import SharedCases
     from tests.conftest import best_isolation
 
-    classes: list[dict] = []
+    subs, out = tmp_path_factory.mktemp("wrong-class"), tmp_path_factory.mktemp("wrong-results")
+    learners = {}
     for pid, items in WRONG.items():
         for name, source, _, _ in items:
-            free = next((c for c in classes if name not in c), None)
-            if free is None:
-                classes.append(free := {})
-            free[name] = (pid, source)
-    results = {}
-    for n, named in enumerate(classes):
-        members = [(pid, name, source) for name, (pid, source) in named.items()]
-        subs, out = tmp_path_factory.mktemp(f"wrong-class-{n}"), tmp_path_factory.mktemp(f"wrong-results-{n}")
-        for pid, name, source in members:
-            (subs / f"wrong-{name}.py").write_text(HEADERS[pid] + source)
-        assigned = tuple(p for p in registry.PROBLEMS if p.id in {pid for pid, _, _ in members})
+            learner = f"wrong-{registry.get(pid).function}-{name}"
+            assert learner not in learners, learner  # (a class has one learner of a name)
+            learners[learner] = (pid, name)
+            (subs / f"{learner}.py").write_text(HEADERS[pid] + source)
+    assigned = tuple(p for p in registry.PROBLEMS if p.id in WRONG)
+    expected: dict = {}
+    prepared = SharedCases.prepared
+
+    def kept(self, key, compute):
+        written = prepared(self, key, compute)
+        expected[key] = written.expected
+        return written
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SharedCases, "prepared", kept)
         grade_batch(subs, out, jobs=2, progress=False, isolation=best_isolation(), problems=assigned, shared_cases=True)
-        for pid, name, _ in members:
-            report = json.loads((out / "learners" / f"wrong-{name}.json").read_text())
-            results[pid, name] = next(p for p in report["problems"] if p["id"] == pid)
+    results = _Graded()
+    results.expected = {pid: outcomes for (pid, salt), outcomes in expected.items() if salt is None}
+    for learner, (pid, name) in learners.items():
+        report = json.loads((out / "learners" / f"{text.file_key(learner)}.json").read_text())
+        results[pid, name] = next(p for p in report["problems"] if p["id"] == pid)
     return results
 
 
-# The first of these tests carries the class's grading (its fixture: about 430 s on 2 idle cores); a
+# The first of these tests carries the class's grading (its fixture: about 400 s on 2 idle cores); a
 # loaded machine may double it, past the suite's 900 s a test. Its own budget, not a failure of load.
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize(
@@ -308,8 +327,9 @@ def _scrub(text: str) -> str:
 @pytest.mark.timeout(1800)  # (the class's grading may fall to it, -k choosing it alone)
 def test_messages_never_show_hidden_inputs_or_expected_values(wrong_graded, tmp_path):
     """Each problem's first curated wrong answer's message (graded above, on the class's shared
-    hidden cases) against those hidden inputs and expected values; every wrong answer's message
-    against the hidden tests' source."""
+    hidden cases) against those hidden inputs and the expected values it was judged against (the
+    class's own, kept by its grading; computed here for a problem it did not run); every wrong
+    answer's message against the hidden tests' source."""
     from autograder.engine.shared import CLASS_ID
 
     for p in registry.PROBLEMS:
@@ -318,13 +338,17 @@ def test_messages_never_show_hidden_inputs_or_expected_values(wrong_graded, tmp_
         assert result["status"] in ("incorrect", "error"), (p.id, name, result["status"])
         text = _scrub(result["message"])  # a problem's message against that problem's hidden data
         _, cases = grading.hidden_cases(p, CLASS_ID)
+        outcomes = wrong_graded.expected.get(p.id)
+        if outcomes is None:  # (no learner's code ran for it: its outcomes computed here)
+            # (realized together: 5.2's checkpoint roots come from one helper process, not one each)
+            args = files.realize(tuple(c.args for c in cases), str(tmp_path / p.id))
+            outcomes = [grading.expected_outcome(p, a) for a in args]
+        assert len(outcomes) == len(cases), p.id
         secrets = set()
-        hidden = [c for c in cases if c.category != "public"]
-        # (realized together: 5.2's checkpoint roots come from one helper process, not one each)
-        for c, args in zip(hidden, files.realize(tuple(c.args for c in hidden), str(tmp_path / p.id))):
-            _numbers(c.args, secrets)
-            outcome = grading.expected_outcome(p, args)
-            _numbers(outcome if not isinstance(outcome, Raises) else (), secrets)
+        for c, outcome in zip(cases, outcomes):
+            if c.category != "public":
+                _numbers(c.args, secrets)
+                _numbers(outcome if not isinstance(outcome, Raises) else (), secrets)
         assert secrets, p.id  # (the check can fail: there is hidden data to look for)
         for secret in secrets:
             assert not re.search(rf"(?<![\d.]){re.escape(secret)}(?![\d.])", text), (p.id, secret, text)
