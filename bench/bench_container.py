@@ -5,7 +5,7 @@ the grader's processes' own memory (anonymous and shared: not the page cache, wh
 reclaims when the container runs short). Targets: full marks everywhere, each run within 10
 minutes, each peak under 85% of the container's memory.
 
-``--write`` records what it measured in ``autograder/gradescope_profile.json``, which ``python -m
+``--write`` records what it measured in ``autograder/exports/gradescope_profile.json``, which ``python -m
 autograder gradescope`` prints for the problems it packs, and states in the zip's GRADESCOPE.md
 (what to set on Gradescope). Run: ``python bench/bench_container.py [--write]``.
 """
@@ -43,7 +43,7 @@ def measure(units: list[int]) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="record the profile in autograder/gradescope_profile.json")
+    parser.add_argument("--write", action="store_true", help="record the profile in autograder/exports/gradescope_profile.json")
     args = parser.parse_args()
     from autograder import registry
 
@@ -64,8 +64,10 @@ def main() -> int:
                    "units": {str(r["units"][0]): {"seconds": r["seconds"], "own_peak_mib": r["own_peak_mib"]}
                              for r in runs if len(r["units"]) == 1},
                    "whole": {"seconds": runs[-1]["seconds"], "own_peak_mib": runs[-1]["own_peak_mib"]}}
-        (ROOT / "autograder" / "gradescope_profile.json").write_text(json.dumps(profile, indent=1) + "\n")
-        print("written: autograder/gradescope_profile.json")
+        from autograder.exports.gradescope import PROFILE
+
+        PROFILE.write_text(json.dumps(profile, indent=1) + "\n")
+        print(f"written: {PROFILE.relative_to(ROOT)}")
     return 0 if ok else 1
 
 

@@ -50,8 +50,9 @@ def locate(problem, sub: extract.Submission) -> ProblemResult | None:
 
 def course_helper_message(problem, used: str) -> str:
     """What a function that uses a module of ``problem.forbidden`` is told (here and by the notebook's check)."""
-    return (f"{problem.function} uses the course's own {used}, the lesson's answer to this problem: write it with "
-            "the libraries (JAX, Orbax, safetensors), as the lesson does inside that helper.")
+    return (f"{problem.function} uses the course's own {used}, the lesson's answer to this problem: write it "
+            "yourself, with the libraries the statement names (JAX, Orbax, safetensors...) or plain arithmetic, as "
+            "that helper does inside.")
 
 
 def _uses(sub: extract.Submission, problem) -> str | None:

@@ -15,7 +15,8 @@
   :mod:`~autograder.wall.problem_returns`: the specs written for one problem each (Unit 9's in
   :mod:`~autograder.wall.hf_returns`; the training runs of 5.3 and 8.3 in
   :mod:`~autograder.wall.run_returns`, whose public examples run in the learner's own process, 8.3's
-  sent a real SIGTERM during an evaluation by :mod:`~autograder.wall.grace`);
+  sent a real SIGTERM during an evaluation by :mod:`~autograder.wall.grace`; problem 10.2's plan of
+  checkpoint tiers, judged by simulating it, in :mod:`~autograder.wall.plan_returns`);
 - :mod:`~autograder.wall.reads`: reading files with memory maps off, for read-counted problems;
 - :mod:`~autograder.wall.memory`: the memory-measured problems' budgets and the worker's preparation
   before its baseline;

@@ -316,6 +316,46 @@ class Struct(ReturnSpec):
         return _close(_plain(actual), _plain(expected))
 
 
+@dataclass(frozen=True)
+class Close(ReturnSpec):
+    """A float, or a tuple of floats (``names`` says what each is), each compared within a tolerance of
+    its own instead of exactly: ``tolerances`` holds, per position, ``("rel", r)`` (relative to the
+    expected value) or ``("abs", a)``. For a quantity two right models give a little apart (Young's
+    interval and Daly's, the first-order goodput and the exact one, a Monte Carlo estimate): the
+    statement gives the tolerances, and answers within them pass."""
+
+    tolerances: tuple[tuple[str, float], ...]
+    names: tuple[str, ...] = ()  # none: one bare float
+
+    def __post_init__(self):
+        if len(self.tolerances) != max(1, len(self.names)) or any(k not in ("rel", "abs") for k, _ in self.tolerances):
+            raise ValueError("one ('rel' | 'abs', tolerance) per float")
+
+    @property
+    def describe(self) -> str:
+        return "a float" if not self.names else "a tuple (" + ", ".join(f"{n}: float" for n in self.names) + ")"
+
+    def type_error(self, v, detail: bool = True) -> str | None:
+        bad = _check(("fixed", ("float",) * len(self.names)) if self.names else "float", v, "the result", detail)
+        return f"must return {self.describe}: {bad}" if bad else None
+
+    def _items(self, v) -> tuple:
+        return tuple(v) if self.names else (v,)
+
+    def has_nan(self, v) -> bool:
+        return any(math.isnan(float(x)) for x in self._items(v))
+
+    def equal(self, actual, expected) -> bool:
+        return all(_within(float(a), float(e), kind, tol)
+                   for a, e, (kind, tol) in zip(self._items(actual), self._items(expected), self.tolerances))
+
+
+def _within(a: float, e: float, kind: str, tol: float) -> bool:
+    if kind == "rel":
+        return math.isclose(a, e, rel_tol=tol, abs_tol=0.0)
+    return math.isfinite(a) and math.isfinite(e) and abs(a - e) <= tol
+
+
 def _close(a, e) -> bool:
     if isinstance(e, float) or isinstance(a, float):
         return isinstance(a, (int, float)) and math.isclose(float(a), float(e), rel_tol=1e-9, abs_tol=1e-12)

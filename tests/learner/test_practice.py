@@ -479,6 +479,13 @@ def _wrong(q: drills.Question) -> list[float]:
         "v_columns_start": lambda: [2 * f["heads"] * f["head_dim"], f["heads"] * f["head_dim"]],
         # the total over the limit, rounded up (the tensors reordered)
         "shard_files": lambda: [-(-sum(f["sizes"]) // f["limit"])],
+        # the whole training state; the bfloat16 weights alone
+        "restart_checkpoint": lambda: [f["billions"] * 16, f["billions"] * 2],
+        # one GPU's MTBF; divided by the hosts, not the GPUs
+        "job_mtbf": lambda: [f["years"] * 8766, f["years"] * 8766 / (f["gpus"] // 8)],
+        # the asynchronous write counted as blocking; the MTBF left in hours
+        "young_minutes": lambda: [(2 * (f["blocking"] + f["write"]) * f["mtbf_hours"] * 3600) ** 0.5 / 60,
+                                  (2 * f["blocking"] * f["mtbf_hours"]) ** 0.5 / 60],
     }[q.kind]()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import re
 
 import jax
@@ -122,12 +123,14 @@ def test_expected_values_the_hidden_tests_compute_equal_the_references_exactly()
     through real kills in tests/engine/test_grader.py. 6.2's and 7.4's, checkpoints the references write, are held to what
     Orbax reads back below. 8.2's, Orbax's word on folders in tiers, is held to the reference in tests/solutions/test_tiers.py;
     8.3's, as 5.3's, by the reference's full marks through real SIGTERMs in tests/engine/test_grace.py. 9.1's and 9.2's,
-    folders the references write, are held below to what the grader's readers read back.) Where the
-    reference raises (8.1's bad hosts), the hidden tests' value raises the same exception."""
+    folders the references write, are held below to what the grader's readers read back. 10.2's is no plan but what
+    the judge simulates a plan on: the reference's plan is held below to reach its target.) Where the
+    reference raises (8.1's bad hosts, 10.3's unreachable overheads), the hidden tests' value raises the same
+    exception."""
     checked = set()
     for p in registry.PROBLEMS:
         hidden = load(p)
-        if hidden.expected is None or p.id in ("5.2", "5.3", "6.2", "7.4", "8.2", "8.3", "9.1", "9.2"):
+        if hidden.expected is None or p.id in ("5.2", "5.3", "6.2", "7.4", "8.2", "8.3", "9.1", "9.2", "10.2"):
             continue
         args_seen = [ex.args for ex in p.examples]
         args_seen += [c.args for i in range(20) for c in hidden_cases(p, f"learner{i}")[1]]
@@ -135,7 +138,38 @@ def test_expected_values_the_hidden_tests_compute_equal_the_references_exactly()
             ours, theirs = (_outcome(f, codec.materialize(copy.deepcopy(args))) for f in (hidden.expected, reference(p)))
             assert ours == theirs, (p.id, args)
         checked.add(p.id)
-    assert checked == {"1.1", "1.2", "1.3", "1.4", "8.1"}
+    assert checked == {"1.1", "1.2", "1.3", "1.4", "8.1", "10.1", "10.3"}
+
+
+def test_10_2s_reference_plan_reaches_every_target_and_the_plans_short_of_it_do_not():
+    """10.2 is judged by simulating the returned plan (autograder/wall/plan_returns.py) against the target its
+    hidden case sets (the best first-order plan, less a margin). The reference's plan passes that judge on every
+    public example and on several learners' hidden cases, by 0.01 of goodput or more on each hidden case; the plans
+    each hidden case is built to refuse fail it: storage alone within the budget, one local copy where most
+    failures take their host, two copies at a tenth and at ten times Young's interval."""
+    from autograder.hidden.unit10 import best_plans, young_local
+    from autograder.wall.plan_returns import KEYS, judging, mean_goodput
+
+    p = registry.get("10.2")
+    for ex in p.examples:
+        assert p.returns.equal(reference(p)(*ex.args), judging(*ex.args)), ex.note
+    for i in range(4):
+        for case in hidden_cases(p, f"learner{i}")[1]:
+            if case.category == "public":
+                continue
+            cluster, target, budget = case.args
+            expected = expected_outcome(p, case.args)
+            # (the hidden traces' seeds take the course's salt too: the case's arguments alone do not give them)
+            assert expected == judging(*case.args, secret=os.environ.get("CKPT_COURSE_SALT", ""))
+            assert expected["seeds"] != judging(*case.args, secret="another course")["seeds"]
+            plan = reference(p)(*case.args)
+            assert p.returns.type_error(plan) is None and p.returns.equal(plan, expected), (i, case.category)
+            assert mean_goodput(plan, expected) >= target + 0.01, (i, case.category)
+            best = best_plans(cluster, budget)
+            short = [best["persistent_only"], best["local_1"]]
+            short += [(best["local_2"][0], factor * young_local(cluster, 2), 2) for factor in (0.1, 10.0)]
+            for bad in short:
+                assert not p.returns.equal(dict(zip(KEYS, bad)), expected), (i, case.category, bad)
 
 
 def _outcome(function, args):

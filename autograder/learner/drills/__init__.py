@@ -35,7 +35,9 @@ DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
 _ASK = {"bytes": "in bytes", "GB": "in GB", "params": "a number of parameters", "chunks": "a number of chunks",
         "runs": "a number of runs", "x": "how many times, e.g. 4x", "byte offset": "a byte offset",
         "s": "in seconds", "step": "a step number", "steps": "a number of steps",
-        "position": "a position in the order (0 is the first)"}
+        "position": "a position in the order (0 is the first)", "hours": "in hours", "minutes": "in minutes"}
+# Words a reply may carry for a unit of time (``3.1 h``, ``2.5 min``).
+_TIME_WORDS = {"hours": ("h", "hr", "hrs", "hour"), "minutes": ("min", "mins", "minute")}
 _BYTE_UNITS = {"b": 1, "byte": 1, "bytes": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
@@ -128,7 +130,7 @@ def parse_answer(reply, unit: str) -> float:
         value *= _BYTE_UNITS[suffix]
         return value / 10**9 if unit == "GB" else value
     if suffix and suffix not in ("x", "times", "params", "parameters", "chunks", "chunk", "runs", "run", "sec", "seconds",
-                                  unit.lower()):
+                                  unit.lower(), *_TIME_WORDS.get(unit, ())):
         raise ValueError(f"{suffix!r} is not a unit for {unit}")
     return value
 
