@@ -40,6 +40,7 @@ def tier_plan(cluster, target_goodput, write_budget):
     rates = [c["per_gpu_hour"] * cluster["gpus"] / HOUR for c in cluster["causes"]]
     mtbf = 1.0 / sum(rates)
     host_lost = sum(r for r, c in zip(rates, cluster["causes"]) if c["host_lost"]) * mtbf  # their share
+    racks = sum(r for r, c in zip(rates, cluster["causes"]) if c.get("peers_lost")) * mtbf  # every copy lost
     hosts = max(1, cluster["gpus"] // cluster["gpus_per_host"])
     write = cluster["state_bytes"] / min(cluster["storage_bandwidth"], hosts * cluster["host_bandwidth"])
     peer = cluster["state_bytes"] / hosts / cluster["peer_bandwidth"]
@@ -57,8 +58,9 @@ def tier_plan(cluster, target_goodput, write_budget):
             blocking += (copy + (replicas - 1) * peer) / local
             if replicas == 1:  # a lost host takes the only copy of its share: back to storage
                 per_failure = host_lost * fallback + (1 - host_lost) * (local / 2.0 + copy)
-            else:  # a lost host's share read from a peer, the others' from their own memory
-                per_failure = local / 2.0 + host_lost * peer + (1 - host_lost) * copy
+            else:  # a lost host's share read from a peer, the others' from their own memory; a rack: storage
+                per_failure = (racks * fallback + (host_lost - racks) * (local / 2.0 + peer)
+                               + (1 - host_lost) * (local / 2.0 + copy))
         return blocking + (per_failure + cluster["restart"]) / mtbf
 
     options = [(None, 1)] + [(math.sqrt(2.0 * (copy + (r - 1) * peer) * mtbf), r) for r in range(1, 5)]

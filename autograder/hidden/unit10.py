@@ -200,6 +200,7 @@ def _costs(cluster: dict) -> dict:
     rates = [c["per_gpu_hour"] * cluster["gpus"] / HOUR for c in cluster["causes"]]
     hosts = max(1, cluster["gpus"] // cluster["gpus_per_host"])
     return {"mtbf": 1.0 / sum(rates), "lost": sum(r for r, c in zip(rates, cluster["causes"]) if c["host_lost"]) / sum(rates),
+            "racks": sum(r for r, c in zip(rates, cluster["causes"]) if c.get("peers_lost")) / sum(rates),
             "write": cluster["state_bytes"] / min(cluster["storage_bandwidth"], hosts * cluster["host_bandwidth"]),
             "peer": cluster["state_bytes"] / hosts / cluster["peer_bandwidth"], "copy": cluster["local_copy"]}
 
@@ -216,8 +217,9 @@ def plan_goodput(cluster: dict, persistent: float, local: float | None, replicas
         saving += (k["copy"] + (replicas - 1) * k["peer"]) / local
         if replicas == 1:
             per_failure = k["lost"] * fallback + (1 - k["lost"]) * (local / 2.0 + k["copy"])
-        else:
-            per_failure = local / 2.0 + k["lost"] * k["peer"] + (1 - k["lost"]) * k["copy"]
+        else:  # (a rack's failure takes every copy: back to storage)
+            per_failure = (k["racks"] * fallback + (k["lost"] - k["racks"]) * (local / 2.0 + k["peer"])
+                           + (1 - k["lost"]) * (local / 2.0 + k["copy"]))
     planned = cluster["planned_per_day"] / 86400.0 * (cluster["restart"] + 2.0 * k["write"])
     return 1.0 - saving - (per_failure + cluster["restart"]) / k["mtbf"] - planned
 
@@ -257,6 +259,9 @@ def _plan_cluster(rng, category: str) -> dict:
                   for n, s in zip(HOST_LOST[:4], _shares(rng, 4, 1.0))]
         causes += [{"name": n, "per_gpu_hour": float(total * (1 - lost) * s), "host_lost": False}
                    for n, s in zip(HOST_KEPT[:3], _shares(rng, 3, 1.0))]
+        if category == "rack":  # a few failures more take the host's peers too: a rack's power or switch
+            causes.append({"name": "Rack power", "per_gpu_hour": float(total * rng.uniform(0.02, 0.05)),
+                           "host_lost": True, "peers_lost": True})
     mtbf = HOUR / (gpus * sum(c["per_gpu_hour"] for c in causes))
     peers = (3.125e9, 6.25e9) if category == "slow_peers" else (12.5e9, 25e9, 50e9)
     return {"gpus": gpus, "causes": causes, "state_bytes": float(_pick(rng, (70e9, 175e9, 405e9))) * 16,
@@ -279,7 +284,7 @@ def _plan_case(rng, category: str) -> Case:
 
 def _plan_cases(rng):
     kinds = ("llama_like", "llama_like", "host_heavy", "host_heavy", "planned", "planned", "tight_budget",
-             "tight_budget", "slow_peers")
+             "tight_budget", "slow_peers", "rack", "rack")
     return [_plan_case(rng, k) for k in kinds]
 
 
@@ -288,6 +293,10 @@ def _diagnose_plan(args, actual, expected):
     broken = broken_rule(actual, expected)
     if broken:
         return "over_budget" if "budget" in broken else "replicas" if "replicas" in broken else "intervals"
+    k = _costs(cluster)
+    if k["racks"] > 0 and float(actual["persistent_interval"]) > 3.0 * max(cluster["state_bytes"] / budget,
+                                                                           math.sqrt(2.0 * k["copy"] * k["mtbf"])):
+        return "rare_persistent"
     if actual["local_interval"] is None:
         return "no_local"
     replicas = int(actual["replicas"])
@@ -305,7 +314,12 @@ def _hidden_judging(cluster: dict, target_goodput: float, write_budget: float) -
     """A hidden case's judging data: its runs' seeds derived from the case and the course's salt, so
     that a learner who knows the case's arguments (as its function does) still cannot replay the
     judge's traces unless the salt is the public default."""
-    return judging(cluster, target_goodput, write_budget, secret=os.environ.get("CKPT_COURSE_SALT", ""))
+    from autograder.units.unit10 import PROBLEMS
+
+    public = any(ex.args == (cluster, target_goodput, write_budget) for p in PROBLEMS if p.function == "tier_plan"
+                 for ex in p.examples)  # (a public example is judged on the traces the notebook's check uses)
+    return judging(cluster, target_goodput, write_budget,
+                   secret="" if public else os.environ.get("CKPT_COURSE_SALT", ""))
 
 
 PLAN = Hidden(
@@ -337,6 +351,12 @@ PLAN = Hidden(
         "tight_budget": "Your plan's mean goodput falls short of the target under a tight write budget.",
         "slow_peers": "Your plan's mean goodput falls short of the target where copying to a peer is slow: each "
                       "extra replica adds to every local save's blocking time.",
+        "rack": "Your plan's mean goodput falls short of the target where some failures take a host's peers too "
+                "(peers_lost): every local copy of that host's share is gone, and the run goes back to its newest "
+                "persistent checkpoint.",
+        "rare_persistent": "Your plan saves to storage far less often than the budget allows. Peers' copies survive "
+                           "the loss of one host, not of a rack (peers_lost): such a failure leaves only the "
+                           "persistent tier, and the run goes back to its newest save there.",
     },
     diagnose=_diagnose_plan,
     requirements={
@@ -344,6 +364,7 @@ PLAN = Hidden(
         "its mean goodput must reach `target_goodput`": (
             "llama_like", "host_heavy", "planned", "tight_budget", "slow_peers"),
         "whether it takes its host's local data with it (`host_lost`)": ("host_heavy", "llama_like"),
+        "its peers' copies too (`peers_lost`, a rack's power)": ("rack",),
     },
     on_exception="`cluster` is plain data (Cluster.as_dict()); return a dict with the three keys.",
     expected=_hidden_judging,
@@ -465,8 +486,9 @@ BANDWIDTH = Hidden(
         "its message naming the restarts as the reason": ("unreachable",),
         "on average once every `per_gpu_mtbf_hours` hours": ("typical", "small_job", "tight"),
     },
-    on_exception="A ValueError on a case where some bandwidth suffices: check the job's MTBF (one GPU's over the "
-                 "GPUs, in seconds: per_gpu_mtbf_hours is in hours) before comparing the restarts with it.",
+    on_exception="Raise only where no bandwidth suffices (a ValueError), and only after the job's MTBF is right: "
+                 "one GPU's over the GPUs, in seconds (per_gpu_mtbf_hours is in hours), before comparing the "
+                 "restarts with it.",
     expected=bandwidth_truth,
 )
 

@@ -53,7 +53,9 @@ def _cluster(gpus, causes, state_bytes, storage_bandwidth, restart, peer_bandwid
 
 
 _LLAMA3_CLUSTER = _cluster(16_384, _causes(_LLAMA3), 405e9 * 16, 2e12, 600.0, 25e9, 1.0, 47 / 54)
-_SMALL_CLUSTER = _cluster(4096, _causes(_LLAMA3, 2.0), 70e9 * 16, 0.5e12, 300.0, 12.5e9, 0.5)
+# (and a cause Llama 3's table does not have: a rack's power, taking a host and its peers' copies with it)
+_RACK = {"name": "Rack power", "per_gpu_hour": 20 / _GPU_HOURS, "host_lost": True, "peers_lost": True}
+_SMALL_CLUSTER = _cluster(4096, _causes(_LLAMA3, 2.0) + [_RACK], 70e9 * 16, 0.5e12, 300.0, 12.5e9, 0.5)
 _SOFTWARE_CLUSTER = _cluster(8192, [{"name": "GPU", "per_gpu_hour": 40 / _GPU_HOURS, "host_lost": True},
                                     {"name": "Software", "per_gpu_hour": 200 / _GPU_HOURS, "host_lost": False},
                                     {"name": "Network", "per_gpu_hour": 60 / _GPU_HOURS, "host_lost": False}],
@@ -129,7 +131,7 @@ PROBLEMS = (
             "storage. `cluster` describes the job and its machine as plain data, `Cluster.as_dict()` of "
             "`ckptlab.frontier.simulation` (whose docstring gives each cost): its GPUs and hosts, its causes of "
             "failure, each with its rate per GPU-hour and whether it takes its host's local data with it "
-            "(`host_lost`), the state's bytes, the storage's bandwidth, the restart, the copy out of the GPUs, the "
+            "(`host_lost`) and its peers' copies too (`peers_lost`, a rack's power), the state's bytes, the storage's bandwidth, the restart, the copy out of the GPUs, the "
             "bandwidth to a peer host, planned interruptions. Return a plan `{\"persistent_interval\": ..., "
             "\"local_interval\": ..., \"replicas\": ...}`: seconds of training between persistent saves (their "
             "writes asynchronous), between local saves (None: no local tier), and the copies of each host's local "
@@ -153,7 +155,8 @@ PROBLEMS = (
                     "Llama 3's run, its 47 planned interruptions too, under a budget of 2 GB/s: a persistent save "
                     "every 54 minutes at most"),
             Example((_SMALL_CLUSTER, 0.962, 0.25e9), None,
-                    "4,096 GPUs failing twice as often each, a 70B model's state, a budget of 250 MB/s"),
+                    "4,096 GPUs failing twice as often each, and racks failing too (peers_lost), a 70B model's state, a "
+                    "budget of 250 MB/s"),
             Example((_SOFTWARE_CLUSTER, 0.96, 1e9), None,
                     "most failures here keep their host (software, network): one local copy does nearly as well "
                     "as two"),

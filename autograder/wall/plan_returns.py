@@ -36,7 +36,14 @@ def judging(cluster: dict, target_goodput: float, write_budget: float, secret: s
 
 
 def _number(v) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+    """A number a float holds (an int too large for one is refused here, not in the grader's arithmetic)."""
+    if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, (bool, np.bool_)):
+        return False
+    try:
+        float(v)
+    except OverflowError:
+        return False
+    return True
 
 
 def broken_rule(plan: dict, data: dict) -> str | None:
@@ -113,7 +120,8 @@ class TierPlan(ReturnSpec):
                                                        ": it has other keys")
         for key in ("persistent_interval", "local_interval"):
             if not (_number(v[key]) or (key == "local_interval" and v[key] is None)):
-                return f"must return {self.describe}, but {key!r} is a {type_name(v[key], detail)}"
+                what = "an int too large for a float" if is_int(v[key]) else f"a {type_name(v[key], detail)}"
+                return f"must return {self.describe}, but {key!r} is {what}"
         if isinstance(v["replicas"], bool) or not is_int(v["replicas"]):
             return f"must return {self.describe}, but 'replicas' is a {type_name(v['replicas'], detail)}"
         return None

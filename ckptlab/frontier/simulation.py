@@ -12,7 +12,8 @@ The job (times in seconds, bytes, bytes per second):
 - a failure of any cause stops it (synchronous training); a cause whose ``host_lost`` is true takes
   its host's memory and disks with it (the host is drained and replaced), and so that host's local
   checkpoints, unless ``replicas`` >= 2 keeps a copy of each host's local checkpoint on a peer (as
-  Orbax's emergency manager keeps one per replica slice);
+  Orbax's emergency manager keeps one per replica slice); a cause whose ``peers_lost`` is true (a
+  rack's power) takes the peers' copies too: only the persistent tier is left;
 - a save stops training for its blocking part: the copy from device to host memory (``local_copy``),
   plus, for a local save, the copy to each peer replica over ``peer_bandwidth``; a persistent save
   then writes the whole state to storage, which serves ``storage_bandwidth`` to every host together
@@ -37,11 +38,14 @@ from ckptlab.frontier.formulas import DAY, HOUR, save_seconds
 
 @dataclass(frozen=True)
 class Cause:
-    """A cause of failure: its rate per GPU-hour, and whether it takes its host's local data."""
+    """A cause of failure: its rate per GPU-hour, whether it takes its host's local data, and whether
+    it takes its host's peers' too (``peers_lost``: a rack's power or switch, the copies a replica
+    keeps on a neighbour gone with it)."""
 
     name: str
     per_gpu_hour: float
     host_lost: bool = True
+    peers_lost: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,8 @@ class Cluster:
     def as_dict(self) -> dict:
         """Plain data (a problem's argument): every field, the causes as dicts."""
         out = {f: getattr(self, f) for f in self.__dataclass_fields__}
-        out["causes"] = [{"name": c.name, "per_gpu_hour": c.per_gpu_hour, "host_lost": c.host_lost} for c in self.causes]
+        out["causes"] = [{"name": c.name, "per_gpu_hour": c.per_gpu_hour, "host_lost": c.host_lost,
+                          "peers_lost": c.peers_lost} for c in self.causes]
         return out
 
     @classmethod
@@ -237,11 +242,11 @@ class _Job:
         self.resume = 0.0  # during a restart: the progress it restores
         self.restart_began = 0.0
 
-    def restore(self, host_lost: bool) -> tuple[float, float, str]:
+    def restore(self, cause: Cause) -> tuple[float, float, str]:
         """After a failure: (the progress to restore, the read's time, the tier it comes from)."""
-        c, plan = self.cluster, self.plan
-        if host_lost and plan.replicas < 2:
-            self.local = None  # one host's local checkpoints are gone: the tier is incomplete
+        c, plan, host_lost = self.cluster, self.plan, cause.host_lost
+        if cause.peers_lost or (host_lost and plan.replicas < 2):
+            self.local = None  # a host's local checkpoints are gone, every copy of them: the tier is incomplete
         local_ok = self.local is not None and (self.persistent is None or self.local >= self.persistent)
         if local_ok:
             return self.local, (c.peer_seconds() if host_lost else c.local_copy), ("peer" if host_lost else "local")
@@ -273,7 +278,7 @@ class _Job:
                 target, read, tier = progress, 2 * self.cluster.write_seconds, "persistent"
                 self.persistent = target
             else:
-                target, read, tier = self.restore(cause.host_lost)
+                target, read, tier = self.restore(cause)
             out.lost += progress - target
             self.segment, self.resume = None, target
             began = self.restart_began = env.now

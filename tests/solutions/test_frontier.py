@@ -88,6 +88,9 @@ def test_replicas_turn_host_losses_into_peer_restores_and_a_lone_local_tier_into
     assert alone.restores["local"] == alone.restores["peer"] == 0 and alone.restores["persistent"] > 0
     assert paired.restores["peer"] > 0 and paired.restores["persistent"] <= 1
     assert paired.goodput > alone.goodput
+    racks = Cluster(**{**only_hosts.__dict__, "causes": (Cause("rack", 3e-5, True, peers_lost=True),)})
+    gone = simulate(racks, Plan(3600.0, local_interval=300.0, replicas=4), 10, seed=3)
+    assert gone.restores["local"] == gone.restores["peer"] == 0 and gone.restores["persistent"] > 0
     software = Cluster(**{**only_hosts.__dict__, "causes": (Cause("software", 3e-5, False),)})
     kept = simulate(software, Plan(3600.0, local_interval=300.0, replicas=1), 10, seed=3)
     assert kept.restores["local"] > 0 and kept.restores["peer"] == 0

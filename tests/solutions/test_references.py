@@ -153,6 +153,14 @@ def test_10_2s_reference_plan_reaches_every_target_and_the_plans_short_of_it_do_
     p = registry.get("10.2")
     for ex in p.examples:
         assert p.returns.equal(reference(p)(*ex.args), judging(*ex.args)), ex.note
+    # A public example is judged on the traces the notebook's check simulates, whatever the course's salt;
+    # a plan too large for a float is refused by its type, before the grader's arithmetic meets it.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CKPT_COURSE_SALT", "a course's own salt")
+        assert [expected_outcome(p, ex.args) for ex in p.examples] == [judging(*ex.args) for ex in p.examples]
+    huge = {"persistent_interval": 10**400, "local_interval": None, "replicas": 2}
+    assert "too large for a float" in p.returns.type_error(huge, detail=False)
+    assert "too large for a float" in p.returns.check_example(p.examples[0].args, p.examples[0].args, huge)
     for i in range(4):
         for case in hidden_cases(p, f"learner{i}")[1]:
             if case.category == "public":

@@ -84,6 +84,9 @@ PLAN = [
     ("mtbf_in_hours", _plan(mtbf='1 / (cluster["gpus"] * sum(c["per_gpu_hour"] for c in causes))'), "incorrect",
      "far shorter than the best one"),
     ("a_copy_on_every_host_of_a_rack", _plan(replicas="8"), "incorrect", "1 to 4"),
+    # Two copies, so storage "is not needed": saved once a week, the budget barely used. A rack's failure
+    # (peers_lost) takes both copies of a host's share.
+    ("peers_make_storage_needless", _plan(persistent="7 * 86400.0"), "incorrect", "not of a rack"),
 ]
 
 _BANDWIDTH = """
