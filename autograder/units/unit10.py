@@ -87,8 +87,9 @@ PROBLEMS = (
             "Start with the job's mean time between failures, M: what is one GPU's rate of failure, given several "
             "causes, and the job's, given many GPUs? Mind the units: the rates are per hour, the other arguments "
             "are seconds.",
-            "Young's interval is `math.sqrt(2 * delta * M)`, where delta is the time one save stops training. Of "
-            "the save's two parts, which one is that?",
+            "Per second of training, saving every tau costs delta / tau (delta: the time one save stops "
+            "training; of the save's two parts, which one is that?), and failures cost about tau / (2 M) in lost "
+            "work. Young's interval is the tau where their sum is least.",
             "To first order, a save costs delta every interval of training, and each failure (one every M seconds) "
             "costs half an interval of work on average, plus the time before the newest checkpoint is restorable, "
             "plus the restart. The goodput is what is left of 1.",
