@@ -48,24 +48,41 @@ def grade_code(tmp_path):
     return run
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "background(job): reads a grading the suite runs beside it "
+                                       "(tests/background.py); moved to the end of the run")
+
+
 @pytest.hookimpl(trylast=True)  # (after -k and -m have deselected what they deselect)
 def pytest_collection_modifyitems(session, config, items):
-    """The whole course's try inside Gradescope's container (tests/sandbox/test_container.py) held to half a
-    CPU for minutes: started now, in the background, when its test is collected, so the suite runs
-    beside it; its test, moved to the end, waits for it."""
+    """Work that runs for minutes, started now in the background, when a test that reads it is
+    collected, so the suite runs beside it; the tests that read it, moved to the end, wait for it:
+    - the suite's heaviest gradings (tests/background.py: one class of every curated wrong and right
+      answer and the references, then every curated answer through the public checks), on one core;
+    - the whole course's try inside Gradescope's container (tests/sandbox/test_container.py), held
+      to half a CPU, last."""
+    if config.option.collectonly:
+        return
+    reading = [item for item in items if item.get_closest_marker("background")]
     whole = [item for item in items
              if item.name == "test_the_references_whole_submission_at_full_marks_inside_gradescopes_default_container"]
-    if whole and not config.option.collectonly:
+    if reading:
+        from tests import background
+
+        jobs = {mark.args[0] for item in reading for mark in item.iter_markers("background")}
+        background.start([job for job in background.JOBS if job in jobs])
+    if whole:
         from tests.sandbox.test_container import start_whole_course_try
 
         start_whole_course_try()
-        # Its test goes last: it waits for the try, and everything before it runs meanwhile.
-        items[:] = [item for item in items if item not in whole] + whole
+    # Those that wait go last (the container's try the very last): everything before runs meanwhile.
+    items[:] = [item for item in items if item not in reading and item not in whole] + reading + whole
 
 
 def pytest_sessionfinish(session, exitstatus):
     import sys
 
-    container_tests = sys.modules.get("tests.sandbox.test_container")
-    if container_tests is not None:
-        container_tests.stop_whole_course_try()
+    for name, stop in (("tests.sandbox.test_container", "stop_whole_course_try"), ("tests.background", "stop")):
+        module = sys.modules.get(name)
+        if module is not None:
+            getattr(module, stop)()

@@ -12,10 +12,6 @@ from tests import public_catches as pc
 from tests.right_answers import RIGHT
 from tests.wrong_answers import WRONG
 
-# Units by their cost, longest first (measured: 8.2's tiers and 8.3's signalled runs, 5.3's resumed
-# runs), so that two processes at a time end together.
-ORDER = (8, 5, 7, 9, 1, 3, 2, 6, 4)
-
 
 def shortfalls(results: list[dict]) -> list[str]:
     """Each way the run falls short of the table: a named trap let through, a floor not reached, the
@@ -44,10 +40,14 @@ def shortfalls(results: list[dict]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def results() -> list[dict]:
-    return pc.run_units(sorted(registry.units(), key=lambda u: ORDER.index(u) if u in ORDER else -1), jobs=2)
+    from tests import background
+
+    return background.result("public")  # (run beside the suite, a unit at a time: tests/background.py)
 
 
 @pytest.mark.slow
+@pytest.mark.background("public")
+@pytest.mark.timeout(1800)
 def test_every_public_check_rejects_the_wrong_answers_its_statement_names_a_trap_for(results, capsys):
     with capsys.disabled():
         print("\nCurated wrong answers through each problem's public check:\n" + pc.report(results))
@@ -57,6 +57,8 @@ def test_every_public_check_rejects_the_wrong_answers_its_statement_names_a_trap
 
 
 @pytest.mark.slow
+@pytest.mark.background("public")
+@pytest.mark.timeout(1800)
 def test_the_readme_table_is_the_run(results, root):
     readme = (root / "README.md").read_text()
     assert pc.BEGIN in readme and pc.END in readme

@@ -87,36 +87,37 @@ def _faked_save_under_way() -> str:
     return IMPORTS + faked
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory) -> dict:
-    """The control and every forgery, graded once as one class, as an instructor grades one (grade-batch,
-    two learners at a time: these runs mostly wait, for evaluations and grace windows; the references
-    run once, every learner on the same cases)."""
-    import json
-
-    from autograder import registry
-    from autograder.classroom.batch import grade_batch
-    from tests.conftest import best_isolation
-
+def class_sources() -> dict[str, str]:
+    """The control and every forgery, by name: graded as learners ``grace-<name>`` of the suite's
+    background class (tests/background.py), as an instructor grades one (grade-batch: these runs
+    mostly wait, for evaluations and grace windows; the references run once, every learner on the
+    same cases)."""
     assert _SAVE_ON_TERM in _REFERENCE and _REFERENCE.count(_HANDLER) == 1
-    sources = {"reference": _REFERENCE, "folder_only": _REFERENCE.replace(_SAVE_ON_TERM, _FOLDER_ONLY),
-               "older_copy": _REFERENCE.replace(_SAVE_ON_TERM, _OLDER_COPY),
-               "pid_1_only": _REFERENCE.replace(_HANDLER, _PID_1_ONLY), "decoy": _decoy(),
-               "faked_save_under_way": _faked_save_under_way(), "paused": _pauses_before_each_evaluation()}
-    subs, out = tmp_path_factory.mktemp("grace-class"), tmp_path_factory.mktemp("grace-results")
-    for name, source in sources.items():
-        (subs / f"{name}.py").write_text(source)
-    grade_batch(subs, out, jobs=2, progress=False, isolation=best_isolation(), problems=(registry.get("8.3"),),
-                shared_cases=True)
-    return {name: next(p for p in json.loads((out / "learners" / f"{name}.json").read_text())["problems"]
-                       if p["id"] == "8.3") for name in sources}
+    return {"reference": _REFERENCE, "folder_only": _REFERENCE.replace(_SAVE_ON_TERM, _FOLDER_ONLY),
+            "older_copy": _REFERENCE.replace(_SAVE_ON_TERM, _OLDER_COPY),
+            "pid_1_only": _REFERENCE.replace(_HANDLER, _PID_1_ONLY), "decoy": _decoy(),
+            "faked_save_under_way": _faked_save_under_way(), "paused": _pauses_before_each_evaluation()}
 
 
+@pytest.fixture(scope="module")
+def graded() -> dict:
+    """Each of :func:`class_sources`' learners' result for 8.3."""
+    from tests import background
+
+    reports = background.result("class")["reports"]
+    return {name: next(p for p in reports[f"grace-{name}"]["problems"] if p["id"] == "8.3")
+            for name in class_sources()}
+
+
+@pytest.mark.background("class")
+@pytest.mark.timeout(1800)
 def test_the_reference_control_scores_full_marks_through_real_sigterms(graded):
     result = graded["reference"]
     assert (result["status"], result["score"]) == ("correct", result["max_score"]), result["message"]
 
 
+@pytest.mark.background("class")
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize(("forgery", "says"), [
     # (its own restart then fails to restore the forged step: an error, which the message names)
     ("folder_only", "FileNotFoundError"),
@@ -131,6 +132,8 @@ def test_a_forged_save_on_the_sigterm_scores_nothing(graded, forgery, says):
     assert says in result["message"], result["message"]
 
 
+@pytest.mark.background("class")
+@pytest.mark.timeout(1800)
 def test_a_loop_that_handles_the_sigterm_only_as_pid_1_scores_nothing(graded):
     """A loop that installs its handler only `if os.getpid() == 1`: on any machine it has none, and
     the SIGTERM ends it at once. In the grader it is pid 2 of its pid namespace, under a minimal init,
@@ -141,6 +144,8 @@ def test_a_loop_that_handles_the_sigterm_only_as_pid_1_scores_nothing(graded):
     assert "no SIGTERM handler of yours was in place" in result["message"], result["message"]
 
 
+@pytest.mark.background("class")
+@pytest.mark.timeout(1800)
 def test_a_decoy_step_folder_that_calls_the_signal_early_gains_nothing(graded):
     """The grader times its SIGTERM by the run folder's listing (a step's folder appearing), which the
     learner writes: a loop that looks at the signal only between training steps, which fails the
@@ -238,6 +243,8 @@ def test_the_reference_scores_full_marks_with_both_cores_busy(grade_code, monkey
     assert (result.status, result.score) == ("correct", result.max_score), result.message
 
 
+@pytest.mark.background("class")
+@pytest.mark.timeout(1800)
 def test_a_loop_that_watches_the_signal_in_a_pause_before_each_evaluation_scores_nothing(graded):
     """The SIGTERM goes as the run reads a batch of its evaluation, which the grader paces (drawn per
     case from the hidden draw): a loop that watches the signal only in a pause before each evaluation
@@ -248,6 +255,8 @@ def test_a_loop_that_watches_the_signal_in_a_pause_before_each_evaluation_scores
     assert result["score"] == 0 and "look at the signal inside it too" in result["message"], result["message"]
 
 
+@pytest.mark.background("class")
+@pytest.mark.timeout(1800)
 def test_a_loop_that_fakes_a_save_under_way_is_graded_once_more_and_still_scores_nothing(graded):
     """The retry's evidence (a save begun or under way when the window closes) is the learner's folder, so a
     loop can fake it: one that never looks at the signal inside an evaluation, with an empty folder named as a

@@ -28,12 +28,14 @@ def _status(report, pid):
     return next(p for p in report.problems if p.id == pid)
 
 
+@pytest.mark.background("class")
+@pytest.mark.timeout(1800)
 def test_reference_solutions_get_full_marks(root):
     # At the strict level: 3.3 restores a real checkpoint and 4.4's reads are counted from outside.
     # Full marks hold every reference to its problem's return type on every hidden case too: the
-    # judge checks the worker's value's type before its value. Graded as a learner of the curated
-    # right answers' class (solutions/ as its folder), as an instructor grades one: the class's
-    # hidden cases are computed once for both.
+    # judge checks the worker's value's type before its value. Graded as a learner of the suite's
+    # background class (solutions/ as its folder), as an instructor grades one: the class's
+    # hidden cases are computed once for the references, the right and the wrong answers.
     from tests.graded_together import right_rounds
 
     report = right_rounds().report("reference")
@@ -57,50 +59,28 @@ class _Graded(dict):
 
 
 @pytest.fixture(scope="module")
-def wrong_graded(tmp_path_factory) -> _Graded:
-    """Every curated wrong answer graded once, as an instructor grades a class (grade-batch, two
-    learners at a time, at the strict level where the machine has it): all of them one class, each
-    answer a learner of its own (no answer's names, imports or failure reach another's), named
+def wrong_graded() -> _Graded:
+    """Every curated wrong answer graded once, as an instructor grades a class (grade-batch, at the
+    strict level where the machine has it), in the suite's background class (tests/background.py):
+    each answer a learner of its own (no answer's names, imports or failure reach another's), named
     ``wrong-<function>-<answer>`` (two problems' answers may share a name; the function keeps them
     apart, and adds no digit to a message naming the file), every learner on the class's shared
     hidden cases (``--shared-cases``: the references run once per problem for the whole class). The
     expected outcomes the class was judged against are kept as they were computed (read, never
     changed), for the messages' test below."""
-    from autograder import text
-    from autograder.classroom.batch import grade_batch
-    from autograder.engine.shared import SharedCases
-    from tests.conftest import best_isolation
+    from tests import background
 
-    subs, out = tmp_path_factory.mktemp("wrong-class"), tmp_path_factory.mktemp("wrong-results")
-    learners = {}
-    for pid, items in WRONG.items():
-        for name, source, _, _ in items:
-            learner = f"wrong-{registry.get(pid).function}-{name}"
-            assert learner not in learners, learner  # (a class has one learner of a name)
-            learners[learner] = (pid, name)
-            (subs / f"{learner}.py").write_text(HEADERS[pid] + source)
-    assigned = tuple(p for p in registry.PROBLEMS if p.id in WRONG)
-    expected: dict = {}
-    prepared = SharedCases.prepared
-
-    def kept(self, key, compute):
-        written = prepared(self, key, compute)
-        expected[key] = written.expected
-        return written
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(SharedCases, "prepared", kept)
-        grade_batch(subs, out, jobs=2, progress=False, isolation=best_isolation(), problems=assigned, shared_cases=True)
+    graded = background.result("class")
     results = _Graded()
-    results.expected = {pid: outcomes for (pid, salt), outcomes in expected.items() if salt is None}
-    for learner, (pid, name) in learners.items():
-        report = json.loads((out / "learners" / f"{text.file_key(learner)}.json").read_text())
-        results[pid, name] = next(p for p in report["problems"] if p["id"] == pid)
+    results.expected = {pid: outcomes for (pid, salt), outcomes in graded["expected"].items() if salt is None}
+    for (pid, name), learner in graded["wrong"].items():
+        results[pid, name] = next(p for p in graded["reports"][learner]["problems"] if p["id"] == pid)
     return results
 
 
-# The first of these tests carries the class's grading (its fixture: about 400 s on 2 idle cores); a
-# loaded machine may double it, past the suite's 900 s a test. Its own budget, not a failure of load.
+# The first of these tests may wait for the class's grading (run beside the suite: about 15 minutes on
+# one core), which a loaded machine may double, past the suite's 900 s a test: its own budget.
+@pytest.mark.background("class")
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize(
     ("pid", "name", "status", "fragment"),
@@ -324,6 +304,7 @@ def _scrub(text: str) -> str:
     return re.sub(r"(Wrong on \d+ of \d+ cases\.|All \d+ cases passed\.|line \d+)", "", text)
 
 
+@pytest.mark.background("class")
 @pytest.mark.timeout(1800)  # (the class's grading may fall to it, -k choosing it alone)
 def test_messages_never_show_hidden_inputs_or_expected_values(wrong_graded, tmp_path):
     """Each problem's first curated wrong answer's message (graded above, on the class's shared

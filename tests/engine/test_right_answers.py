@@ -13,6 +13,8 @@ from tests.right_answers import RIGHT
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.background("class")
+@pytest.mark.timeout(1800)  # (the first may wait for the class's grading: tests/background.py)
 @pytest.mark.parametrize(
     ("pid", "name"),
     [pytest.param(pid, n, id=f"{pid}-{n}") for pid, items in RIGHT.items() for n, _ in items],
