@@ -86,7 +86,7 @@ def cmd_gradescope(args) -> int:
 
 
 def cmd_nbgrader(args) -> int:
-    from autograder.exports.nbgrader_course import assignments, write_course
+    from autograder.exports.nbgrader_course import COURSE_ID, assignments, write_course
 
     chosen = chosen_problems(args)
     if chosen is None:
@@ -94,14 +94,16 @@ def cmd_nbgrader(args) -> int:
     course = Path(args.course_dir)
     kept = (course / "nbgrader_config.py").exists()
     try:
-        written = write_course(course, chosen, args.assignment)
+        written = write_course(course, chosen, args.assignment, args.course_id or COURSE_ID,
+                               Path(args.exchange) if args.exchange else None)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for path in written:
         print(f"wrote {path}")
     if kept:
-        print(f"kept your {course / 'nbgrader_config.py'}")
+        print(f"kept your {course / 'nbgrader_config.py'} (its course id and exchange are as it says: delete it and "
+              "run this again to write them anew)")
     names = list(assignments(chosen, args.assignment))
     print(f"assignments: {', '.join(names)} ({covers(chosen)})")
     print(f"next: cd {course} && nbgrader generate_assignment {names[0]}   (see {course / 'README.md'})")
@@ -186,6 +188,12 @@ def nbgrader_parser(sub) -> None:
     assignment_args(ng, "assign")
     ng.add_argument("--assignment", metavar="NAME", help="one assignment of this name holding the chosen problems "
                                                          "(default: one per unit, unit1 ...)")
+    ng.add_argument("--course-id", metavar="ID",
+                    help="the course's id in nbgrader (default: sharded-checkpointing): on a JupyterHub, the groups "
+                         "nbgrader-<ID> (learners) and formgrade-<ID> (instructors) give access to it")
+    ng.add_argument("--exchange", metavar="DIR", help="an exchange every course on this machine shares (made "
+                                                      "beforehand, mode 1777), each course in a folder of its id "
+                                                      "(default: COURSE_DIR/exchange, this course's own)")
     ng.set_defaults(func=cmd_nbgrader)
 
 

@@ -30,7 +30,23 @@ from autograder.exports.nbgrader_cell import (
 COURSE_ID = "sharded-checkpointing"
 _ASSIGNMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
-CONFIG = f'''\
+# A course id names folders in the exchange and, on a JupyterHub, the groups nbgrader checks
+# (``nbgrader-<id>`` and ``formgrade-<id>``): letters, digits, '_' and '-' only.
+_COURSE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+# release_assignment, fetch, submit and collect go through the exchange: a folder beside the config,
+# for one course and its instructor; or one folder every course on a machine shares (mode 1777, as
+# nbgrader asks of it), each course in a sub-folder of its own id.
+_OWN_EXCHANGE = """\
+# release_assignment, fetch, submit and collect go through this folder, beside this file.
+c.Exchange.root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "exchange")"""
+_SHARED_EXCHANGE = """\
+# release_assignment, fetch, submit and collect go through this folder, which every course on this
+# machine shares (each in a sub-folder of its id); learners' fetched copies go in <course id>/<assignment>.
+c.Exchange.root = {root!r}
+c.Exchange.path_includes_course = True"""
+
+CONFIG = '''\
 # nbgrader configuration written by `python -m autograder nbgrader`. Edit freely: the command
 # never overwrites this file once it exists.
 import os
@@ -39,9 +55,8 @@ from autograder.exports.nbgrader_course import AUTOGRADE_PREPROCESSORS, SANITIZE
 
 c = get_config()  # noqa: F821 - provided by nbgrader
 
-c.CourseDirectory.course_id = "{COURSE_ID}"
-# release_assignment, fetch, submit and collect go through this folder, beside this file.
-c.Exchange.root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "exchange")
+c.CourseDirectory.course_id = "{course_id}"
+{exchange}
 # nbgrader 0.9.6 with SQLAlchemy 2 warns "Object of type <SubmittedAssignment> not in session"
 # for every new submission; the gradebook is right (a known nbgrader issue). Only that is hidden.
 quiet_known_warnings()
@@ -55,6 +70,24 @@ c.Autograde.sanitize_preprocessors = SANITIZE_PREPROCESSORS
 # "basic" grades with resource limits only.
 c.GradeInSandbox.isolation = "strict"
 '''
+
+
+def learners_config(exchange: Path) -> str:
+    """What learners' nbgrader needs to fetch and submit through a shared exchange (on a JupyterHub,
+    a config every learner's server reads: /etc/jupyter/nbgrader_config.py, or a folder on
+    JUPYTER_CONFIG_PATH); no course id, so a learner sees every course they belong to."""
+    return "c = get_config()  # noqa: F821 - provided by nbgrader\n" + \
+        _SHARED_EXCHANGE.format(root=str(Path(exchange).resolve())) + "\n"
+
+
+def course_config(course_id: str = COURSE_ID, exchange: Path | None = None) -> str:
+    """The ``nbgrader_config.py`` of a course: its id, and its exchange (``None``: a folder of its own
+    beside the config; else the folder every course on the machine shares)."""
+    if not _COURSE_ID.fullmatch(course_id):
+        raise ValueError(f"course id {course_id!r}: use letters, digits, '_' and '-' only (nbgrader makes it a "
+                         "folder, and a JupyterHub group nbgrader-<id>)")
+    where = _OWN_EXCHANGE if exchange is None else _SHARED_EXCHANGE.format(root=str(Path(exchange).resolve()))
+    return CONFIG.format(course_id=course_id, exchange=where)
 
 COURSE_README = """\
 # Sharded checkpointing in JAX: the nbgrader course
@@ -151,18 +184,34 @@ def assignments(problems=None, name: str | None = None) -> dict[str, dict[int, l
     return {assignment_id(unit): {unit: ps} for unit, ps in by_unit.items()}
 
 
-def write_course(course_dir: Path, problems=None, name: str | None = None) -> list[Path]:
-    """Write (or refresh) the nbgrader course: its config and README, an ``exchange/`` folder, and
-    the assignments holding ``problems`` (default: one per unit, every problem; ``name`` puts them
-    in one assignment). An existing ``nbgrader_config.py`` and gradebook are kept."""
+def write_course(course_dir: Path, problems=None, name: str | None = None, course_id: str = COURSE_ID,
+                 exchange: Path | None = None) -> list[Path]:
+    """Write (or refresh) the nbgrader course: its config and README, and the assignments holding
+    ``problems`` (default: one per unit, every problem; ``name`` puts them in one assignment); its
+    id ``course_id``, its exchange ``exchange`` (default: an ``exchange/`` folder of its own; a shared
+    one must exist, writable by everyone, as nbgrader requires). An existing ``nbgrader_config.py``
+    and gradebook are kept."""
     if name is not None and not _ASSIGNMENT_NAME.fullmatch(name):
         raise ValueError(f"assignment name {name!r}: use letters, digits, '_' and '-' only (nbgrader makes it a folder)")
+    text = course_config(course_id, exchange)
+    if exchange is not None:
+        import os
+        import stat
+
+        where = Path(exchange)
+        if not where.is_dir():
+            raise ValueError(f"the exchange {where} does not exist: nbgrader needs it made beforehand, writable by every "
+                             f"user with the sticky bit (as root: install -d -m 1777 {where})")
+        if where.stat().st_mode & 0o777 != 0o777 and os.geteuid() != where.stat().st_uid:
+            raise ValueError(f"the exchange {where} is mode {stat.filemode(where.stat().st_mode)}: every user must "
+                             f"write it (as root: chmod 1777 {where})")
     course_dir.mkdir(parents=True, exist_ok=True)
-    (course_dir / "exchange").mkdir(exist_ok=True)
+    if exchange is None:
+        (course_dir / "exchange").mkdir(exist_ok=True)
     written = []
     config = course_dir / "nbgrader_config.py"
     if not config.exists():
-        config.write_text(CONFIG)
+        config.write_text(text)
         written.append(config)
     readme = course_dir / "README.md"
     readme.write_text(COURSE_README.format(last=max(registry.units()), stack=stack.describe()))

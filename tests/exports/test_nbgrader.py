@@ -406,3 +406,39 @@ def test_the_unit_3_5_and_6_attacks_earn_nothing_through_nbgrader(tmp_path):
     assert "could not restore your latest committed step" in feedback  # 5.3: the grader's own restore
     assert "returned a NoneType" in feedback  # 6.1: the advice refused, so it returned nothing
     assert "cannot return a value of type" in feedback  # 3.3: not JAX's own array
+
+
+def test_two_courses_share_one_exchange_each_in_its_own_folder(tmp_path):
+    """Two instructors' courses on one machine, one exchange (``--course-id``, ``--exchange``): each
+    releases its unit 1; a learner fetches from both into a folder per course and submits to one;
+    each instructor collects only their own course's submissions (real nbgrader, as one user)."""
+    from autograder.exports.nbgrader_course import learners_config
+
+    exchange = tmp_path / "exchange"
+    exchange.mkdir(mode=0o1777)
+    exchange.chmod(0o1777)
+    with pytest.raises(ValueError, match="does not exist"):
+        write_course(tmp_path / "nowhere", PROBLEMS, course_id="a", exchange=tmp_path / "missing")
+    with pytest.raises(ValueError, match="course id"):
+        write_course(tmp_path / "bad", PROBLEMS, course_id="two words", exchange=exchange)
+    courses = {cid: tmp_path / cid for cid in ("course-a", "course-b")}
+    for cid, course in courses.items():
+        write_course(course, PROBLEMS, course_id=cid, exchange=exchange)
+        assert not (course / "exchange").exists()  # (the shared one, not a folder of its own)
+        nbgrader(course, "generate_assignment", f"unit{UNIT}")
+        nbgrader(course, "release_assignment", f"unit{UNIT}")
+        assert (exchange / cid / "outbound" / f"unit{UNIT}" / NOTEBOOK).is_file()
+    learner = tmp_path / "learner"
+    learner.mkdir()
+    (learner / "nbgrader_config.py").write_text(learners_config(exchange))
+    listed = nbgrader(learner, "list")
+    listed = listed.stdout + listed.stderr
+    assert "course-a" in listed and "course-b" in listed, listed
+    for cid in courses:
+        nbgrader(learner, "fetch_assignment", f"unit{UNIT}", "--course", cid)
+        assert (learner / cid / f"unit{UNIT}" / NOTEBOOK).is_file()
+    nbgrader(learner, "submit", f"unit{UNIT}", "--course", "course-a")
+    for course in courses.values():
+        nbgrader(course, "collect", f"unit{UNIT}")
+    assert list((courses["course-a"] / "submitted").glob(f"*/unit{UNIT}/{NOTEBOOK}")), "course-a's submission"
+    assert not list((courses["course-b"] / "submitted").glob(f"*/unit{UNIT}/*")), "course-b collected another's"
