@@ -10,9 +10,6 @@
   references (``reference``: solutions/). Kept: each learner's whole report, and the expected
   outcomes the class was judged against, as they were computed.
 - ``public``: every curated answer through its problem's public check (tests/public_catches.py).
-- ``lessons`` (first: nothing else then runs a kernel in course/): every lesson run top to bottom in a
-  real kernel, as tests/lessons/test_notebooks.py's test of it would (its scratch under a temp folder
-  of its own), kept with what it left there and in course/; that test asserts on it.
 
 Two learners at a time (many of their runs wait: for evaluations, grace windows, killed processes),
 then one unit at a time: the grading takes about one core, the suite the other.
@@ -33,7 +30,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-JOBS = ("lessons", "class", "public")
+JOBS = ("class", "public")
 _RUN: dict = {}
 
 
@@ -148,41 +145,6 @@ def grade_class(folder: Path) -> dict:
             "rounds": [list(keys) for _, keys in graded_rounds]}
 
 
-def run_lessons(folder: Path) -> dict:
-    """The ``lessons`` job: ``{lesson: {"notebook": the executed notebook (JSON) or None, "error": why
-    it stopped or None, "left": what it left in its temp folder, "course": course/'s listing before
-    and after, "drills": drills recorded before and after}}``."""
-    import traceback
-
-    import nbformat
-
-    from autograder.learner import progress
-    from tests.lessons.test_notebooks import LESSONS, _execute, _left_in
-
-    def drills() -> int:
-        return len([r for r in progress.load() if r.get("kind") == "drill"])
-
-    out, kept = {}, os.environ.get("TMPDIR")
-    for name in LESSONS:
-        temp = folder / "lessons" / name / "tmp"
-        temp.mkdir(parents=True)
-        os.environ["TMPDIR"] = str(temp)  # (the kernel's, and every process a lesson starts)
-        before, counted = _left_in(ROOT / "course"), drills()
-        notebook = error = None
-        try:
-            notebook = nbformat.writes(_execute(nbformat.read(ROOT / "course" / name, as_version=4), ROOT / "course"))
-        except Exception:  # noqa: BLE001 - the test reports it, with the lesson's own traceback
-            error = traceback.format_exc()[-6000:]
-        finally:
-            if kept is None:
-                os.environ.pop("TMPDIR", None)
-            else:
-                os.environ["TMPDIR"] = kept
-        out[name] = {"notebook": notebook, "error": error, "left": _left_in(temp),
-                     "course": (before, _left_in(ROOT / "course")), "drills": (counted, drills())}
-    return out
-
-
 def public_checks() -> list[dict]:
     """The ``public`` job: every unit's answers through the public checks, a unit at a time."""
     from autograder import registry
@@ -198,7 +160,7 @@ def main(argv: list[str]) -> int:
     folder, jobs = Path(argv[0]), argv[1:]
     for job in jobs:
         started = time.monotonic()
-        value = {"lessons": run_lessons, "class": grade_class, "public": lambda _: public_checks()}[job](folder)
+        value = grade_class(folder) if job == "class" else public_checks()
         _write(folder, job, value)
         print(f"{job}: {time.monotonic() - started:.0f} s", flush=True)
     return 0

@@ -52,12 +52,7 @@ def _wait_empty(folder: Path, seconds: float = 10.0) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.background("lessons")  # (after the lessons' own run: both run a kernel in course/)
-@pytest.mark.timeout(1800)
 def test_a_lesson_stopped_by_a_failing_cell_leaves_nothing(tmp_path, monkeypatch):
-    from tests import background
-
-    background.result("lessons")  # (not beside the lessons' own run)
     # Lesson 8's own cells up to the one that makes its folder, then a cell that writes into it as the
     # lesson's runs do, then a cell made to fail: nbclient stops there and shuts the kernel down.
     temp = tmp_path / "tmp"

@@ -283,24 +283,24 @@ def _left_in(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
-@pytest.mark.background("lessons")
-@pytest.mark.timeout(1800)  # (the first may wait for the lessons' run)
 @pytest.mark.parametrize("name", LESSONS)
-def test_lessons_execute(root, name):
-    # Run beside the suite, first (tests/background.py): the kernel, and every process a lesson
-    # starts, wrote its scratch under a temp folder of its own; a lesson removes what it writes
-    # (checkpoints, safetensors files, kept scratch), so it must leave that folder, and the course
-    # folder, as it found them.
-    from tests import background
+def test_lessons_execute(root, name, tmp_path, monkeypatch):
+    from autograder.learner import progress
 
-    ran = background.result("lessons")[name]
-    assert ran["error"] is None, f"{name} stopped:\n{ran['error']}"
-    nb = nbformat.reads(ran["notebook"], as_version=4)
-    left = ran["left"]
+    drills = len([r for r in progress.load() if r.get("kind") == "drill"])
+    # The kernel, and every process a lesson starts, writes its scratch under a temp folder of the
+    # test's: a lesson removes what it writes (checkpoints, safetensors files, kept scratch), so it
+    # must leave that folder, and the course folder, as it found them.
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    course_before = _left_in(root / "course")
+    nb = _execute(nbformat.read(root / "course" / name, as_version=4), root / "course")
+    left = _left_in(temp)
     assert not left, f"{name} left {len(left)} files and folders in the temp folder: {left[:10]}"
-    assert ran["course"][1] == ran["course"][0], "the lesson left files in course/"
+    assert _left_in(root / "course") == course_before, "the lesson left files in course/"
     # Running a lesson top to bottom records nothing: a drill counts once the learner answers it.
-    assert ran["drills"][1] == ran["drills"][0]
+    assert len([r for r in progress.load() if r.get("kind") == "drill"]) == drills
     text = _text(nb)
     assert "16 CPU devices ready" in text
     for shown in SHOWS.get(name, ()):
