@@ -48,6 +48,16 @@ def grade_code(tmp_path):
     return run
 
 
+@pytest.fixture(autouse=True)
+def _sandbox_tests_after_the_background(request):
+    """The sandbox's tests count, and kill, grading processes machine-wide: they run once the suite's
+    background gradings (tests/background.py) have ended, never beside them."""
+    if request.node.nodeid.startswith("tests/sandbox/"):
+        from tests import background
+
+        background.wait()
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "background(job): reads a grading the suite runs beside it "
                                        "(tests/background.py); moved to the end of the run")
