@@ -83,16 +83,22 @@ def _tail() -> str:
     return (_RUN["folder"] / "log").read_text(errors="replace")[-3000:]
 
 
-def stop() -> None:
-    """At the session's end: the run stopped if still going (a run cut short), its folder removed."""
-    if not _RUN:
-        return
-    proc = _RUN["proc"]
+def end_run(proc: subprocess.Popen, files, folder: Path) -> None:
+    """A run the suite started beside itself, ended: its process group killed if still going (a run
+    cut short), its open files closed, its folder removed."""
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    _RUN["log"].close()
-    shutil.rmtree(_RUN["folder"], ignore_errors=True)
+    for f in files:
+        f.close()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def stop() -> None:
+    """At the session's end: the run stopped if still going, its folder removed."""
+    if not _RUN:
+        return
+    end_run(_RUN["proc"], [_RUN["log"]], _RUN["folder"])
     _RUN.clear()
 
 

@@ -179,19 +179,11 @@ def start_whole_course_try() -> None:
 
 def stop_whole_course_try() -> None:
     """At the session's end: the try stopped if still running (a test run cut short), its folder removed."""
-    import os
-    import shutil
-    import signal
+    from tests.background import end_run
 
     if not _WHOLE:
         return
-    proc = _WHOLE["proc"]
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    for f in _WHOLE["files"]:
-        f.close()
-    shutil.rmtree(_WHOLE["tmp"], ignore_errors=True)
+    end_run(_WHOLE["proc"], _WHOLE["files"], _WHOLE["tmp"])
     _WHOLE.clear()
 
 
