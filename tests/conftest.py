@@ -70,7 +70,9 @@ def pytest_collection_modifyitems(session, config, items):
     - the suite's heaviest gradings (tests/background.py: one class of every curated wrong and right
       answer and the references, then every curated answer through the public checks), on one core;
     - the whole course's try inside Gradescope's container (tests/sandbox/test_container.py), held
-      to half a CPU, last."""
+      to half a CPU, last.
+    The sandbox's tests, which wait for the background to end, come after every other, then the
+    notebooks, which run two at a time."""
     if config.option.collectonly:
         return
     reading = [item for item in items if item.get_closest_marker("background")]
@@ -85,8 +87,19 @@ def pytest_collection_modifyitems(session, config, items):
         from tests.sandbox.test_container import start_whole_course_try
 
         start_whole_course_try()
-    # Those that wait go last (the container's try the very last): everything before runs meanwhile.
-    items[:] = [item for item in items if item not in reading and item not in whole] + reading + whole
+    # The sandbox's tests wait for the background to end: everything else runs first, meanwhile. Then
+    # the notebooks, two kernels at a time, on the cores the background left (tests/lessons/
+    # test_notebooks.py); those that read the background after them (the container's try the very last).
+    reading_or_whole = set(reading) | set(whole)
+
+    def place(item) -> int:
+        if item in reading_or_whole:
+            return 3 + (item in whole)
+        if item.nodeid.startswith("tests/lessons/test_notebooks.py::"):
+            return 2
+        return 1 if item.nodeid.startswith("tests/sandbox/") else 0
+
+    items.sort(key=place)  # (stable: each group keeps its order)
 
 
 def pytest_sessionfinish(session, exitstatus):

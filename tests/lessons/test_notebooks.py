@@ -1,9 +1,18 @@
-"""Every notebook runs top to bottom in a real Jupyter kernel, and is committed clean."""
+"""Every notebook runs top to bottom in a real Jupyter kernel, and is committed clean.
+
+The notebooks run two at a time, each in a kernel of its own (so each runs beside another, on a
+loaded machine, as a learner's may): all of those this session selected start when the first test
+asks for its result, the longest first, and each test checks its own notebook as it comes. The
+suite runs this module after the sandbox's tests (tests/conftest.py), when its background gradings
+have ended and the two cores are the notebooks'.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -21,12 +30,79 @@ def _notebooks(root):
     return sorted((root / "course").glob("*.ipynb")) + sorted((root / "problems").glob("*.ipynb"))
 
 
-def _execute(nb, cwd):
+def _execute(nb, cwd, env=None):
     # One print is several writes, and the kernel flushes them from a thread of its own: on a loaded
     # machine a line came as two outputs ("restored onto 4 devices:" and the rest), and a text
     # joined output by output had a line break inside it. A cell's stream is one output here.
-    NotebookClient(nb, timeout=600, kernel_name="python3", coalesce_streams=True, resources={"metadata": {"path": str(cwd)}}).execute()
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", coalesce_streams=True,
+                            resources={"metadata": {"path": str(cwd)}})
+    client.execute(**({"env": env} if env is not None else {}))
     return nb
+
+
+# The slowest first (seconds alone, measured): the two kernels end together.
+_LONGEST = ("08_preemption.ipynb", "05_training_checkpoints.ipynb", "06_restore_for_serving.ipynb",
+            "07_changed_machine_or_code.ipynb", "04_shard_reads_and_presharding.ipynb", "09_hugging_face.ipynb")
+
+
+class _Runs:
+    """The selected notebooks' runs, two at a time, keyed by their tests' ids."""
+
+    def __init__(self, session, root: Path, tmp_factory):
+        self.pool = ThreadPoolExecutor(2, thread_name_prefix="notebook")
+        self.futures: dict[str, Future] = {}
+        self.root, self.tmp = root, tmp_factory
+        ours = [item for item in session.items if item.nodeid.startswith(__name__.replace(".", "/") + ".py::")]
+        jobs = {}
+        for item in ours:
+            spec = getattr(item, "callspec", None)
+            if item.originalname == "test_lessons_execute":
+                jobs[item.nodeid] = (spec.params["name"], self._lesson, spec.params["name"])
+            elif item.originalname == "test_untouched_problem_notebook_runs_and_says_not_attempted":
+                jobs[item.nodeid] = (f"untouched {spec.params['unit']}", self._untouched, spec.params["unit"])
+            elif item.originalname == "test_solved_problem_notebook_passes_its_checks":
+                jobs[item.nodeid] = (f"solved {spec.params['unit']}", self._solved, spec.params["unit"])
+        rank = {name: i for i, name in enumerate(_LONGEST)}
+        from autograder.learner import progress
+
+        self.drills = len([r for r in progress.load() if r.get("kind") == "drill"])
+        self.course_before = _left_in(root / "course")
+        for nodeid, (_name, run, arg) in sorted(jobs.items(), key=lambda kv: rank.get(kv[1][0], len(rank))):
+            self.futures[nodeid] = self.pool.submit(run, arg)
+
+    def _lesson(self, name):
+        # The kernel, and every process a lesson starts, writes its scratch under a temp folder of
+        # its own: a lesson removes what it writes (checkpoints, safetensors files, kept scratch), so
+        # it must leave that folder as it found it.
+        temp = self.tmp.mktemp(name.split("_")[0])
+        nb = _execute(nbformat.read(self.root / "course" / name, as_version=4), self.root / "course",
+                      env={**os.environ, "TMPDIR": str(temp)})
+        return nb, _left_in(temp)
+
+    def _untouched(self, unit):
+        path = notebook_path(unit, self.root)
+        return _execute(nbformat.read(path, as_version=4), path.parent)
+
+    def _solved(self, unit):
+        nb = problem_notebook(unit, with_solutions=True)
+        for p in registry.PROBLEMS:
+            if p.unit == unit:
+                cell = tagged(nb, "hint", p)
+                cell.source = cell.source.removeprefix("# ")  # also run the hint cells
+        return _execute(nb, self.tmp.mktemp(f"solved{unit}"))
+
+    def result(self, nodeid: str):
+        return self.futures[nodeid].result()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(scope="module")
+def runs(request, root, tmp_path_factory):
+    started = _Runs(request.session, root, tmp_path_factory)
+    yield started
+    started.close()
 
 
 def _text(nb) -> str:
@@ -284,23 +360,14 @@ def _left_in(folder: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("name", LESSONS)
-def test_lessons_execute(root, name, tmp_path, monkeypatch):
+def test_lessons_execute(root, name, runs, request):
     from autograder.learner import progress
 
-    drills = len([r for r in progress.load() if r.get("kind") == "drill"])
-    # The kernel, and every process a lesson starts, writes its scratch under a temp folder of the
-    # test's: a lesson removes what it writes (checkpoints, safetensors files, kept scratch), so it
-    # must leave that folder, and the course folder, as it found them.
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(temp))
-    course_before = _left_in(root / "course")
-    nb = _execute(nbformat.read(root / "course" / name, as_version=4), root / "course")
-    left = _left_in(temp)
+    nb, left = runs.result(request.node.nodeid)
     assert not left, f"{name} left {len(left)} files and folders in the temp folder: {left[:10]}"
-    assert _left_in(root / "course") == course_before, "the lesson left files in course/"
+    assert _left_in(root / "course") == runs.course_before, "a lesson left files in course/"
     # Running a lesson top to bottom records nothing: a drill counts once the learner answers it.
-    assert len([r for r in progress.load() if r.get("kind") == "drill"]) == drills
+    assert len([r for r in progress.load() if r.get("kind") == "drill"]) == runs.drills
     text = _text(nb)
     assert "16 CPU devices ready" in text
     for shown in SHOWS.get(name, ()):
@@ -372,21 +439,15 @@ def test_lessons_execute(root, name, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("unit", registry.units())
-def test_untouched_problem_notebook_runs_and_says_not_attempted(root, unit):
-    path = notebook_path(unit, root)
-    text = _text(_execute(nbformat.read(path, as_version=4), path.parent))
+def test_untouched_problem_notebook_runs_and_says_not_attempted(unit, runs, request):
+    text = _text(runs.result(request.node.nodeid))
     n = sum(p.unit == unit for p in registry.PROBLEMS)
     assert text.count("Not attempted") == n and "Correct" not in text
 
 
 @pytest.mark.parametrize("unit", registry.units())
-def test_solved_problem_notebook_passes_its_checks(tmp_path, unit):
-    nb = problem_notebook(unit, with_solutions=True)
-    for p in registry.PROBLEMS:
-        if p.unit == unit:
-            cell = tagged(nb, "hint", p)
-            cell.source = cell.source.removeprefix("# ")  # also run the hint cells
-    text = _text(_execute(nb, tmp_path))
+def test_solved_problem_notebook_passes_its_checks(unit, runs, request):
+    text = _text(runs.result(request.node.nodeid))
     n = sum(p.unit == unit for p in registry.PROBLEMS)
     assert text.count("public examples") == n and "Incorrect" not in text and "Not attempted" not in text
     assert "Hint 1/3" in text
