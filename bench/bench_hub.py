@@ -10,9 +10,11 @@ Chromium through Playwright. Two courses on one hub, one exchange:
 - Each instructor, in a terminal of their own JupyterLab in the browser, generates and releases
   Unit 1; each learner logs in, fetches it (nbgrader's Assignments panel's own requests, from
   the learner's page), saves their answers, runs the notebook in JupyterLab (each problem's check
-  cell shows Correct or not), and submits; the instructor collects, autogrades (the course's grader,
-  no learner kernel), generates and releases feedback; each learner fetches their own feedback.
-- Checked: the scores in each gradebook; each learner's feedback is theirs; a learner cannot list
+  cell shows Correct or not), and submits; ``ckh-l2`` submits again naming ``ckh-l1``
+  (nbgrader's ``--student``); the instructor collects, autogrades (the course's grader, no learner
+  kernel), generates and releases feedback; each learner fetches their own feedback.
+- Checked: the scores in each gradebook (``ckh-l1`` keeps full marks: the submission naming them
+  is collected as ``ckh-l2``'s); each learner's feedback is theirs; a learner cannot list
   the exchange's inbound or feedback folders, nor read another learner's home, the instructors'
   course (references, hidden tests) or a course folder; ``ckh-l3`` (course-b) is refused course-a's
   assignment; ``ckh-out`` is refused at login.
@@ -21,8 +23,8 @@ Chromium through Playwright. Two courses on one hub, one exchange:
   started together for 1 to 4 learners.
 
 Screenshots of each role's page go to ``--shots`` (default: a temporary folder, never the
-repository), to be looked at by eye. Run: ``python bench/bench_hub.py`` (about N minutes, see
-the README's "A class on one JupyterHub").
+repository), to be looked at by eye. Run, as root: ``python bench/bench_hub.py`` (about 5 minutes
+here; the README's "A class on one JupyterHub" gives what it measured).
 """
 
 from __future__ import annotations
@@ -424,6 +426,13 @@ def scenario(browser, hub: Hub, passwords: dict, shots: Path, figures: dict, ses
             say(f"{learner} fetched, ran ({statuses.count('Correct')}/{len(statuses)} checks Correct) and "
                 f"submitted {course}/{ASSIGNMENT}")
     figures["memory"] = memory
+
+    # A learner submits in a classmate's name (nbgrader lets them): it must never replace the
+    # classmate's work (the scores below: ckh-l1 keeps 45).
+    l2 = sessions["ckh-l2"]
+    home = Path(pwd.getpwnam("ckh-l2").pw_dir)
+    l2.terminal(f"nbgrader submit {ASSIGNMENT} --course course-a --student ckh-l1", home / "forged.done")
+    say("ckh-l2 submitted again, naming ckh-l1")
 
     # A learner of course-b is refused course-a's assignment.
     l3 = sessions["ckh-l3"]

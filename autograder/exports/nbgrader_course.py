@@ -45,6 +45,9 @@ _SHARED_EXCHANGE = """\
 # machine shares (each in a sub-folder of its id); learners' fetched copies go in <course id>/<assignment>.
 c.Exchange.root = {root!r}
 c.Exchange.path_includes_course = True"""
+# An instructor's collect on an exchange several accounts share: a submission is the account's that
+# wrote it, whatever learner its folder names (nbgrader's own only warns).
+_OWNERS_COLLECT = '\nc.ExchangeFactory.collect = "autograder.exports.nbgrader_exchange.OwnersCollect"'
 
 CONFIG = '''\
 # nbgrader configuration written by `python -m autograder nbgrader`. Edit freely: the command
@@ -91,7 +94,8 @@ def course_config(course_id: str = COURSE_ID, exchange: Path | None = None) -> s
     """The ``nbgrader_config.py`` of a course: its id, and its exchange (``None``: a folder of its own
     beside the config; else the folder every course on the machine shares)."""
     check_course_id(course_id)
-    where = _OWN_EXCHANGE if exchange is None else _SHARED_EXCHANGE.format(root=str(Path(exchange).resolve()))
+    where = _OWN_EXCHANGE if exchange is None else (_SHARED_EXCHANGE.format(root=str(Path(exchange).resolve())) +
+                                                     _OWNERS_COLLECT)
     return CONFIG.format(course_id=course_id, exchange=where)
 
 COURSE_README = """\

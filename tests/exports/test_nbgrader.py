@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import inspect
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -410,8 +411,9 @@ def test_the_unit_3_5_and_6_attacks_earn_nothing_through_nbgrader(tmp_path):
 
 def test_two_courses_share_one_exchange_each_in_its_own_folder(tmp_path):
     """Two instructors' courses on one machine, one exchange (``--course-id``, ``--exchange``): each
-    releases its unit 1; a learner fetches from both into a folder per course and submits to one;
-    each instructor collects only their own course's submissions (real nbgrader, as one user)."""
+    releases its unit 1; a learner fetches from both into a folder per course and submits to one,
+    once in a classmate's name; each instructor collects only their own course's submissions, each
+    as the account that wrote it (real nbgrader, as one user)."""
     from autograder.exports.nbgrader_course import learners_config
 
     exchange = tmp_path / "exchange"
@@ -438,7 +440,12 @@ def test_two_courses_share_one_exchange_each_in_its_own_folder(tmp_path):
         nbgrader(learner, "fetch_assignment", f"unit{UNIT}", "--course", cid)
         assert (learner / cid / f"unit{UNIT}" / NOTEBOOK).is_file()
     nbgrader(learner, "submit", f"unit{UNIT}", "--course", "course-a")
+    # A submission naming a classmate (nbgrader's --student; the hub's course check lets it through):
+    # collected as its writer's, never over the classmate's work.
+    nbgrader(learner, "submit", f"unit{UNIT}", "--course", "course-a", "--student", "classmate")
     for course in courses.values():
         nbgrader(course, "collect", f"unit{UNIT}")
-    assert list((courses["course-a"] / "submitted").glob(f"*/unit{UNIT}/{NOTEBOOK}")), "course-a's submission"
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    assert sorted(p.name for p in (courses["course-a"] / "submitted").iterdir()) == [me]
+    assert (courses["course-a"] / "submitted" / me / f"unit{UNIT}" / NOTEBOOK).is_file(), "course-a's submission"
     assert not list((courses["course-b"] / "submitted").glob(f"*/unit{UNIT}/*")), "course-b collected another's"

@@ -1,0 +1,36 @@
+"""nbgrader's exchange shared by several accounts (a JupyterHub's courses): a submission is its owner's.
+
+nbgrader names a submission's folder in the exchange after the learner it claims to be
+(``<student>+<assignment>+<time>+<random>``), and ``nbgrader submit --student <classmate>`` writes
+one claiming a classmate, which JupyterHub's course check lets through (the classmate is in the
+course). nbgrader's collect takes the id from that name and only logs "cheating attempt?" when
+the folder's owner differs; the latest submission wins, so a learner could replace a classmate's
+work with their own. :class:`OwnersCollect` collects each submission as its owner's: the account
+that wrote it, which no learner can forge. Courses written with a shared exchange
+(``python -m autograder nbgrader --exchange``, ``autograder hub``) use it.
+
+Instructors' side only (nbgrader's collect); a learner's kernel never loads it.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+
+from nbgrader.exchange.default.collect import ExchangeCollect
+
+
+class OwnersCollect(ExchangeCollect):
+    """nbgrader's collect, each submission attributed to the account that owns its folder."""
+
+    def _path_to_record(self, path):
+        record = super()._path_to_record(path)
+        try:
+            owner = pwd.getpwuid(os.stat(path).st_uid).pw_name
+        except (KeyError, OSError):
+            owner = None
+        if owner is not None and owner != record["username"]:
+            self.log.warning(f"{record['filename']} names {record['username']!r} but {owner!r} submitted it: "
+                             f"collected as {owner}'s")
+            record["username"] = owner
+        return record
