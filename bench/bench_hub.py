@@ -11,7 +11,8 @@ Chromium through Playwright. Two courses on one hub, one exchange:
   Unit 1; each learner logs in, fetches it (nbgrader's Assignments panel's own requests, from
   the learner's page), saves their answers, runs the notebook in JupyterLab (each problem's check
   cell shows Correct or not), and submits; ``ckh-l2`` submits again naming ``ckh-l1``
-  (nbgrader's ``--student``); the instructor collects, autogrades (the course's grader, no learner
+  (nbgrader's ``--student``: refused by the hub, then taken with the course check dropped in
+  ``ckh-l2``'s own nbgrader config); the instructor collects, autogrades (the course's grader, no learner
   kernel), generates and releases feedback; each learner fetches their own feedback.
 - Checked: the scores in each gradebook (``ckh-l1`` keeps full marks: the submission naming them
   is collected as ``ckh-l2``'s); each learner's feedback is theirs; a learner cannot list
@@ -427,12 +428,17 @@ def scenario(browser, hub: Hub, passwords: dict, shots: Path, figures: dict, ses
                 f"submitted {course}/{ASSIGNMENT}")
     figures["memory"] = memory
 
-    # A learner submits in a classmate's name (nbgrader lets them): it must never replace the
-    # classmate's work (the scores below: ckh-l1 keeps 45).
+    # A learner submits in a classmate's name: the hub refuses it (the server's token cannot read
+    # another user); with the course check dropped in their own nbgrader config (one in the folder
+    # nbgrader runs from wins), nbgrader takes it, and it must never replace the classmate's work
+    # (the scores below: ckh-l1 keeps 45).
     l2 = sessions["ckh-l2"]
     home = Path(pwd.getpwnam("ckh-l2").pw_dir)
-    l2.terminal(f"nbgrader submit {ASSIGNMENT} --course course-a --student ckh-l1", home / "forged.done")
-    say("ckh-l2 submitted again, naming ckh-l1")
+    out = l2.terminal(f"nbgrader submit {ASSIGNMENT} --course course-a --student ckh-l1", home / "named.done", ok=False)
+    assert "404" in out, out[-2000:]
+    l2.terminal("echo 'c.Authenticator.plugin_class = \"nbgrader.auth.NoAuthPlugin\"' > nbgrader_config.py && "
+                f"nbgrader submit {ASSIGNMENT} --course course-a --student ckh-l1", home / "forged.done")
+    say("ckh-l2 naming ckh-l1: refused by the hub, then submitted with the course check dropped")
 
     # A learner of course-b is refused course-a's assignment.
     l3 = sessions["ckh-l3"]

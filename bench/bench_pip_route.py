@@ -37,13 +37,13 @@ FIRST_CELL = "%pip install --quiet {source}"  # the README's hosted-notebook fir
 
 
 def find_python(version: str) -> str:
-    found = shutil.which(f"python{version}")
-    if found:
-        return found
-    pyenv = sorted(Path.home().glob(f".pyenv/versions/{version}*/bin/python{version}"))
-    if pyenv:
-        return str(pyenv[-1])
-    raise SystemExit(f"no python{version} on PATH or under pyenv")
+    """A python<version> that runs (pyenv's shims on PATH answer only for the versions set active)."""
+    candidates = [str(p) for p in sorted(Path.home().glob(f".pyenv/versions/{version}*/bin/python{version}"))[::-1]]
+    candidates += [c for c in (shutil.which(f"python{version}"),) if c]
+    for candidate in candidates:
+        if subprocess.run([candidate, "--version"], capture_output=True).returncode == 0:
+            return candidate
+    raise SystemExit(f"no python{version} that runs, on PATH or under pyenv")
 
 
 def step(what: str, cmd: list[str], **kw) -> tuple[float, str]:
@@ -128,12 +128,12 @@ def hosted_route(python: str, work: Path) -> dict:
         "argv": [str(venv / "bin" / "python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "hosted", "language": "python"}))
     from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
 
-    manager = KernelSpecManager(kernel_dirs=[str(spec)])
+    km = KernelManager(kernel_name="hosted", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec)]))
     started = time.monotonic()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "XLA_FLAGS")}
-    client = NotebookClient(nb, timeout=900, kernel_name="hosted", kernel_spec_manager=manager,
-                            resources={"metadata": {"path": str(folder)}})
+    client = NotebookClient(nb, km=km, timeout=900, resources={"metadata": {"path": str(folder)}})
     client.execute(env=env)
     out["first_cell_and_lesson_1_s"] = round(time.monotonic() - started)
     text = "\n".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))

@@ -294,7 +294,7 @@ def _refuse_what_it_cannot_keep_apart(courses: list[Course], root: Path, referen
     if os.geteuid() != 0:
         raise PermissionError("the hub starts each user's server as that user: run it as root")
     check_class(courses)
-    missing = missing_users(courses)
+    missing = sorted(missing_users(courses))
     if missing:
         raise ValueError(f"no such user on this machine: {', '.join(missing)} (the hub logs in system users: create "
                          f"each, e.g. useradd -m -K HOME_MODE=0700 NAME, and give a password with passwd)")

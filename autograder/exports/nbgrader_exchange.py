@@ -2,10 +2,11 @@
 
 nbgrader names a submission's folder in the exchange after the learner it claims to be
 (``<student>+<assignment>+<time>+<random>``), and ``nbgrader submit --student <classmate>`` writes
-one claiming a classmate, which JupyterHub's course check lets through (the classmate is in the
-course). nbgrader's collect takes the id from that name and only logs "cheating attempt?" when
-the folder's owner differs; the latest submission wins, so a learner could replace a classmate's
-work with their own. :class:`OwnersCollect` collects each submission as its owner's: the account
+one claiming a classmate: on a JupyterHub its course check refuses that (a learner's token cannot
+read another user), but a learner's own config can drop the check (a ``nbgrader_config.py`` in the
+folder they run nbgrader from), and on one machine without a hub nothing checks it. nbgrader's
+collect takes the id from that name and only logs "cheating attempt?" when the folder's owner
+differs; the latest submission wins, so a learner could replace a classmate's work. :class:`OwnersCollect` collects each submission as its owner's: the account
 that wrote it, which no learner can forge. Courses written with a shared exchange
 (``python -m autograder nbgrader --exchange``, ``autograder hub``) use it.
 

@@ -440,7 +440,7 @@ def test_two_courses_share_one_exchange_each_in_its_own_folder(tmp_path):
         nbgrader(learner, "fetch_assignment", f"unit{UNIT}", "--course", cid)
         assert (learner / cid / f"unit{UNIT}" / NOTEBOOK).is_file()
     nbgrader(learner, "submit", f"unit{UNIT}", "--course", "course-a")
-    # A submission naming a classmate (nbgrader's --student; the hub's course check lets it through):
+    # A submission naming a classmate (nbgrader's --student, with no course check, as on one machine):
     # collected as its writer's, never over the classmate's work.
     nbgrader(learner, "submit", f"unit{UNIT}", "--course", "course-a", "--student", "classmate")
     for course in courses.values():
