@@ -50,11 +50,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from autograder import registry  # noqa: E402
+from tests.learner.test_browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 - the suite's browser, as it starts it
 from tests.nbgrader_work import reference_answers, submit, wrong_answer  # noqa: E402
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
-                 "--disable-background-networking", "--disable-component-update"]
 UNIT = 1
 ASSIGNMENT = f"unit{UNIT}"
 NOTEBOOK = registry.UNITS[UNIT].notebook

@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,10 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ckptlab.twohost import free_port  # noqa: E402
+
 FIRST_CELL = "%pip install --quiet {source}"  # the README's hosted-notebook first cell, from a folder here
 
 
@@ -54,12 +57,6 @@ def step(what: str, cmd: list[str], **kw) -> tuple[float, str]:
         raise SystemExit(f"{what} failed ({run.returncode}):\n{run.stdout[-2000:]}\n{run.stderr[-3000:]}")
     print(f"  {what}: {took:.0f} s", flush=True)
     return took, run.stdout
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def pip_route(python: str, work: Path) -> dict:

@@ -26,8 +26,8 @@ class OwnersCollect(ExchangeCollect):
 
     def _path_to_record(self, path):
         record = super()._path_to_record(path)
-        try:
-            owner = pwd.getpwuid(os.stat(path).st_uid).pw_name
+        try:  # the entry's own owner: a link a learner makes to a classmate's folder is the learner's
+            owner = pwd.getpwuid(os.lstat(path).st_uid).pw_name
         except (KeyError, OSError):
             owner = None
         if owner is not None and owner != record["username"]:

@@ -81,24 +81,37 @@ def shared_interpreter(cache: Path) -> str:
 
 
 # What of the course's environment a shared one never takes: the editable install (it puts the
-# whole repository, references and hidden tests included, on sys.path) and the course's own metadata.
+# whole repository, references and hidden tests included, on sys.path), the course's own metadata,
+# and its packages as a non-editable install copies them (pyproject.toml's packages: `solutions`
+# and `autograder/hidden` among them); a shared environment gets the course only from its folders.
+COURSE_PACKAGES = ("autograder", "ckptlab", "solutions")
 _NOT_SHARED = ("__editable__", "sharded_checkpointing_course")
 
 
-def _link_tree(src: Path, dst: Path) -> None:
-    """``src`` into ``dst``: folders made anew (mode 0755), files hard-linked (copied across file
-    systems), symbolic links kept as they are."""
+def _not_the_course(name: str) -> bool:
+    """At any depth (the editable finder's compiled copy sits in __pycache__)."""
+    return not name.startswith(_NOT_SHARED)
+
+
+def _shared(name: str) -> bool:
+    """At the top of site-packages."""
+    return _not_the_course(name) and name not in COURSE_PACKAGES
+
+
+def _link_tree(src: Path, dst: Path, keep=_not_the_course) -> None:
+    """``src`` into ``dst`` (of its entries, those ``keep`` keeps): folders made anew (mode 0755),
+    files hard-linked (copied across file systems), symbolic links kept as they are."""
     dst.mkdir(parents=True, exist_ok=True)
     dst.chmod(0o755)
     for entry in os.scandir(src):
-        if entry.name.startswith(_NOT_SHARED):
+        if not keep(entry.name):
             continue
         target = dst / entry.name
         if entry.is_symlink():
             if not target.is_symlink():
                 target.symlink_to(os.readlink(entry.path))
         elif entry.is_dir():
-            _link_tree(Path(entry.path), target)
+            _link_tree(Path(entry.path), target, _not_the_course)
         elif not target.exists():
             try:
                 os.link(entry.path, target)
@@ -106,18 +119,18 @@ def _link_tree(src: Path, dst: Path) -> None:
                 shutil.copy2(entry.path, target)
 
 
-def course_environment(dest: Path, course_paths: list[Path], cache: Path) -> Path:
+def course_environment(dest: Path, course_paths: list[Path], cache: Path, site_packages: Path | None = None) -> Path:
     """A virtual environment at ``dest`` that any user can run: an interpreter from
     :func:`shared_interpreter`, the course environment's third-party packages and Jupyter's data
     (``share/``, ``etc/``) linked in, the folders ``course_paths`` (holding ``autograder`` and
     ``ckptlab``) on its path, and a script in ``bin/`` for each command its packages declare.
-    Returns its Python."""
+    ``site_packages``: the course environment's (default: this interpreter's). Returns its Python."""
     python = dest / "bin" / "python"
     if not python.exists():
         subprocess.run([shared_interpreter(cache), "-m", "venv", "--without-pip", str(dest)], check=True)
     version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
     site = dest / "lib" / version / "site-packages"
-    _link_tree(Path(sysconfig.get_paths()["purelib"]), site)
+    _link_tree(site_packages or Path(sysconfig.get_paths()["purelib"]), site, keep=_shared)
     for data in ("share", "etc"):
         if (Path(sys.prefix) / data).is_dir():
             _link_tree(Path(sys.prefix) / data, dest / data)

@@ -103,7 +103,14 @@ def test_each_role_gets_its_environment_and_settings_and_16_devices():
     assert "course_id" not in config  # a learner sees every course they belong to
 
 
-def test_the_learners_environment_has_the_packages_but_not_the_references_or_hidden_tests(tmp_path):
+@pytest.fixture(scope="module")
+def shared_python_cache(tmp_path_factory):
+    """Where the course's interpreter is copied for other users (once for this module's tests)."""
+    return tmp_path_factory.mktemp("shared-python")
+
+
+def test_the_learners_environment_has_the_packages_but_not_the_references_or_hidden_tests(tmp_path,
+                                                                                         shared_python_cache):
     """The course's own environment has the whole repository on its path (an editable install):
     the learners' one takes its third-party packages and only the folders it is given."""
     from autograder.exports.shared_python import course_environment
@@ -111,7 +118,7 @@ def test_the_learners_environment_has_the_packages_but_not_the_references_or_hid
     bundle = tmp_path / "bundle"
     (bundle / "ckptlab").mkdir(parents=True)
     (bundle / "ckptlab" / "__init__.py").write_text("WHERE = 'bundle'\n")
-    python = course_environment(tmp_path / "env", [bundle], tmp_path / "python")
+    python = course_environment(tmp_path / "env", [bundle], shared_python_cache)
     code = ("import importlib.util, nbgrader, jupyterhub.singleuser, ckptlab\n"
             "print(ckptlab.WHERE, [m for m in ('solutions', 'autograder') if importlib.util.find_spec(m)])")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -140,3 +147,25 @@ def test_references_or_hidden_tests_other_users_can_read_are_found():
         assert hub.readable_secrets([repo]) == []
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_non_editable_course_install_lends_learners_none_of_its_packages(tmp_path, shared_python_cache):
+    """Where the course was installed with ``pip install .`` (not editable), its site-packages holds
+    ``solutions/`` and ``autograder/hidden/`` themselves: the learners' environment takes none of the
+    course's packages, only the third-party ones, whatever the install."""
+    import tomllib
+
+    from autograder.exports import shared_python
+
+    site = tmp_path / "course-site"
+    for rel in ("solutions/unit1.py", "autograder/hidden/unit1.py", "ckptlab/__init__.py", "thirdparty/__init__.py",
+                "sharded_checkpointing_course-0.1.0.dist-info/RECORD"):
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text("SECRET = 1\n")
+    (site / "__editable__.sharded_checkpointing_course-0.1.0.pth").write_text("import x\n")
+    shared_python.course_environment(tmp_path / "env", [], shared_python_cache, site_packages=site)
+    linked = tmp_path / "env" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    assert sorted(p.name for p in linked.iterdir() if p.name != "ckpt_course.pth") == ["thirdparty"]
+    # the course's packages, as pyproject.toml names them, are those kept out
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert sorted(p.rstrip("*") for p in packages) == sorted(shared_python.COURSE_PACKAGES)

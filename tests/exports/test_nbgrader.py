@@ -412,8 +412,9 @@ def test_the_unit_3_5_and_6_attacks_earn_nothing_through_nbgrader(tmp_path):
 def test_two_courses_share_one_exchange_each_in_its_own_folder(tmp_path):
     """Two instructors' courses on one machine, one exchange (``--course-id``, ``--exchange``): each
     releases its unit 1; a learner fetches from both into a folder per course and submits to one,
-    once in a classmate's name; each instructor collects only their own course's submissions, each
-    as the account that wrote it (real nbgrader, as one user)."""
+    once in a classmate's name and once as a link to someone else's folder; each instructor
+    collects only their own course's submissions, each as the account that wrote it (real
+    nbgrader, as one user)."""
     from autograder.exports.nbgrader_course import learners_config
 
     exchange = tmp_path / "exchange"
@@ -443,6 +444,12 @@ def test_two_courses_share_one_exchange_each_in_its_own_folder(tmp_path):
     # A submission naming a classmate (nbgrader's --student, with no course check, as on one machine):
     # collected as its writer's, never over the classmate's work.
     nbgrader(learner, "submit", f"unit{UNIT}", "--course", "course-a", "--student", "classmate")
+    # ... and a link in the exchange, named after a user, to a folder of theirs: the link's writer's.
+    theirs = tmp_path / "nobodys"
+    shutil.copytree(learner / "course-a" / f"unit{UNIT}", theirs)
+    for path in [theirs, *theirs.rglob("*")]:
+        os.chown(path, pwd.getpwnam("nobody").pw_uid, -1)
+    (exchange / "course-a" / "inbound" / f"nobody+unit{UNIT}+2999-01-01 00:00:00.000000 UTC+link").symlink_to(theirs)
     for course in courses.values():
         nbgrader(course, "collect", f"unit{UNIT}")
     me = pwd.getpwuid(os.geteuid()).pw_name
