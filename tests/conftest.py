@@ -61,6 +61,8 @@ def _sandbox_tests_after_the_background(request):
 def pytest_configure(config):
     config.addinivalue_line("markers", "background(job): reads a grading the suite runs beside it "
                                        "(tests/background.py); moved to the end of the run")
+    config.addinivalue_line("markers", "pip_route: reads the course's installs in fresh environments, which the "
+                                       "suite runs beside it (tests/pip_route.py); moved to the end of the run")
 
 
 @pytest.hookimpl(trylast=True)  # (after -k and -m have deselected what they deselect)
@@ -70,7 +72,9 @@ def pytest_collection_modifyitems(session, config, items):
     - the suite's heaviest gradings (tests/background.py: one class of every curated wrong and right
       answer and the references, then every curated answer through the public checks), on one core;
     - the whole course's try inside Gradescope's container (tests/sandbox/test_container.py), held
-      to half a CPU, last.
+      to half a CPU, last;
+    - the course installed with pip in fresh environments, and the hosted route (tests/pip_route.py),
+      once the background's gradings have ended: on the core the sandbox's tests leave.
     The sandbox's tests, which wait for the background to end, come after every other, then the
     notebooks, which run two at a time."""
     if config.option.collectonly:
@@ -87,10 +91,15 @@ def pytest_collection_modifyitems(session, config, items):
         from tests.sandbox.test_container import start_whole_course_try
 
         start_whole_course_try()
+    routes = [item for item in items if item.get_closest_marker("pip_route")]
+    if routes:
+        from tests import pip_route
+
+        pip_route.start()  # (its installs wait for the background's gradings to end)
     # The sandbox's tests wait for the background to end: everything else runs first, meanwhile. Then
     # the notebooks, two kernels at a time, on the cores the background left (tests/lessons/
     # test_notebooks.py); those that read the background after them (the container's try the very last).
-    reading_or_whole = set(reading) | set(whole)
+    reading_or_whole = set(reading) | set(whole) | set(routes)
 
     def place(item) -> int:
         if item in reading_or_whole:
@@ -105,7 +114,8 @@ def pytest_collection_modifyitems(session, config, items):
 def pytest_sessionfinish(session, exitstatus):
     import sys
 
-    for name, stop in (("tests.sandbox.test_container", "stop_whole_course_try"), ("tests.background", "stop")):
+    for name, stop in (("tests.sandbox.test_container", "stop_whole_course_try"), ("tests.background", "stop"),
+                       ("tests.pip_route", "stop")):
         module = sys.modules.get(name)
         if module is not None:
             getattr(module, stop)()
