@@ -277,13 +277,16 @@ def start() -> None:
 
     def keep(key: str, work) -> None:
         python = find_python(HOSTED_PYTHON if key == "hosted" else key)
-        value = {"python": python, "work": str(folder / key)}
+        value = {"python": python, "work": str(folder / key), "began": time.time()}
         if python is not None:
             (folder / key).mkdir()
+            first = len(steps.times)
             try:
                 value.update(work(python, folder / key, steps))
             except Exception as e:  # (the test that reads it fails with it)
                 value["error"] = f"{type(e).__name__}: {e}"
+            value["steps"] = steps.times[first:]
+        value["ended"] = time.time()
         with done:
             results[key] = value
             done.notify_all()
