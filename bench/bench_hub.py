@@ -38,7 +38,6 @@ import pwd
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -50,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from autograder import registry  # noqa: E402
+from ckptlab.twohost import stop_group  # noqa: E402
 from tests.learner.test_browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 - the suite's browser, as it starts it
 from tests.nbgrader_work import reference_answers, submit, wrong_answer  # noqa: E402
 
@@ -167,12 +167,7 @@ class Hub:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+            stop_group(self.proc)
         if self.proc is not None:
             self.log.close()
 

@@ -11,6 +11,7 @@ works from a notebook whose own JAX already runs with 16 devices.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -41,6 +42,22 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def stop_group(proc: subprocess.Popen, grace: float = 30.0) -> None:
+    """A process started with ``start_new_session=True`` stopped with everything it started (a
+    server's kernels and terminals): SIGTERM to its process group, SIGKILL after ``grace`` seconds."""
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=grace)
+    except ProcessLookupError:  # (the group has ended)
+        proc.wait()
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def _host(process_id: int, num_processes: int, port: int, ckpt_dir: str, shape: tuple, devices_per_host: int) -> dict:

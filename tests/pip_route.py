@@ -164,7 +164,7 @@ def readme_route() -> str:
 def jupyter_lab(venv: Path, clone: Path, env: dict, steps: Steps) -> dict:
     """The README's ``jupyter lab`` line, run as it is in the clone with the venv active, until its
     page answers; then where it opens, and what it serves."""
-    from ckptlab.twohost import free_port
+    from ckptlab.twohost import free_port, stop_group
 
     port = free_port()
     line = f"{README_LAB} --no-browser --port={port} --IdentityProvider.token={' --allow-root' * (os.geteuid() == 0)}"
@@ -193,12 +193,7 @@ def jupyter_lab(venv: Path, clone: Path, env: dict, steps: Steps) -> dict:
             except urllib.error.HTTPError as e:
                 served[path] = e.code
     finally:
-        os.killpg(lab.pid, signal.SIGTERM)
-        try:
-            lab.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(lab.pid, signal.SIGKILL)
-            lab.wait()
+        stop_group(lab)
     return {"lab_page": "JupyterLab" in page, "lab_opens": opens, "lab_serves": served}
 
 

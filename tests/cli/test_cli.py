@@ -68,8 +68,6 @@ def test_make_lab_serves_the_course(root):
         page = urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token=test", timeout=5)
         assert page.status == 200
     finally:
-        import os
-        import signal
+        from ckptlab.twohost import stop_group
 
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+        stop_group(proc)

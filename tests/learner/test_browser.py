@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from ckptlab.twohost import free_port, stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -36,12 +36,6 @@ def browser():
         chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
@@ -74,11 +68,7 @@ class Server:
         return int(out.stdout.split()[0])
 
     def stop(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        stop_group(self.proc)
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +98,7 @@ def _env(home: Path) -> dict:
 @pytest.fixture(scope="module")
 def lab(clone):
     dest, home = clone
-    port = _free_port()
+    port = free_port()
     # -o: the clone shares this .venv, which `make` must not reinstall from the clone (its editable
     # install would then point into a folder this test deletes).
     server = Server(["make", "-o", ".venv/.installed", "lab", f"LAB_ARGS=--no-browser --port={port}"], dest,
@@ -207,7 +197,7 @@ def test_the_same_check_finds_nbgrader_where_it_is_on(browser, clone):
     """Without the course's jupyter_config/, the same JupyterLab shows nbgrader's menu and Validate
     button: the assertions above can fail."""
     dest, home = clone
-    port = _free_port()
+    port = free_port()
     server = Server([str(dest / ".venv" / "bin" / "jupyter"), "lab", "--no-browser", f"--port={port}",
                      "--allow-root", f"--ServerApp.root_dir={dest}"], dest, _env(home))
     page = browser.new_page(viewport={"width": 1400, "height": 900})

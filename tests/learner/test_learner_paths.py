@@ -9,8 +9,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,16 +19,11 @@ import nbformat
 import pytest
 
 from autograder import registry
+from ckptlab.twohost import free_port, stop_group
 from tests.conftest import ROOT
 
 TOKEN = "learner-paths"
 DECOY = "decoy python: not the course's"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _home(home: Path) -> dict:
@@ -56,7 +49,7 @@ def lab(tmp_path_factory):
     """`make lab` as a learner starts it (the Makefile's own recipe); its address."""
     if not (ROOT / ".venv" / ".installed").exists():
         pytest.skip("needs the course's .venv (make venv)")
-    port = _free_port()
+    port = free_port()
     home = tmp_path_factory.mktemp("home")
     # -o: never rebuild the shared .venv here, whatever pyproject.toml's time.
     args = f"--no-browser --port={port} --ServerApp.token={TOKEN}"
@@ -76,11 +69,7 @@ def lab(tmp_path_factory):
             raise AssertionError("JupyterLab did not start")
         yield base
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop_group(proc)
 
 
 _ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[=>()][0-9A-B]?")
