@@ -207,18 +207,6 @@ def fetch(url: str) -> Copy:
     return copy
 
 
-def _resident(pid: int) -> int:
-    """A process's resident memory (VmRSS), in bytes; 0 once gone."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
 def _in_child(job: dict, what: str = "its listing and records") -> dict:
     """Run :func:`_copy_records` (or, for a job of kind ``headers``, :func:`_copy_headers`) on ``job`` in a
     child process, watched: killed past the fetch's seconds or memory, which the answer then says
@@ -227,6 +215,8 @@ def _in_child(job: dict, what: str = "its listing and records") -> dict:
     import subprocess
     import sys
     import time
+
+    from ckptlab.memory import status_bytes
 
     seconds, url = _fetch_seconds(), job["url"]
     with tempfile.TemporaryFile() as err:
@@ -237,7 +227,7 @@ def _in_child(job: dict, what: str = "its listing and records") -> dict:
         end, why = time.monotonic() + seconds, None
         try:
             while proc.poll() is None:
-                held = _resident(proc.pid)
+                held = status_bytes("VmRSS", proc.pid) or 0  # (0 once gone)
                 if held > FETCH_MEMORY:
                     why = (f"{url}: reading {what} took more than {FETCH_MEMORY >> 20} MiB of memory, "
                            "and was stopped: not a checkpoint Orbax wrote (a listing that never ends, or a record "
