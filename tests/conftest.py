@@ -95,7 +95,7 @@ def pytest_collection_modifyitems(session, config, items):
     if routes:
         from tests import pip_route
 
-        pip_route.start()  # (its installs wait for the background's gradings to end)
+        pip_route.start(pip_route.collected_keys(routes))  # (its installs wait for the background's gradings)
     # The sandbox's tests wait for the background to end: everything else runs first, meanwhile. Then
     # the notebooks, two kernels at a time, on the cores the background left (tests/lessons/
     # test_notebooks.py); those that read the background after them (the container's try the very last).
@@ -114,8 +114,9 @@ def pytest_collection_modifyitems(session, config, items):
 def pytest_sessionfinish(session, exitstatus):
     import sys
 
-    for name, stop in (("tests.sandbox.test_container", "stop_whole_course_try"), ("tests.background", "stop"),
-                       ("tests.pip_route", "stop")):
+    # (the pip route first: it waits for the background, and must not start its installs when that ends)
+    for name, stop in (("tests.pip_route", "stop"), ("tests.sandbox.test_container", "stop_whole_course_try"),
+                       ("tests.background", "stop")):
         module = sys.modules.get(name)
         if module is not None:
             getattr(module, stop)()
