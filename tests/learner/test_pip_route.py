@@ -36,6 +36,9 @@ def test_the_readme_says_what_the_suite_runs():
     for line in ("pip install .", "python -m autograder grade problems/", "python -m autograder practice --minutes 30"):
         assert line in lines, line
     assert pip_route.readme_lab_lines() == [pip_route.README_LAB] * 2, pip_route.readme_lab_lines()
+    # The hosted route's first cell: the one the suite runs, from a folder here instead of the address.
+    first = pip_route.FIRST_CELL.format(options="", source='"sharded-checkpointing-course @ git+')
+    assert first in (pip_route.ROOT / "README.md").read_text(), first
 
 
 def test_the_install_is_checked_for_every_file_of_the_course_packages(root):
