@@ -15,10 +15,11 @@ from tests import pip_route
 from tests.conftest import best_isolation
 
 
-def _ran(key: str, record_property) -> dict:
+def _ran(key: str, request) -> dict:
     got = pip_route.result(key)
-    # When it ran beside the suite, and each step's time (the JUnit report keeps them: --junitxml).
-    record_property("route", {k: got.get(k) for k in ("began", "ended", "steps")})
+    # When it ran beside the suite, and each step's time, kept by the JUnit report (--junitxml) without
+    # record_property's warning under its default family.
+    request.node.user_properties.append(("route", {k: got.get(k) for k in ("began", "ended", "steps")}))
     if got["python"] is None:
         version = pip_route.HOSTED_PYTHON if key == "hosted" else key
         pytest.skip(f"no python{version} here, on PATH or under pyenv (pyenv install {version}, or uv python "
@@ -53,8 +54,8 @@ def test_the_install_is_checked_for_every_file_of_the_course_packages(root):
 @pytest.mark.parametrize("version", pip_route.PYTHONS, ids=lambda v: f"python{v}")
 @pytest.mark.slow
 @pytest.mark.pip_route  # (waits for its installs, which the suite runs beside itself: tests/conftest.py)
-def test_the_pip_route_in_a_fresh_venv(version, record_property):
-    got = _ran(version, record_property)
+def test_the_pip_route_in_a_fresh_venv(version, request):
+    got = _ran(version, request)
     # The install holds every file of the course's packages (a file left out of the wheel is a
     # problem that cannot be graded outside a clone), and a learner's python imports it, not a clone.
     assert got["missing"] == [], got["missing"]
@@ -74,11 +75,11 @@ def test_the_pip_route_in_a_fresh_venv(version, record_property):
 
 @pytest.mark.slow
 @pytest.mark.pip_route  # (waits for its installs, which the suite runs beside itself: tests/conftest.py)
-def test_the_hosted_route_emulated(record_property):
+def test_the_hosted_route_emulated(request):
     """Lesson 1 after the README's first cell, in a real kernel of an environment that had only
     ipykernel: its devices set up before JAX started, no error, nothing left in its folder or its
     temporary folder."""
-    got = _ran("hosted", record_property)
+    got = _ran("hosted", request)
     assert got["errors"] == 0, got["text"][-3000:]
     assert "16 CPU devices ready" in got["text"], got["text"][:3000]
     assert got["left"] == [] and got["left_in_temp"] == [], (got["left"][:10], got["left_in_temp"][:10])
