@@ -6,8 +6,8 @@ times.
   clone holds; pip's in-tree build writes its ``build/`` and ``egg-info`` there, never here), then
   ``python -m venv`` and ``pip install .`` in that copy; from a folder outside it, the installed
   package holds each of the course's files (the references and hidden tests among them, which the
-  README says it ships, and why), and ``jupyter lab`` with the README's settings answers, serving
-  the course. (``learner_commands``, run by the test itself: ``grade`` of Unit 1's references as a
+  README says it ships, and why), and the README's own ``jupyter lab`` line, run as it is, opens
+  the course with ``problems/`` beside it. (``learner_commands``, run by the test itself: ``grade`` of Unit 1's references as a
   learner's file, ``practice``, ``drill`` and ``progress``.)
 - **A hosted notebook** (``hosted``), emulated: a fresh environment with only ``ipykernel``, as a
   hosted runtime has; a real kernel of it runs, in a writable folder outside the clone, the
