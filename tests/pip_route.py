@@ -140,15 +140,13 @@ def _kill(proc: subprocess.Popen) -> None:
 
 def clone_copy(target: Path) -> Path:
     """The repository's tracked files (as a fresh clone has them) copied into ``target``."""
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
-    if listed.returncode != 0:  # (not a git clone: a downloaded archive holds what the repository tracks)
+    from autograder.exports.hub import copy_tracked
+
+    if not (ROOT / ".git").exists():  # (a downloaded archive holds what the repository tracks)
         shutil.copytree(ROOT, target, ignore=shutil.ignore_patterns(".venv", "__pycache__", "build", "*.egg-info",
-                                                                    ".git", ".pytest_cache", ".hypothesis"))
+                                                                    ".pytest_cache", ".hypothesis"))
         return target
-    for name in listed.stdout.decode().split("\0"):
-        if name and (ROOT / name).is_file():
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, target / name)
+    copy_tracked(ROOT, target)
     return target
 
 

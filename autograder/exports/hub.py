@@ -336,7 +336,7 @@ def _environments(state: Path, courses: list[Course], root: Path, say) -> dict[s
     os.chown(teaching, 0, gid)
     teaching.chmod(0o750)
     if not (teaching / "course").is_dir():
-        _copy_course(root, teaching / "course")
+        copy_tracked(root, teaching / "course")
     course_environment(teaching / "env", [teaching / "course"], cache)
     say(f"instructors: the whole course and its environment in {teaching} (group {INSTRUCTORS_GROUP}, mode 0750)")
     return {"learners": str(learners / "env"), "instructors": str(teaching / "env")}
@@ -364,8 +364,9 @@ def _course_folder(state: Path, course: Course, exchange: Path, say) -> None:
         f"{', '.join(course.learners)}")
 
 
-def _copy_course(root: Path, dest: Path) -> None:
-    """The course as git tracks it (no environment, no learner's work), for the instructors' grader."""
+def copy_tracked(root: Path, dest: Path) -> None:
+    """The course as git tracks it (no environment, no learner's work), as a fresh clone holds it: for
+    the instructors' grader (and the suite's pip route, tests/pip_route.py)."""
     files = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, check=True).stdout
     building = dest.with_name(dest.name + ".part")
     shutil.rmtree(building, ignore_errors=True)
